@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install everything lakefs-janitor needs on a fresh Debian machine with Python 3.11, Java 17 and Go:
+# Debian packages (redis-server, wrk), a virtualenv in .venv with the project and its test tools,
+# and the lakeFS server built from its Go module. Downloads are cached under ~/.cache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="${PYTHON:-python3.11}"
+command -v "$python" >/dev/null || python=python3
+
+need_apt=()
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v wrk >/dev/null || need_apt+=(wrk)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing Debian packages: ${need_apt[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$HOME/.cache/pip}"
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+
+scripts/build-lakefs.sh >/dev/null

@@ -1,0 +1,1 @@
+"""Self-contained PySpark jobs (committed garbage collection); imports nothing from webhook/ or workers/."""

@@ -1,0 +1,26 @@
+"""GET /healthz (Redis reachable?) and GET /metrics."""
+
+from __future__ import annotations
+
+import redis
+from flask import Blueprint, Response, jsonify
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from webhook.context import janitor
+from workers.metrics import exposition
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/healthz")
+def healthz():
+    try:
+        janitor("redis").ping()
+    except redis.RedisError as exc:
+        return jsonify({"status": "unavailable", "redis": str(exc)}), 503
+    return jsonify({"status": "ok", "redis": "ok"})
+
+
+@bp.get("/metrics")
+def metrics():
+    return Response(exposition(janitor("registry")), mimetype=CONTENT_TYPE_LATEST)

@@ -1,0 +1,215 @@
+"""``lakefs-janitor``: the command line, lakectl-style (``lakefs://repo`` URIs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import cached_property, wraps
+from typing import Any
+
+import click
+import redis
+from rich.console import Console
+from rich.table import Table
+
+from workers.clock import BranchClock, ClockStore
+from workers.durations import format_duration
+from workers.lakefs_client import LakeFS, LakeFSError, make_lakefs
+from workers.settings import CONFIG_FILE_ENV, Settings, SettingsError, load_settings
+from workers.uris import URIError, parse_repository_uri
+
+console = Console()
+
+
+class Runtime:
+    """Settings and clients, built on first use so that `--help` needs neither."""
+
+    @cached_property
+    def settings(self) -> Settings:
+        return load_settings()
+
+    @cached_property
+    def lakefs(self) -> LakeFS:
+        return make_lakefs(self.settings.lakefs, self.settings.lakefs_timeout_seconds)
+
+    @cached_property
+    def redis(self) -> redis.Redis:
+        return redis.Redis.from_url(self.settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+
+    @cached_property
+    def clock(self) -> ClockStore:
+        return ClockStore(self.redis, self.settings.key_prefix)
+
+
+pass_runtime = click.make_pass_decorator(Runtime, ensure=True)
+
+
+def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the errors a person can act on into one clear line and exit 1, never a traceback."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (SettingsError, LakeFSError, URIError) as exc:
+            raise click.ClickException(str(exc)) from None
+        except redis.RedisError as exc:
+            raise click.ClickException(f"Redis is unavailable: {exc}") from None
+
+    return wrapper
+
+
+def repository_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def convert(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        try:
+            return parse_repository_uri(value).repository_id
+        except URIError as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return click.argument("repository", metavar="lakefs://REPOSITORY", callback=convert)(fn)
+
+
+def parse_now(value: str | None) -> datetime:
+    if value is None:
+        return datetime.now(UTC)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO-8601 time (e.g. 2026-01-31T12:00:00Z)") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), envvar=CONFIG_FILE_ENV,
+              help="YAML settings file (env: LAKEFS_JANITOR_CONFIG).")
+@click.version_option(package_name="lakefs-janitor")
+def main(config_file: str | None) -> None:
+    """Branch lifecycle, idle clock and garbage collection for lakeFS."""
+    if config_file:
+        os.environ[CONFIG_FILE_ENV] = config_file
+
+
+@main.command()
+@click.option("--bind", default="127.0.0.1:8080", show_default=True, help="host:port to listen on.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
+@pass_runtime
+@friendly_errors
+def serve(rt: Runtime, bind: str, workers: int) -> None:
+    """Run the webhook receiver and policy API under gunicorn."""
+    if rt.settings.webhook_secret is None:
+        raise click.ClickException("LAKEFS_JANITOR_WEBHOOK_SECRET is not set: the receiver would accept nobody")
+    env = dict(os.environ)
+    env.setdefault("PROMETHEUS_MULTIPROC_DIR", os.path.join(tempfile.gettempdir(), f"lakefs-janitor-metrics-{os.getpid()}"))
+    args = [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers),
+            "--config", "python:webhook.gunicorn_conf", "--access-logfile", "-", "webhook.wsgi:app"]
+    os.execve(sys.executable, args, env)
+
+
+@main.group()
+def hooks() -> None:
+    """lakeFS action hooks that feed the idle clock."""
+
+
+@hooks.command("install")
+@repository_argument
+@click.option("--url", "receiver_url", required=True, help="Base URL lakeFS uses to reach this service.")
+@click.option("--secret-env", default="LAKEFSACTION_JANITOR_SECRET", show_default=True,
+              help="lakeFS server environment variable holding the shared secret.")
+@click.option("--branch", default=None, help="Write to this branch instead of the default branch.")
+@pass_runtime
+@friendly_errors
+def hooks_install(rt: Runtime, repository: str, receiver_url: str, secret_env: str, branch: str | None) -> None:
+    """Commit _lakefs_actions/lakefs-janitor.yaml to the repository (idempotent)."""
+    from workers.hooks_install import InstallError, action_file, install  # noqa: PLC0415
+
+    try:
+        result = install(rt.lakefs, repository, action_file(receiver_url, secret_env), branch)
+    except InstallError as exc:
+        raise click.ClickException(str(exc)) from None
+    where = f"lakefs://{result.repository_id}/{result.branch_id}/{result.path}"
+    if result.changed:
+        click.echo(f"installed {where} (commit {result.commit_id})")
+    else:
+        click.echo(f"{where} is already up to date")
+    click.echo(f"lakeFS must have {secret_env} set to the service's LAKEFS_JANITOR_WEBHOOK_SECRET.")
+
+
+@main.command()
+@repository_argument
+@pass_runtime
+@friendly_errors
+def reconcile(rt: Runtime, repository: str) -> None:
+    """Compare every branch with what was last seen and record writes no hook reported, now."""
+    from workers.reconciler import reconcile_repository  # noqa: PLC0415
+
+    s = rt.settings
+    report = reconcile_repository(rt.lakefs, rt.clock, repository, datetime.now(UTC),
+                                  s.reconcile_max_branches, s.reconcile_max_staged_stats)
+    for write in report.writes:
+        click.echo(f"write   {write.branch_id}  {write.kind}  {write.at.isoformat()}")
+    for branch_id in report.forgotten:
+        click.echo(f"gone    {branch_id}")
+    more = "" if report.complete else " (bound reached; the next run continues)"
+    click.echo(f"{report.branches_seen} branches examined, {len(report.writes)} writes detected{more}")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
+
+
+def _source(clock: BranchClock) -> str:
+    if clock.last_write_at and clock.last_write_at >= (clock.created_at or clock.last_write_at):
+        return clock.last_write_src or "unknown"
+    return clock.created_src or "unknown"
+
+
+def branch_rows(lakefs: LakeFS, clock: ClockStore, repository: str, now: datetime) -> list[dict[str, Any]]:
+    refs = list(lakefs.paginate("list branches", lakefs.branches.list_branches, repository))
+    clocks = clock.get_many(repository, [r.id for r in refs])
+    rows = []
+    for ref in refs:
+        c = clocks[ref.id]
+        last = c.last_activity
+        rows.append({
+            "branch": ref.id,
+            "head": ref.commit_id,
+            "created_at": _iso(c.created_at),
+            "created_source": c.created_src or "unknown",
+            "last_write_at": _iso(c.last_write_at),
+            "last_activity_at": _iso(last),
+            "idle_seconds": int((now - last).total_seconds()) if last else None,
+            "source": _source(c) if last else "unknown",
+            "first_seen_at": _iso(c.first_seen_at),
+        })
+    return rows
+
+
+@main.command()
+@repository_argument
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@pass_runtime
+@friendly_errors
+def branches(rt: Runtime, repository: str, as_json: bool) -> None:
+    """Each branch with its creation time, last write and idle time."""
+    now = datetime.now(UTC)
+    rows = branch_rows(rt.lakefs, rt.clock, repository, now)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("branch", "created", "last write", "idle for", "source")
+    for row in rows:
+        idle = format_duration_seconds(row["idle_seconds"])
+        table.add_row(row["branch"], row["created_at"] or "unknown", row["last_write_at"] or "-", idle, row["source"])
+    console.print(table)
+
+
+def format_duration_seconds(seconds: int | None) -> str:
+    return "unknown" if seconds is None else format_duration(timedelta(seconds=max(seconds, 0)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The lakeFS client factory and the translation of SDK errors into our own.
+
+Everything that talks to lakeFS receives a ``LakeFS`` built here at the edge (CLI, Celery worker, Flask app);
+nothing creates one at import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lakefs_sdk
+import urllib3
+from lakefs_sdk.exceptions import ApiException
+
+from workers.settings import LakeFSConnection
+
+
+class LakeFSError(RuntimeError):
+    """A lakeFS call failed; ``status`` is the HTTP status or None when lakeFS was not reached."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(LakeFSError):
+    pass
+
+
+class Unauthorized(LakeFSError):
+    pass
+
+
+class Forbidden(LakeFSError):
+    pass
+
+
+class Conflict(LakeFSError):
+    pass
+
+
+class PreconditionFailed(LakeFSError):
+    """412: a pre-* hook refused the operation, or an If-Match precondition did not hold."""
+
+
+class Unavailable(LakeFSError):
+    """lakeFS could not be reached or answered 5xx/429: worth retrying later."""
+
+
+_BY_STATUS: dict[int, type[LakeFSError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    412: PreconditionFailed,
+    429: Unavailable,
+}
+
+
+def _message(exc: ApiException) -> str:
+    try:
+        return json.loads(exc.body or "{}").get("message") or str(exc.reason)
+    except (ValueError, AttributeError):
+        return str(exc.body or exc.reason)
+
+
+@contextlib.contextmanager
+def translate_errors(what: str) -> Iterator[None]:
+    """Turn SDK and transport exceptions into LakeFSError subclasses that say what was being done."""
+    try:
+        yield
+    except ApiException as exc:
+        status = exc.status or 0
+        cls = _BY_STATUS.get(status, Unavailable if status >= 500 else LakeFSError)
+        raise cls(f"{what}: lakeFS answered {status}: {_message(exc)}", status) from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise Unavailable(f"{what}: lakeFS is unreachable: {exc}") from None
+
+
+@dataclass
+class LakeFS:
+    api: lakefs_sdk.ApiClient
+    timeout: float
+
+    def __post_init__(self) -> None:
+        self.branches = lakefs_sdk.BranchesApi(self.api)
+        self.commits = lakefs_sdk.CommitsApi(self.api)
+        self.refs = lakefs_sdk.RefsApi(self.api)
+        self.objects = lakefs_sdk.ObjectsApi(self.api)
+        self.repositories = lakefs_sdk.RepositoriesApi(self.api)
+        self.internal = lakefs_sdk.InternalApi(self.api)
+        self.actions = lakefs_sdk.ActionsApi(self.api)
+        self.auth = lakefs_sdk.AuthApi(self.api)
+        self.imports = lakefs_sdk.ImportApi(self.api)
+        self.tags = lakefs_sdk.TagsApi(self.api)
+
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with translate_errors(what):
+            return fn(*args, _request_timeout=self.timeout, **kwargs)
+
+    def paginate(self, what: str, fn: Callable[..., Any], *args: Any, amount: int = 1000, **kwargs: Any) -> Iterator[Any]:
+        """Yield every result of a paginated lakeFS listing."""
+        after = kwargs.pop("after", "") or ""
+        while True:
+            page = self.call(what, fn, *args, after=after, amount=amount, **kwargs)
+            yield from page.results
+            if not page.pagination.has_more:
+                return
+            after = page.pagination.next_offset
+
+    def upload(self, repository_id: str, branch_id: str, path: str, data: bytes) -> Any:
+        # The generated SDK only uploads from a file path, so the bytes go through a temporary file.
+        with tempfile.NamedTemporaryFile(prefix="lakefs-janitor-upload-") as tmp:
+            tmp.write(data)
+            tmp.flush()
+            return self.call(f"upload {path}", self.objects.upload_object, repository_id, branch_id, path,
+                             content=tmp.name)
+
+    def close(self) -> None:
+        self.api.close()
+
+
+def make_lakefs(conn: LakeFSConnection, timeout: float = 30.0) -> LakeFS:
+    config = lakefs_sdk.Configuration(
+        host=conn.api_url,
+        username=conn.access_key_id,
+        password=conn.secret_access_key.get_secret_value(),
+    )
+    return LakeFS(lakefs_sdk.ApiClient(config), timeout)
+
+
+def make_lakefs_for(endpoint_url: str, access_key_id: str, secret_access_key: str, timeout: float = 30.0) -> LakeFS:
+    """A client acting with someone else's credentials (the policy API checks callers this way)."""
+    conn = LakeFSConnection(endpoint_url=endpoint_url, access_key_id=access_key_id, secret_access_key=secret_access_key)
+    return make_lakefs(conn, timeout)

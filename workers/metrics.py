@@ -1,0 +1,62 @@
+"""Prometheus metrics, created against a registry that the caller passes in.
+
+In multi-process mode (``PROMETHEUS_MULTIPROC_DIR`` set, as under gunicorn or Celery prefork) values live in
+files and are collected per scrape, so the metrics are built with ``registry=None`` there.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+
+NS = "lakefs_janitor"
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None):
+        r = registry
+        self.webhook_events = Counter(
+            "webhook_events", "lakeFS hook payloads received", ["event_type", "outcome"], namespace=NS, registry=r
+        )
+        self.reconcile_writes = Counter(
+            "reconcile_writes", "Writes the reconciler detected (no hook had reported them)",
+            ["repository", "kind"], namespace=NS, registry=r,
+        )
+        self.reconcile_seconds = Histogram("reconcile_run_seconds", "Reconciler run time", namespace=NS, registry=r)
+        self.branches_deleted = Counter(
+            "branches_deleted", "Branches deleted by lifecycle policies", ["repository", "policy"],
+            namespace=NS, registry=r,
+        )
+        self.deletions_vetoed = Counter(
+            "branch_deletions_vetoed", "Deletions refused by a pre-delete-branch hook", ["repository", "policy"],
+            namespace=NS, registry=r,
+        )
+        self.branches_skipped = Counter(
+            "branches_skipped", "Branches a lifecycle run left alone, by reason", ["repository", "reason"],
+            namespace=NS, registry=r,
+        )
+        self.lifecycle_seconds = Histogram(
+            "lifecycle_run_seconds", "Lifecycle run time per repository", namespace=NS, registry=r,
+            buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+        )
+        self.pending_deletion = Gauge(
+            "branches_pending_deletion", "Branches that will be deleted within the warning window",
+            ["repository"], namespace=NS, registry=r, multiprocess_mode="mostrecent",
+        )
+        self.lifecycle_last_success = Gauge(
+            "lifecycle_last_success_timestamp_seconds", "End of the last successful lifecycle run",
+            ["repository"], namespace=NS, registry=r, multiprocess_mode="max",
+        )
+
+
+def multiprocess_enabled() -> bool:
+    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+
+def exposition(registry: CollectorRegistry | None) -> bytes:
+    """The text to serve on /metrics: the given registry, or all processes' files in multi-process mode."""
+    if registry is None:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return generate_latest(registry)

@@ -1,0 +1,231 @@
+"""The one typed settings object, built once at start-up.
+
+Sources, highest priority first: explicit keyword arguments, ``LAKEFS_JANITOR_*`` environment variables,
+``LAKECTL_*`` environment variables (lakeFS connection only), the YAML file named by ``LAKEFS_JANITOR_CONFIG``,
+and lakectl's own config file (``LAKECTL_CONFIG_FILE`` or ``~/.lakectl.yaml``), so a machine already set up
+for lakectl needs no extra lakeFS configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from celery.schedules import crontab
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from workers.durations import DurationError, parse_duration
+
+ENV_PREFIX = "LAKEFS_JANITOR_"
+CONFIG_FILE_ENV = "LAKEFS_JANITOR_CONFIG"
+
+
+class SettingsError(RuntimeError):
+    """Settings that cannot be used; the message names each offending setting."""
+
+
+class LakeFSConnection(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    endpoint_url: str = Field(
+        description="lakeFS server URL, e.g. http://127.0.0.1:8000 (the /api/v1 suffix is optional)"
+    )
+    access_key_id: str = Field(min_length=1)
+    secret_access_key: SecretStr
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} must start with http:// or https://")
+        return value.removesuffix("/api/v1")
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.endpoint_url}/api/v1"
+
+
+def _check_cron(value: str) -> str:
+    fields = value.split()
+    if len(fields) != 5:
+        raise ValueError(f"{value!r} is not a 5-field cron expression (minute hour day month weekday)")
+    try:
+        crontab.from_string(value)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a valid cron expression: {exc}") from None
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    lakefs: LakeFSConnection
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    broker_url: str | None = Field(default=None, description="Celery broker; defaults to redis_url")
+    key_prefix: str = Field(default="lakefs-janitor", min_length=1)
+
+    # Shared secret lakeFS sends with every hook call (header or query parameter).
+    webhook_secret: SecretStr | None = None
+    webhook_max_body_bytes: int = Field(default=256 * 1024, gt=0)
+    lakefs_timeout_seconds: float = Field(default=30.0, gt=0)
+
+    reconcile_schedule: str = "*/5 * * * *"
+    reconcile_max_branches: int = Field(default=5000, gt=0, description="branches examined per run")
+    reconcile_max_staged_stats: int = Field(default=1000, ge=0, description="staged objects stat'ed per branch")
+
+    lifecycle_schedule: str = "0 * * * *"
+    lifecycle_max_deletions: int = Field(default=100, gt=0, description="deletions per repository per run")
+    lifecycle_adopt_untracked: bool = False
+    lifecycle_lock_seconds: int = Field(default=3600, gt=0)
+    lifecycle_warn_before: str | None = None
+    lifecycle_notify_url: str | None = None
+
+    @field_validator("reconcile_schedule", "lifecycle_schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        return _check_cron(value)
+
+    @field_validator("redis_url", "broker_url")
+    @classmethod
+    def _redis(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"{value!r} must be a redis://, rediss:// or unix:// URL")
+        return value
+
+    @field_validator("lifecycle_warn_before")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_duration(value)
+            except DurationError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def celery_broker_url(self) -> str:
+        return self.broker_url or self.redis_url
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            _LakectlEnvSource(settings_cls),
+            _ConfigFileSource(settings_cls),
+            _LakectlFileSource(settings_cls),
+        )
+
+
+class _DictSource(PydanticBaseSettingsSource):
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ returns the whole mapping
+
+    def values(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __call__(self) -> dict[str, Any]:
+        return self.values()
+
+
+def _read_yaml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise SettingsError(f"{what} {path}: cannot be read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"{what} {path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{what} {path}: expected a mapping at the top level")
+    return data
+
+
+class _ConfigFileSource(_DictSource):
+    def values(self) -> dict[str, Any]:
+        path = os.environ.get(CONFIG_FILE_ENV)
+        return _read_yaml(Path(path), "config file") if path else {}
+
+
+def _lakectl_mapping(server: Any, credentials: Any) -> dict[str, Any]:
+    server = server if isinstance(server, dict) else {}
+    credentials = credentials if isinstance(credentials, dict) else {}
+    found = {
+        "endpoint_url": server.get("endpoint_url"),
+        "access_key_id": credentials.get("access_key_id"),
+        "secret_access_key": credentials.get("secret_access_key"),
+    }
+    found = {k: v for k, v in found.items() if v}
+    return {"lakefs": found} if found else {}
+
+
+class _LakectlFileSource(_DictSource):
+    def values(self) -> dict[str, Any]:
+        explicit = os.environ.get("LAKECTL_CONFIG_FILE")
+        path = Path(explicit) if explicit else Path.home() / ".lakectl.yaml"
+        if not explicit and not path.exists():
+            return {}
+        data = _read_yaml(path, "lakectl config")
+        return _lakectl_mapping(data.get("server"), data.get("credentials"))
+
+
+class _LakectlEnvSource(_DictSource):
+    def values(self) -> dict[str, Any]:
+        env = os.environ
+        return _lakectl_mapping(
+            {"endpoint_url": env.get("LAKECTL_SERVER_ENDPOINT_URL")},
+            {
+                "access_key_id": env.get("LAKECTL_CREDENTIALS_ACCESS_KEY_ID"),
+                "secret_access_key": env.get("LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY"),
+            },
+        )
+
+
+_HINTS = {
+    "lakefs": "set LAKECTL_SERVER_ENDPOINT_URL, LAKECTL_CREDENTIALS_ACCESS_KEY_ID and "
+    "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY, or configure ~/.lakectl.yaml",
+}
+
+
+def _env_name(loc: tuple[Any, ...]) -> str:
+    return ENV_PREFIX + "__".join(str(part).upper() for part in loc)
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        name = ".".join(str(part) for part in loc)
+        hint = _HINTS.get(str(loc[0]), f"environment variable {_env_name(loc)}")
+        lines.append(f"  {name}: {err['msg']} ({hint})")
+    return "invalid lakefs-janitor settings:\n" + "\n".join(lines)
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings or raise SettingsError naming every bad setting."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc)) from None
