@@ -98,6 +98,7 @@ class LakeFS:
         self.auth = lakefs_sdk.AuthApi(self.api)
         self.imports = lakefs_sdk.ImportApi(self.api)
         self.tags = lakefs_sdk.TagsApi(self.api)
+        self.experimental = lakefs_sdk.ExperimentalApi(self.api)
 
     def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         with translate_errors(what):

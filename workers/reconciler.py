@@ -71,14 +71,15 @@ def _later(candidate: datetime | None, than: datetime | None) -> bool:
 
 
 def detect_writes(clock: BranchClock, head: str, head_created: datetime | None, staged: StagedState,
-                  now: datetime) -> list[DetectedWrite]:
+                  now: datetime, previous_head_created: datetime | None = None) -> list[DetectedWrite]:
     """Pure: which writes the difference between what was seen and what is there now implies."""
     writes: list[DetectedWrite] = []
     last = clock.last_activity
     if clock.head is not None and head != clock.head:
         # A HEAD that moved to a newer commit was written at that commit's time; one that moved to an older
         # commit (reset, retarget) was written at some unknown moment since the last look: now.
-        if _later(head_created, last):
+        newest_known = max((t for t in (last, previous_head_created) if t is not None), default=None)
+        if _later(head_created, newest_known):
             writes.append(DetectedWrite(clock.branch_id, "commit", head_created))
         else:
             writes.append(DetectedWrite(clock.branch_id, "reset", now))
@@ -133,8 +134,10 @@ def _reconcile_branch(lakefs: LakeFS, clock: ClockStore, repository_id: str, bra
         staged = staged_state(lakefs, repository_id, branch_id, max_stats)
     except NotFound:
         return  # deleted while we looked
-    head_created = _head_created(lakefs, repository_id, head) if current.head not in (None, head) else None
-    for write in detect_writes(current, head, head_created, staged, now):
+    moved = current.head not in (None, head)
+    head_created = _head_created(lakefs, repository_id, head) if moved else None
+    previous_created = _head_created(lakefs, repository_id, current.head) if moved else None
+    for write in detect_writes(current, head, head_created, staged, now, previous_created):
         if clock.record_write(repository_id, branch_id, write.at, "reconciler"):
             report.writes.append(write)
             log.info("reconciler: write on %s/%s (%s at %s)", repository_id, branch_id, write.kind, write.at)

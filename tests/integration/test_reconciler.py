@@ -1,0 +1,129 @@
+"""The reconciler catches what no hook reports: staged writes, resets, lost webhooks; and runs on a real worker."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import lakefs_sdk
+
+from tests.integration.conftest import commit, create_branch, upload
+from workers.celery_factory import create_celery
+from workers.reconciler import reconcile_repository
+from workers.settings import load_settings
+
+
+def run(lakefs, clock, repo, now=None):
+    return reconcile_repository(lakefs, clock, repo, now or datetime.now(UTC))
+
+
+def test_first_look_is_not_a_write(lakefs, clock, repo):
+    create_branch(lakefs, repo, "quiet")
+    report = run(lakefs, clock, repo)
+    assert report.writes == []
+    assert clock.get(repo, "quiet").first_seen_at is not None
+    assert clock.get(repo, "quiet").last_write_at is None
+
+
+def test_staged_upload_without_commit_is_a_write_at_its_mtime(lakefs, clock, repo):
+    create_branch(lakefs, repo, "staging")
+    run(lakefs, clock, repo)
+    time.sleep(1.1)
+    upload(lakefs, repo, "staging", "new.txt", b"hello")
+    mtime = lakefs.call("stat", lakefs.objects.stat_object, repo, "staging", "new.txt").mtime
+    report = run(lakefs, clock, repo)
+    assert [(w.branch_id, w.kind) for w in report.writes] == [("staging", "staged")]
+    c = clock.get(repo, "staging")
+    assert c.last_write_at == datetime.fromtimestamp(mtime, UTC)
+    assert c.last_write_src == "reconciler"
+    assert run(lakefs, clock, repo).writes == []  # nothing new: no write
+
+
+def test_same_size_overwrite_is_detected(lakefs, clock, repo):
+    create_branch(lakefs, repo, "overwrite")
+    upload(lakefs, repo, "overwrite", "f.txt", b"aaaa")
+    run(lakefs, clock, repo)
+    first = clock.get(repo, "overwrite").last_activity
+    time.sleep(1.1)
+    upload(lakefs, repo, "overwrite", "f.txt", b"bbbb")
+    assert [w.kind for w in run(lakefs, clock, repo).writes] == ["staged"]
+    assert clock.get(repo, "overwrite").last_activity > (first or datetime.min.replace(tzinfo=UTC))
+
+
+def test_hard_reset_without_commit_is_a_write_now(lakefs, clock, repo):
+    create_branch(lakefs, repo, "resettable")
+    upload(lakefs, repo, "resettable", "a.txt")
+    first = commit(lakefs, repo, "resettable", "one")
+    upload(lakefs, repo, "resettable", "b.txt")
+    commit(lakefs, repo, "resettable", "two")
+    run(lakefs, clock, repo)
+    before = clock.get(repo, "resettable")
+    now = datetime.now(UTC) + timedelta(minutes=5)
+    lakefs.call("reset", lakefs.experimental.hard_reset_branch, repo, "resettable", first.id)
+    report = run(lakefs, clock, repo, now)
+    assert [(w.kind, w.at) for w in report.writes] == [("reset", now)]
+    after = clock.get(repo, "resettable")
+    assert after.last_write_at == now.replace(microsecond=0) and after.head == first.id
+    assert before.head != after.head
+
+
+def test_lost_webhook_is_repaired_with_the_commit_time(lakefs, clock, repo):
+    create_branch(lakefs, repo, "lost")
+    run(lakefs, clock, repo)
+    time.sleep(1.1)
+    upload(lakefs, repo, "lost", "x.txt")
+    c = commit(lakefs, repo, "lost", "no hook saw this")
+    report = run(lakefs, clock, repo, datetime.now(UTC) + timedelta(hours=1))
+    # the commit's own time, not the (later) observation time
+    assert [(w.kind, int(w.at.timestamp())) for w in report.writes] == [("commit", c.creation_date)]
+    assert clock.get(repo, "lost").head == c.id
+
+
+def test_deleted_branch_is_forgotten_after_a_full_pass(lakefs, clock, repo):
+    create_branch(lakefs, repo, "doomed")
+    run(lakefs, clock, repo)
+    lakefs.call("delete", lakefs.branches.delete_branch, repo, "doomed")
+    assert run(lakefs, clock, repo).forgotten == ["doomed"]
+    assert "doomed" not in clock.known_branches(repo)
+
+
+def test_bounded_runs_resume_where_they_stopped(lakefs, clock, repo):
+    for name in ("b1", "b2", "b3", "b4"):
+        create_branch(lakefs, repo, name)
+    first = reconcile_repository(lakefs, clock, repo, datetime.now(UTC), max_branches=3)
+    second = reconcile_repository(lakefs, clock, repo, datetime.now(UTC), max_branches=3)
+    assert (first.branches_seen, first.complete) == (3, False)
+    assert (second.branches_seen, second.complete) == (2, True)  # b4 and main: every branch seen once
+    assert clock.known_branches(repo) == {"main", "b1", "b2", "b3", "b4"}
+
+
+def test_reconcile_cli_and_celery_worker(cli, env, lakefs, clock, repo, celery_worker, monkeypatch):
+    create_branch(lakefs, repo, "via-worker")
+    out = cli("reconcile", f"lakefs://{repo}").output
+    assert "2 branches examined, 0 writes detected" in out
+    time.sleep(1.1)
+    upload(lakefs, repo, "via-worker", "w.txt")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    app = create_celery(load_settings())
+    result = app.send_task("workers.tasks.reconcile_repository", args=(repo,)).get(timeout=60)
+    assert result == {"repository_id": repo, "branches_seen": 2, "writes": 1, "complete": True}
+    assert clock.get(repo, "via-worker").last_write_src == "reconciler"
+
+
+def test_bad_uri_is_a_clear_cli_error(cli):
+    out = cli("reconcile", "s3://bucket", expect_exit=2).output
+    assert "not a lakeFS URI" in out
+    out = cli("branches", "lakefs://NO", expect_exit=2).output
+    assert "not a valid repository id" in out
+
+
+def test_unreachable_lakefs_is_a_clear_cli_error(cli, env, monkeypatch):
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from workers.cli import main  # noqa: PLC0415
+
+    bad = {**env, "LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:9"}
+    result = CliRunner().invoke(main, ["branches", "lakefs://some-repo"], env=bad)
+    assert result.exit_code == 1 and "unreachable" in result.output
+    assert lakefs_sdk  # the SDK never leaks a traceback to the user
