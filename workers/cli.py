@@ -6,82 +6,18 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import cached_property, wraps
 from typing import Any
 
 import click
-import redis
-from rich.console import Console
 from rich.table import Table
 
+from workers.cli_common import Runtime, console, friendly_errors, pass_runtime, repository_argument
 from workers.clock import BranchClock, ClockStore
 from workers.durations import format_duration
-from workers.lakefs_client import LakeFS, LakeFSError, make_lakefs
-from workers.settings import CONFIG_FILE_ENV, Settings, SettingsError, load_settings
-from workers.uris import URIError, parse_repository_uri
-
-console = Console()
-
-
-class Runtime:
-    """Settings and clients, built on first use so that `--help` needs neither."""
-
-    @cached_property
-    def settings(self) -> Settings:
-        return load_settings()
-
-    @cached_property
-    def lakefs(self) -> LakeFS:
-        return make_lakefs(self.settings.lakefs, self.settings.lakefs_timeout_seconds)
-
-    @cached_property
-    def redis(self) -> redis.Redis:
-        return redis.Redis.from_url(self.settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
-
-    @cached_property
-    def clock(self) -> ClockStore:
-        return ClockStore(self.redis, self.settings.key_prefix)
-
-
-pass_runtime = click.make_pass_decorator(Runtime, ensure=True)
-
-
-def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn the errors a person can act on into one clear line and exit 1, never a traceback."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (SettingsError, LakeFSError, URIError) as exc:
-            raise click.ClickException(str(exc)) from None
-        except redis.RedisError as exc:
-            raise click.ClickException(f"Redis is unavailable: {exc}") from None
-
-    return wrapper
-
-
-def repository_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def convert(ctx: click.Context, param: click.Parameter, value: str) -> str:
-        try:
-            return parse_repository_uri(value).repository_id
-        except URIError as exc:
-            raise click.BadParameter(str(exc)) from None
-
-    return click.argument("repository", metavar="lakefs://REPOSITORY", callback=convert)(fn)
-
-
-def parse_now(value: str | None) -> datetime:
-    if value is None:
-        return datetime.now(UTC)
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not an ISO-8601 time (e.g. 2026-01-31T12:00:00Z)") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
+from workers.lakefs_client import LakeFS
+from workers.lifecycle_cli import branch_lifecycle
+from workers.settings import CONFIG_FILE_ENV
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), envvar=CONFIG_FILE_ENV,
@@ -210,6 +146,8 @@ def branches(rt: Runtime, repository: str, as_json: bool) -> None:
 def format_duration_seconds(seconds: int | None) -> str:
     return "unknown" if seconds is None else format_duration(timedelta(seconds=max(seconds, 0)))
 
+
+main.add_command(branch_lifecycle)
 
 if __name__ == "__main__":
     main()

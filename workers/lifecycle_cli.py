@@ -1,0 +1,181 @@
+"""``lakefs-janitor branch-lifecycle get|set|clear|preview|run|restore|history`` (mirrors lakectl)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import click
+import lakefs_sdk
+import yaml
+from rich.table import Table
+
+from workers.cli_common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
+from workers.durations import format_duration
+from workers.evaluation import Decision
+from workers.lakefs_client import Conflict, NotFound
+from workers.lifecycle import decision_dict, deletions, last_deletion, plan
+from workers.lifecycle_runner import LifecycleOptions, run_repository
+from workers.policies import PolicyValidationError, canonical, load_policy_text
+from workers.policy_store import StaleETag, clear_policies, get_policies, set_policies
+from workers.uris import URIError, parse_branch_uri
+
+
+@click.group("branch-lifecycle")
+def branch_lifecycle() -> None:
+    """Policies that delete stale branches, and their runs."""
+
+
+def _print_policies(stored, as_json: bool = True) -> None:
+    click.echo(json.dumps(canonical(stored.policies), indent=2))
+
+
+@branch_lifecycle.command("get")
+@repository_argument
+@click.option("--etag", "show_etag", is_flag=True, help="Also print the ETag (to stderr).")
+@pass_runtime
+@friendly_errors
+def get_cmd(rt: Runtime, repository: str, show_etag: bool) -> None:
+    """Print the repository's policies (JSON, the canonical shape)."""
+    stored = get_policies(rt.lakefs, repository)
+    _print_policies(stored)
+    if show_etag:
+        click.echo(f"ETag: {stored.etag}", err=True)
+
+
+@branch_lifecycle.command("set")
+@repository_argument
+@click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Policies as YAML or JSON ('-' for standard input).")
+@click.option("--force", is_flag=True, help="Skip the ETag precondition (overwrite concurrent edits).")
+@click.option("--if-match", default=None, help="Write only if the stored policies still have this ETag.")
+@pass_runtime
+@friendly_errors
+def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str | None) -> None:
+    """Replace the policies; prints the canonical list with assigned ids."""
+    text = click.get_text_stream("stdin").read() if path == "-" else _read(path)
+    repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
+    try:
+        policies = load_policy_text(text, repo.default_branch)
+    except PolicyValidationError as exc:
+        raise click.ClickException(f"{path}: invalid policies:\n{exc}") from None
+    # Like lakectl: send the ETag we read as the precondition unless --force.
+    precondition = None if force else (if_match or get_policies(rt.lakefs, repository).etag)
+    try:
+        stored = set_policies(rt.lakefs, repository, policies, precondition)
+    except StaleETag as exc:
+        raise click.ClickException(f"{exc} (--force to overwrite)") from None
+    _print_policies(stored)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"cannot read {path}: {exc}") from None
+
+
+@branch_lifecycle.command("clear")
+@repository_argument
+@pass_runtime
+@friendly_errors
+def clear_cmd(rt: Runtime, repository: str) -> None:
+    """Remove every policy (idempotent)."""
+    clear_policies(rt.lakefs, repository)
+    click.echo(f"cleared branch lifecycle policies of lakefs://{repository}")
+
+
+def _fmt(td: timedelta | None) -> str:
+    return "-" if td is None else format_duration(timedelta(seconds=int(td.total_seconds())))
+
+
+def _when(d: Decision, now: datetime) -> str:
+    if d.action == "delete":
+        return "now"
+    if d.delete_at is None:
+        return f"never ({d.reason})"
+    return f"{d.delete_at.isoformat().replace('+00:00', 'Z')} (in {_fmt(d.delete_at - now)})"
+
+
+@branch_lifecycle.command("preview")
+@repository_argument
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--now", "now_text", default=None, help="Evaluate as of this ISO-8601 time instead of now.")
+@pass_runtime
+@friendly_errors
+def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | None) -> None:
+    """Every branch with its matching policy, age, idle time and when it will be deleted (or why never)."""
+    now = parse_now(now_text)
+    p = plan(rt.lakefs, rt.clock, repository, now)
+    if as_json:
+        click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(),
+                               "branches": [decision_dict(d) for d in p.decisions]}, indent=2))
+        return
+    if not p.policies:
+        click.echo(f"lakefs://{repository} has no branch lifecycle policies")
+        return
+    table = Table("branch", "policy", "age", "idle", "deleted", "why")
+    for d in p.decisions:
+        table.add_row(d.branch_id, d.policy_id or "-", _fmt(d.age), _fmt(d.idle), _when(d, now), d.detail)
+    console.print(table)
+
+
+@branch_lifecycle.command("run")
+@repository_argument
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@click.option("--now", "now_text", default=None, help="Evaluate as of this ISO-8601 time instead of now.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def run_cmd(rt: Runtime, repository: str, dry_run: bool, now_text: str | None, as_json: bool) -> None:
+    """Evaluate the policies now and delete what they select."""
+    options = LifecycleOptions.from_settings(rt.settings)
+    report = run_repository(rt.lakefs, rt.clock, repository, parse_now(now_text), options, dry_run)
+    if report.locked_out:
+        raise click.ClickException(f"another lifecycle run for lakefs://{repository} is in progress; try later")
+    if as_json:
+        click.echo(json.dumps({"repository_id": repository, "dry_run": dry_run, "skipped": report.skipped,
+                               "outcomes": [o.__dict__ for o in report.outcomes]}, indent=2))
+        return
+    for o in report.outcomes:
+        click.echo(f"{o.result:<14} {o.branch_id}  policy={o.policy_id or '-'}  {o.detail}")
+    done = report.count("would-delete") if dry_run else report.count("deleted")
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(f"{verb} {done} branch(es); left alone: "
+               + (", ".join(f"{n} {reason}" for reason, n in sorted(report.skipped.items())) or "none"))
+
+
+@branch_lifecycle.command("restore")
+@click.argument("branch_uri", metavar="lakefs://REPOSITORY/BRANCH")
+@pass_runtime
+@friendly_errors
+def restore_cmd(rt: Runtime, branch_uri: str) -> None:
+    """Recreate a branch the lifecycle deleted, at its last HEAD."""
+    try:
+        uri = parse_branch_uri(branch_uri)
+    except URIError as exc:
+        raise click.BadParameter(str(exc)) from None
+    record = last_deletion(rt.clock, uri.repository_id, uri.ref)
+    if record is None or not record.get("head"):
+        raise click.ClickException(f"no lifecycle deletion of {branch_uri} is recorded")
+    try:
+        rt.lakefs.call("create branch", rt.lakefs.branches.create_branch, uri.repository_id,
+                       lakefs_sdk.BranchCreation(name=uri.ref, source=record["head"]))
+    except Conflict:
+        raise click.ClickException(f"{branch_uri} exists already; delete or rename it first") from None
+    except NotFound as exc:
+        raise click.ClickException(f"commit {record['head']} is gone (garbage collected?): {exc}") from None
+    click.echo(f"restored {branch_uri} at {record['head']} (deleted {record['deleted_at']} by policy "
+               f"{record['policy_id']})")
+
+
+@branch_lifecycle.command("history")
+@repository_argument
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@pass_runtime
+@friendly_errors
+def history_cmd(rt: Runtime, repository: str, limit: int) -> None:
+    """Branches the lifecycle deleted, newest first (YAML)."""
+    click.echo(yaml.safe_dump(deletions(rt.clock, repository, limit), sort_keys=False) or "[]")
+

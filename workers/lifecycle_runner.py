@@ -1,0 +1,118 @@
+"""Scheduled lifecycle runs: one at a time (a Redis lock that expires, so a crashed run cannot block the next
+one forever), metrics, and the optional warning before a deletion."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import redis
+import requests
+
+from workers.clock import ClockStore
+from workers.durations import parse_duration
+from workers.lakefs_client import LakeFS
+from workers.lifecycle import Plan, RunReport, decision_dict, execute, pending_within, plan
+from workers.metrics import Metrics
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Notifier = Callable[[str, dict], None]
+
+
+@dataclass(frozen=True)
+class LifecycleOptions:
+    max_deletions: int = 100
+    adopt_untracked: bool = False
+    lock_seconds: int = 3600
+    warn_before: timedelta | None = None
+    notify_url: str | None = None
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> LifecycleOptions:
+        warn = parse_duration(s.lifecycle_warn_before) if s.lifecycle_warn_before else None
+        return cls(s.lifecycle_max_deletions, s.lifecycle_adopt_untracked, s.lifecycle_lock_seconds, warn,
+                   s.lifecycle_notify_url)
+
+
+def post_json(url: str, body: dict) -> None:
+    requests.post(url, json=body, timeout=10).raise_for_status()
+
+
+def _lock(clock: ClockStore, name: str, seconds: int) -> redis.lock.Lock:
+    return clock.redis.lock(f"{clock.prefix}:lock:{name}", timeout=seconds, blocking=False)
+
+
+def _release(lock: redis.lock.Lock) -> None:
+    try:
+        lock.release()
+    except redis.exceptions.LockError:
+        log.warning("lifecycle lock expired before the run ended; raise lifecycle_lock_seconds")
+
+
+def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, options: LifecycleOptions,
+                   dry_run: bool = False, metrics: Metrics | None = None,
+                   notify: Notifier = post_json) -> RunReport:
+    lock = _lock(clock, f"lifecycle:{repository_id}", options.lock_seconds)
+    if not lock.acquire():
+        log.info("lifecycle: another run holds the lock for %s; skipped", repository_id)
+        return RunReport(repository_id, dry_run, locked_out=True)
+    started = time.monotonic()
+    try:
+        the_plan = plan(lakefs, clock, repository_id, now, options.adopt_untracked)
+        report = execute(lakefs, clock, the_plan, dry_run, options.max_deletions, metrics)
+        if not dry_run:
+            _warn(clock, the_plan, options, metrics, notify)
+    finally:
+        _release(lock)
+    if metrics and not dry_run:
+        metrics.lifecycle_seconds.observe(time.monotonic() - started)
+        metrics.lifecycle_last_success.labels(repository_id).set(time.time())
+    return report
+
+
+def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, metrics: Metrics | None,
+          notify: Notifier) -> None:
+    window = options.warn_before or timedelta(0)
+    upcoming = [d for d in pending_within(the_plan, window) if d.action == "keep"]
+    if metrics:
+        metrics.pending_deletion.labels(the_plan.repository_id).set(len(upcoming))
+    if not (options.notify_url and upcoming):
+        return
+    fresh = []
+    for d in upcoming:  # one warning per branch and deletion time, however many runs see it
+        key = f"{clock.prefix}:warned:{the_plan.repository_id}:{d.branch_id}"
+        ttl = int(window.total_seconds()) + 86400
+        if clock.redis.set(key, d.delete_at.isoformat(), nx=True, ex=ttl):
+            fresh.append((key, d))
+    if not fresh:
+        return
+    body = {"repository_id": the_plan.repository_id, "evaluated_at": the_plan.now.isoformat(),
+            "branches": [decision_dict(d) for _, d in fresh]}
+    try:
+        notify(options.notify_url, body)
+    except requests.RequestException as exc:
+        log.warning("lifecycle: warning POST to %s failed (%s); will retry next run", options.notify_url, exc)
+        clock.redis.delete(*[key for key, _ in fresh])
+
+
+def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, options: LifecycleOptions,
+            metrics: Metrics | None = None) -> list[RunReport] | None:
+    """Every repository in turn; None when another run (another worker or beat replica) holds the lock."""
+    lock = _lock(clock, "lifecycle-all", options.lock_seconds)
+    if not lock.acquire():
+        return None
+    try:
+        reports = []
+        for repo in lakefs.paginate("list repositories", lakefs.repositories.list_repositories):
+            try:
+                reports.append(run_repository(lakefs, clock, repo.id, now, options, metrics=metrics))
+            except Exception:  # one broken repository must not stop the others
+                log.exception("lifecycle: run for %s failed", repo.id)
+        return reports
+    finally:
+        _release(lock)
