@@ -14,7 +14,7 @@ from workers.settings import Settings
 def create_app(settings: Settings, redis_client: redis.Redis | None = None,
                registry: CollectorRegistry | None = None) -> Flask:
     # Imported here so that importing the package has no side effects and no cycles.
-    from webhook import errors, health, hooks  # noqa: PLC0415
+    from webhook import errors, health, hooks, policy_api  # noqa: PLC0415
 
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.webhook_max_body_bytes
@@ -33,4 +33,5 @@ def create_app(settings: Settings, redis_client: redis.Redis | None = None,
     errors.init_app(app)
     app.register_blueprint(hooks.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(policy_api.bp)
     return app

@@ -1,0 +1,90 @@
+"""Branch lifecycle policies over HTTP, at the lakeFS Enterprise paths, with the caller's own lakeFS credentials.
+
+The service holds no authority of its own here: each request acts as the caller (HTTP Basic with their lakeFS
+access key), so lakeFS decides who may read or change a repository's policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from flask import Blueprint, jsonify, request
+
+from webhook.context import janitor
+from webhook.errors import error_response
+from workers.lakefs_client import LakeFS, make_lakefs_for
+from workers.policies import PolicyValidationError, canonical, parse_policies
+from workers.policy_store import StaleETag, clear_policies, get_policies, set_policies
+
+bp = Blueprint("policies", __name__, url_prefix="/api/v1/repositories/<repository>/settings/branch_lifecycle")
+
+
+@contextmanager
+def caller_client() -> Iterator[LakeFS | None]:
+    auth = request.authorization
+    if auth is None or auth.type != "basic" or not auth.username or not auth.password:
+        yield None
+        return
+    settings = janitor("settings")
+    client = make_lakefs_for(settings.lakefs.endpoint_url, auth.username, auth.password,
+                             settings.lakefs_timeout_seconds)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _unauthorized():
+    response = error_response(401, "send your lakeFS access key id and secret as HTTP Basic credentials")
+    response.headers["WWW-Authenticate"] = 'Basic realm="lakefs-janitor"'
+    return response
+
+
+def _with_etag(stored, status: int = 200):
+    response = jsonify(canonical(stored.policies))
+    response.status_code = status
+    response.headers["ETag"] = stored.etag
+    return response
+
+
+@bp.get("/policies")
+def get(repository: str):
+    with caller_client() as lakefs:
+        if lakefs is None:
+            return _unauthorized()
+        return _with_etag(get_policies(lakefs, repository))
+
+
+@bp.put("/policies")
+def put(repository: str):
+    document = request.get_json(silent=True)
+    if document is None:
+        return error_response(400, "body must be JSON: {\"policies\": [...]}")
+    with caller_client() as lakefs:
+        if lakefs is None:
+            return _unauthorized()
+        repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository)
+        try:
+            policies = parse_policies(document, repo.default_branch)
+        except PolicyValidationError as exc:
+            details = [{"index": e.index, "field": e.field, "message": e.message} for e in exc.errors]
+            return error_response(400, "invalid policies", details=details)
+        try:
+            return _with_etag(set_policies(lakefs, repository, policies, request.headers.get("If-Match")))
+        except StaleETag as exc:
+            response = error_response(412, str(exc))
+            response.headers["ETag"] = exc.current
+            return response
+
+
+@bp.delete("/policies")
+def delete(repository: str):
+    with caller_client() as lakefs:
+        if lakefs is None:
+            return _unauthorized()
+        try:
+            clear_policies(lakefs, repository, request.headers.get("If-Match"))
+        except StaleETag as exc:
+            return error_response(412, str(exc))
+        return "", 204
