@@ -27,4 +27,28 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
         imports=("workers.tasks",),
     )
     app.janitor = services or Services(settings)  # type: ignore[attr-defined]
+    if settings.worker_metrics_port:
+        _serve_metrics_from_worker(settings.worker_metrics_addr, settings.worker_metrics_port)
     return app
+
+
+def _serve_metrics_from_worker(addr: str, port: int) -> None:
+    """Expose /metrics from the worker's main process once it starts (prefork children write to
+    PROMETHEUS_MULTIPROC_DIR files that the collector reads per scrape)."""
+    from celery.signals import worker_init, worker_process_shutdown  # noqa: PLC0415
+    from prometheus_client import REGISTRY, CollectorRegistry, multiprocess, start_http_server  # noqa: PLC0415
+
+    from workers.metrics import multiprocess_enabled  # noqa: PLC0415
+
+    @worker_init.connect(weak=False)
+    def _start(**_: object) -> None:
+        registry = REGISTRY
+        if multiprocess_enabled():
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+        start_http_server(port, addr=addr, registry=registry)
+
+    @worker_process_shutdown.connect(weak=False)
+    def _dead(pid: int | None = None, **_: object) -> None:
+        if multiprocess_enabled() and pid:
+            multiprocess.mark_process_dead(pid)

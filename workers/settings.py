@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     reconcile_max_branches: int = Field(default=5000, gt=0, description="branches examined per run")
     reconcile_max_staged_stats: int = Field(default=1000, ge=0, description="staged objects stat'ed per branch")
 
+    worker_metrics_port: int | None = Field(default=None, ge=1, le=65535,
+                                            description="serve the Celery worker's /metrics on this port")
+    worker_metrics_addr: str = "127.0.0.1"
+
     lifecycle_schedule: str = "0 * * * *"
     lifecycle_max_deletions: int = Field(default=100, gt=0, description="deletions per repository per run")
     lifecycle_adopt_untracked: bool = False
@@ -211,16 +215,6 @@ def _describe(exc: ValidationError) -> str:
         hint = _HINTS.get(str(loc[0]), f"environment variable {_env_name(loc)}")
         lines.append(f"  {name}: {err['msg']} ({hint})")
     return "invalid lakefs-janitor settings:\n" + "\n".join(lines)
-
-
-def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -19,6 +19,7 @@ from tests.services import (
     LakeFSServer,
     ReceiverServer,
     RedisServer,
+    free_port,
     janitor_env,
 )
 from workers.clock import ClockStore
@@ -58,7 +59,9 @@ def receiver(env: dict[str, str]) -> Iterator[ReceiverServer]:
 
 @pytest.fixture(scope="session")
 def celery_worker(env: dict[str, str]) -> Iterator[CeleryWorker]:
-    worker = CeleryWorker(env).start()
+    metrics_port = free_port()
+    worker = CeleryWorker({**env, "LAKEFS_JANITOR_WORKER_METRICS_PORT": str(metrics_port)}).start()
+    worker.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     yield worker
     worker.cleanup()
 

@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import lakefs_sdk
+import requests
 
 from tests.integration.conftest import commit, create_branch, upload
 from workers.celery_factory import create_celery
@@ -109,6 +110,8 @@ def test_reconcile_cli_and_celery_worker(cli, env, lakefs, clock, repo, celery_w
     result = app.send_task("workers.tasks.reconcile_repository", args=(repo,)).get(timeout=60)
     assert result == {"repository_id": repo, "branches_seen": 2, "writes": 1, "complete": True}
     assert clock.get(repo, "via-worker").last_write_src == "reconciler"
+    metrics = requests.get(celery_worker.metrics_url, timeout=5).text
+    assert f'lakefs_janitor_reconcile_writes_total{{kind="staged",repository="{repo}"}} 1.0' in metrics
 
 
 def test_bad_uri_is_a_clear_cli_error(cli):
