@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cached_property, wraps
@@ -16,7 +17,8 @@ from workers.lakefs_client import LakeFS, LakeFSError, make_lakefs
 from workers.settings import Settings, SettingsError, load_settings
 from workers.uris import URIError, parse_repository_uri
 
-console = Console()
+# Piped output is not cut to 80 columns: tables stay readable in logs and CI.
+console = Console(width=None if sys.stdout.isatty() else 200)
 
 
 class Runtime:

@@ -1,0 +1,106 @@
+"""The local run: a real lakeFS, Redis and the janitor on 127.0.0.1, hooks installed into a demo repository,
+a few writes, then the branches' idle clocks and a lifecycle preview. Everything is stopped at the end.
+
+    make demo            (or: .venv/bin/python scripts/demo.py [--keep])
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import lakefs_sdk  # noqa: E402
+
+from tests.services import (  # noqa: E402
+    ADMIN_ACCESS_KEY,
+    ADMIN_SECRET_KEY,
+    WEBHOOK_SECRET,
+    LakeFSServer,
+    ReceiverServer,
+    RedisServer,
+    janitor_env,
+)
+from workers.lakefs_client import make_lakefs_for  # noqa: E402
+
+REPO = "demo"
+POLICIES = """\
+policies:
+  - id: stale-features
+    patterns: ["feature-*"]
+    max_idle_age: "2w"
+    description: Feature branches nobody wrote to for two weeks
+  - patterns: ["tmp-*"]
+    max_age: "1d"
+"""
+
+
+def janitor(env: dict[str, str], *args: str) -> None:
+    print(f"\n$ lakefs-janitor {' '.join(args)}", flush=True)
+    subprocess.run([sys.executable, "-m", "workers.cli", *args], env=env, check=True, cwd=ROOT)
+
+
+def writes(lakefs, lakefs_server) -> None:
+    create = lambda name, src="main": lakefs.call(  # noqa: E731
+        "create branch", lakefs.branches.create_branch, REPO, lakefs_sdk.BranchCreation(name=name, source=src))
+    for name in ("feature-login", "feature-search", "tmp-scratch", "release-1"):
+        create(name)
+    lakefs.upload(REPO, "feature-login", "login/form.json", b'{"fields": 3}')
+    lakefs.call("commit", lakefs.commits.commit, REPO, "feature-login",
+                lakefs_sdk.CommitCreation(message="login form"))
+    lakefs.call("merge", lakefs.refs.merge_into_branch, REPO, "feature-login", "main")
+    # A staged write fires no hook: the reconciler picks it up.
+    lakefs.upload(REPO, "feature-search", "search/index.parquet", b"PAR1")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", action="store_true", help="leave the services running until Ctrl-C")
+    args = parser.parse_args()
+    print("starting redis-server and lakeFS on 127.0.0.1 ...", flush=True)
+    redis_server = RedisServer().start()
+    lakefs_server = LakeFSServer({"LAKEFSACTION_JANITOR_SECRET": WEBHOOK_SECRET}).start()
+    env = janitor_env(lakefs_server, redis_server.url)
+    receiver = ReceiverServer(env).start()
+    try:
+        print(f"lakeFS   {lakefs_server.endpoint}  (access key {ADMIN_ACCESS_KEY})")
+        print(f"receiver {receiver.url}  (/webhooks/lakefs, /metrics, /healthz)")
+        lakefs = make_lakefs_for(lakefs_server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+        lakefs.call("create repository", lakefs.repositories.create_repository,
+                    lakefs_sdk.RepositoryCreation(name=REPO, storage_namespace=f"local://{REPO}"))
+        janitor(env, "hooks", "install", f"lakefs://{REPO}", "--url", receiver.url)
+        writes(lakefs, lakefs_server)
+        time.sleep(2)  # post-hooks are asynchronous in lakeFS
+        janitor(env, "reconcile", f"lakefs://{REPO}")
+        janitor(env, "branches", f"lakefs://{REPO}")
+        policy_file = Path(redis_server.dir) / "policies.yaml"
+        policy_file.write_text(POLICIES)
+        janitor(env, "branch-lifecycle", "set", f"lakefs://{REPO}", "-f", str(policy_file))
+        future = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 15 * 86400))
+        janitor(env, "branch-lifecycle", "preview", f"lakefs://{REPO}", "--now", future)
+        janitor(env, "branch-lifecycle", "run", f"lakefs://{REPO}", "--dry-run", "--now", future)
+        if args.keep:
+            print("\nservices are running; environment for lakefs-janitor:")
+            for key in ("LAKECTL_SERVER_ENDPOINT_URL", "LAKEFS_JANITOR_REDIS_URL"):
+                print(f"  export {key}={env[key]}")
+            print("press Ctrl-C to stop")
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for service in (receiver, lakefs_server, redis_server):
+            service.cleanup()
+    print("\nall services stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    raise SystemExit(main())
