@@ -323,3 +323,16 @@ def test_scheduled_run_on_the_celery_worker(env, lakefs, clock, repo, celery_wor
     eventually(lambda: "cel-1" not in branches(lakefs, repo))
     beat = app.send_task("workers.tasks.lifecycle_run_all").get(timeout=120)
     assert isinstance(beat, list) or beat.startswith("skipped")
+
+
+def test_a_crashed_runs_lock_expires(lakefs, clock, repo):
+    policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["k-*"], "max_age": "1d"}]})
+    born(lakefs, clock, repo, "k-1")
+    crashed = clock.redis.lock(f"{clock.prefix}:lock:lifecycle:{repo}", timeout=1)
+    assert crashed.acquire(blocking=False)  # a run that died without releasing
+    options = LifecycleOptions(lock_seconds=60)
+    assert run_repository(lakefs, clock, repo, T0 + 5 * DAY, options).locked_out
+    assert "k-1" in branches(lakefs, repo)
+    eventually(lambda: not clock.redis.exists(f"{clock.prefix}:lock:lifecycle:{repo}"), timeout=5)
+    report = run_repository(lakefs, clock, repo, T0 + 5 * DAY, options)
+    assert [(o.branch_id, o.result) for o in report.outcomes] == [("k-1", "deleted")]
