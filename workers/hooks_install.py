@@ -48,7 +48,7 @@ def action_file(receiver_url: str, secret_env: str = DEFAULT_SECRET_ENV, timeout
             "properties": {
                 "url": receiver_url.rstrip("/") + "/webhooks/lakefs",
                 "timeout": timeout,
-                "headers": {"X-Lakefs-Janitor-Secret": "{{ ENV.%s }}" % secret_env},
+                "headers": {"X-Lakefs-Janitor-Secret": f"{{{{ ENV.{secret_env} }}}}"},
             },
         }],
     }

@@ -93,17 +93,20 @@ def execute(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, dry_run: bool = F
             metrics: Metrics | None = None) -> RunReport:
     report = RunReport(the_plan.repository_id, dry_run)
     repo = the_plan.repository_id
+    deleted = 0
     for decision in the_plan.decisions:
         if decision.action != "delete":
             report.skipped[decision.reason] = report.skipped.get(decision.reason, 0) + 1
             if metrics:
                 metrics.branches_skipped.labels(repo, decision.reason).inc()
             continue
-        if sum(o.result in ("deleted", "would-delete") for o in report.outcomes) >= max_deletions:
+        if deleted >= max_deletions:
             report.outcomes.append(Outcome(decision.branch_id, "capped", decision.policy_id,
                                            f"deletion cap of {max_deletions} per run reached"))
             continue
-        report.outcomes.append(_delete_one(lakefs, clock, the_plan, decision, dry_run, metrics))
+        outcome = _delete_one(lakefs, clock, the_plan, decision, dry_run, metrics)
+        deleted += outcome.result in ("deleted", "would-delete")
+        report.outcomes.append(outcome)
     return report
 
 

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from workers.hooks_install import InstallError, action_file
@@ -10,8 +12,6 @@ LAKECTL = {"LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:8000/api/v1",
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    import os
-
     for key in list(os.environ):
         if key.startswith(("LAKEFS_JANITOR_", "LAKECTL_")):
             monkeypatch.delenv(key)
