@@ -6,8 +6,9 @@ access key), so lakeFS decides who may read or change a repository's policies.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import wraps
 
 from flask import Blueprint, jsonify, request
 
@@ -41,6 +42,17 @@ def _unauthorized():
     return response
 
 
+def as_caller(view: Callable) -> Callable:
+    """Run the view with a lakeFS client acting as the caller, or answer 401."""
+
+    @wraps(view)
+    def wrapper(repository: str):
+        with caller_client() as lakefs:
+            return _unauthorized() if lakefs is None else view(lakefs, repository)
+
+    return wrapper
+
+
 def _with_etag(stored, status: int = 200):
     response = jsonify(canonical(stored.policies))
     response.status_code = status
@@ -49,42 +61,40 @@ def _with_etag(stored, status: int = 200):
 
 
 @bp.get("/policies")
-def get(repository: str):
-    with caller_client() as lakefs:
-        if lakefs is None:
-            return _unauthorized()
-        return _with_etag(get_policies(lakefs, repository))
+@as_caller
+def get(lakefs: LakeFS, repository: str):
+    return _with_etag(get_policies(lakefs, repository))
 
 
 @bp.put("/policies")
-def put(repository: str):
+@as_caller
+def put(lakefs: LakeFS, repository: str):
     document = request.get_json(silent=True)
     if document is None:
         return error_response(400, "body must be JSON: {\"policies\": [...]}")
-    with caller_client() as lakefs:
-        if lakefs is None:
-            return _unauthorized()
-        repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository)
-        try:
-            policies = parse_policies(document, repo.default_branch)
-        except PolicyValidationError as exc:
-            details = [{"index": e.index, "field": e.field, "message": e.message} for e in exc.errors]
-            return error_response(400, "invalid policies", details=details)
-        try:
-            return _with_etag(set_policies(lakefs, repository, policies, request.headers.get("If-Match")))
-        except StaleETag as exc:
-            response = error_response(412, str(exc))
-            response.headers["ETag"] = exc.current
-            return response
+    repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository)
+    try:
+        policies = parse_policies(document, repo.default_branch)
+    except PolicyValidationError as exc:
+        details = [{"index": e.index, "field": e.field, "message": e.message} for e in exc.errors]
+        return error_response(400, "invalid policies", details=details)
+    try:
+        return _with_etag(set_policies(lakefs, repository, policies, request.headers.get("If-Match")))
+    except StaleETag as exc:
+        return _stale(exc)
 
 
 @bp.delete("/policies")
-def delete(repository: str):
-    with caller_client() as lakefs:
-        if lakefs is None:
-            return _unauthorized()
-        try:
-            clear_policies(lakefs, repository, request.headers.get("If-Match"))
-        except StaleETag as exc:
-            return error_response(412, str(exc))
-        return "", 204
+@as_caller
+def delete(lakefs: LakeFS, repository: str):
+    try:
+        clear_policies(lakefs, repository, request.headers.get("If-Match"))
+    except StaleETag as exc:
+        return _stale(exc)
+    return "", 204
+
+
+def _stale(exc: StaleETag):
+    response = error_response(412, str(exc))
+    response.headers["ETag"] = exc.current
+    return response

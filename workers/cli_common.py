@@ -13,7 +13,8 @@ import redis
 from rich.console import Console
 
 from workers.clock import ClockStore
-from workers.lakefs_client import LakeFS, LakeFSError, make_lakefs
+from workers.lakefs_client import LakeFS, LakeFSError
+from workers.runtime import Services
 from workers.settings import Settings, SettingsError, load_settings
 from workers.uris import URIError, parse_repository_uri
 
@@ -22,23 +23,23 @@ console = Console(width=None if sys.stdout.isatty() else 200)
 
 
 class Runtime:
-    """Settings and clients, built on first use so that `--help` needs neither."""
+    """Settings and clients, built on first use so that `--help` and usage errors need neither."""
 
     @cached_property
     def settings(self) -> Settings:
         return load_settings()
 
     @cached_property
+    def services(self) -> Services:
+        return Services(self.settings)
+
+    @property
     def lakefs(self) -> LakeFS:
-        return make_lakefs(self.settings.lakefs, self.settings.lakefs_timeout_seconds)
+        return self.services.lakefs
 
-    @cached_property
-    def redis(self) -> redis.Redis:
-        return redis.Redis.from_url(self.settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
-
-    @cached_property
+    @property
     def clock(self) -> ClockStore:
-        return ClockStore(self.redis, self.settings.key_prefix)
+        return self.services.clock
 
 
 pass_runtime = click.make_pass_decorator(Runtime, ensure=True)
