@@ -112,3 +112,11 @@ def test_delete_forgets_and_tags_do_nothing(cli, hooked_repo, lakefs, clock):
     eventually(lambda: clock.get(repo, "short-lived").created_at is None)
     assert "short-lived" not in clock.known_branches(repo)
     assert clock.get(repo, "main") == main_before  # the tag changed nothing
+
+
+def test_install_on_a_protected_branch_says_why(cli, repo, receiver, lakefs):
+    lakefs.call("protect", lakefs.repositories.set_branch_protection_rules, repo,
+                [lakefs_sdk.BranchProtectionRule(pattern="main")])
+    result = cli("hooks", "install", f"lakefs://{repo}", "--url", receiver.url, expect_exit=1)
+    assert "lakeFS refused to write _lakefs_actions/lakefs-janitor.yaml" in result.output
+    assert "Branch protection" in result.output and "Traceback" not in result.output
