@@ -104,15 +104,15 @@ def _source(clock: BranchClock) -> str:
 
 
 def branch_rows(lakefs: LakeFS, clock: ClockStore, repository: str, now: datetime) -> list[dict[str, Any]]:
-    refs = list(lakefs.paginate("list branches", lakefs.branches.list_branches, repository))
-    clocks = clock.get_many(repository, [r.id for r in refs])
+    heads = dict(lakefs.branch_heads(repository))
+    clocks = clock.get_many(repository, heads)
     rows = []
-    for ref in refs:
-        c = clocks[ref.id]
+    for branch_id, head in heads.items():
+        c = clocks[branch_id]
         last = c.last_activity
         rows.append({
-            "branch": ref.id,
-            "head": ref.commit_id,
+            "branch": branch_id,
+            "head": head,
             "created_at": _iso(c.created_at),
             "created_source": c.created_src or "unknown",
             "last_write_at": _iso(c.last_write_at),

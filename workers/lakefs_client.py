@@ -114,6 +114,25 @@ class LakeFS:
                 return
             after = page.pagination.next_offset
 
+    def paginate_json(self, what: str, fn: Callable[..., Any], *args: Any, amount: int = 1000,
+                      **kwargs: Any) -> Iterator[dict]:
+        """Like paginate, over a ``*_with_http_info`` method, yielding plain dicts: for listings of thousands of
+        items the SDK's model validation costs several times the HTTP round trips."""
+        after = kwargs.pop("after", "") or ""
+        while True:
+            response = self.call(what, fn, *args, after=after, amount=amount, _preload_content=False, **kwargs)
+            page = json.loads(response.raw_data)
+            yield from page["results"]
+            if not page["pagination"]["has_more"]:
+                return
+            after = page["pagination"]["next_offset"]
+
+    def branch_heads(self, repository_id: str, after: str = "", show_hidden: bool = False) -> Iterator[tuple[str, str]]:
+        """(branch_id, HEAD commit id) of every branch, in branch order."""
+        for ref in self.paginate_json("list branches", self.branches.list_branches_with_http_info, repository_id,
+                                      after=after, show_hidden=show_hidden):
+            yield ref["id"], ref["commit_id"]
+
     def upload(self, repository_id: str, branch_id: str, path: str, data: bytes) -> Any:
         # The generated SDK only uploads from a file path, so the bytes go through a temporary file.
         with tempfile.NamedTemporaryFile(prefix="lakefs-janitor-upload-") as tmp:

@@ -55,17 +55,17 @@ class RunReport:
 
 def _branch_states(lakefs: LakeFS, clock: ClockStore, repository_id: str, adopt_untracked: bool,
                    now: datetime) -> dict[str, BranchState]:
-    refs = list(lakefs.paginate("list branches", lakefs.branches.list_branches, repository_id))
-    clocks = clock.get_many(repository_id, [r.id for r in refs])
+    heads = dict(lakefs.branch_heads(repository_id))
+    clocks = clock.get_many(repository_id, heads)
     states = {}
-    for ref in refs:
-        c = clocks[ref.id]
+    for branch_id, head in heads.items():
+        c = clocks[branch_id]
         created = c.created_at
         if created is None and adopt_untracked:
             # Opt-in: a branch that predates tracking is born when the service first saw it.
             created = c.first_seen_at or now
-            clock.record_created(repository_id, ref.id, created, "adopted")
-        states[ref.id] = BranchState(ref.id, ref.commit_id, created, c.last_write_at)
+            clock.record_created(repository_id, branch_id, created, "adopted")
+        states[branch_id] = BranchState(branch_id, head, created, c.last_write_at)
     return states
 
 

@@ -8,6 +8,7 @@ Enterprise API: ``patterns``/``max_age``/``max_idle_age`` with duration strings,
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Hashable, Sequence
@@ -39,7 +40,13 @@ class Policy:
 
     def matches(self, branch_id: str) -> bool:
         """True if any pattern matches (OR across the list)."""
-        return bool(self.patterns) and fnmatch.fnmatch(branch_id, self.patterns, flags=_GLOB_FLAGS)
+        return bool(self.patterns) and _matcher(self.patterns).match(branch_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _matcher(patterns: tuple[str, ...]) -> fnmatch.WcRegexp:
+    # Compiling is ~10x the cost of matching, and a run matches every branch against every policy.
+    return fnmatch.compile(patterns, flags=_GLOB_FLAGS)
 
 
 @dataclass(frozen=True)

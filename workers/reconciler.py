@@ -109,15 +109,13 @@ def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, 
     cursor = clock.redis.get(cursor_key)
     cursor = cursor.decode() if isinstance(cursor, bytes) else (cursor or "")
     seen: set[str] = set()
-    listing = lakefs.paginate("list branches", lakefs.branches.list_branches, repository_id,
-                              after=cursor, show_hidden=True)
-    for ref in listing:
+    for branch_id, head in lakefs.branch_heads(repository_id, after=cursor, show_hidden=True):
         if report.branches_seen >= max_branches:
             report.complete = False
             break
         report.branches_seen += 1
-        seen.add(ref.id)
-        _reconcile_branch(lakefs, clock, repository_id, ref.id, ref.commit_id, now, max_stats, report, metrics)
+        seen.add(branch_id)
+        _reconcile_branch(lakefs, clock, repository_id, branch_id, head, now, max_stats, report, metrics)
     if report.complete:
         clock.redis.delete(cursor_key)
         if not cursor:  # a whole pass from the start: anything not listed is gone
