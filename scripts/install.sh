@@ -10,6 +10,7 @@ command -v "$python" >/dev/null || python=python3
 need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v wrk >/dev/null || need_apt+=(wrk)
+command -v promtool >/dev/null || need_apt+=(prometheus)  # promtool checks the alert rules and scrape configs
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing Debian packages: ${need_apt[*]}" >&2

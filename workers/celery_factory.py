@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 from celery import Celery
 
 from workers.runtime import Services
@@ -44,6 +47,10 @@ def _serve_metrics_from_worker(addr: str, port: int) -> None:
     def _start(**_: object) -> None:
         registry = REGISTRY
         if multiprocess_enabled():
+            # Before the pool forks: files left by a previous run would be summed into the new totals.
+            path = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+            shutil.rmtree(path, ignore_errors=True)
+            os.makedirs(path, exist_ok=True)
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
         start_http_server(port, addr=addr, registry=registry)

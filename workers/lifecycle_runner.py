@@ -66,7 +66,8 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: d
         the_plan = plan(lakefs, clock, repository_id, now, options.adopt_untracked)
         report = execute(lakefs, clock, the_plan, dry_run, options.max_deletions, metrics)
         if not dry_run:
-            _warn(clock, the_plan, options, metrics, notify)
+            _report_pending(the_plan, report, options, metrics)
+            _warn(clock, the_plan, options, notify)
     finally:
         _release(lock)
     if metrics and not dry_run:
@@ -75,12 +76,17 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: d
     return report
 
 
-def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, metrics: Metrics | None,
-          notify: Notifier) -> None:
+def _report_pending(the_plan: Plan, report: RunReport, options: LifecycleOptions, metrics: Metrics | None) -> None:
+    if metrics is None:
+        return
+    deleted = {o.branch_id for o in report.outcomes if o.result in ("deleted", "gone")}
+    due = [d for d in pending_within(the_plan, options.warn_before or timedelta(0)) if d.branch_id not in deleted]
+    metrics.pending_deletion.labels(the_plan.repository_id).set(len(due))
+
+
+def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, notify: Notifier) -> None:
     window = options.warn_before or timedelta(0)
     upcoming = [d for d in pending_within(the_plan, window) if d.action == "keep"]
-    if metrics:
-        metrics.pending_deletion.labels(the_plan.repository_id).set(len(upcoming))
     if not (options.notify_url and upcoming):
         return
     fresh = []

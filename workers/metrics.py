@@ -11,6 +11,7 @@ import os
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
 NS = "lakefs_janitor"
+RUN_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 
 class Metrics:
@@ -23,7 +24,8 @@ class Metrics:
             "reconcile_writes", "Writes the reconciler detected (no hook had reported them)",
             ["repository", "kind"], namespace=NS, registry=r,
         )
-        self.reconcile_seconds = Histogram("reconcile_run_seconds", "Reconciler run time", namespace=NS, registry=r)
+        self.reconcile_seconds = Histogram("reconcile_run_seconds", "Reconciler run time for one repository",
+                                           namespace=NS, registry=r, buckets=RUN_BUCKETS)
         self.branches_deleted = Counter(
             "branches_deleted", "Branches deleted by lifecycle policies", ["repository", "policy"],
             namespace=NS, registry=r,
@@ -37,11 +39,11 @@ class Metrics:
             namespace=NS, registry=r,
         )
         self.lifecycle_seconds = Histogram(
-            "lifecycle_run_seconds", "Lifecycle run time per repository", namespace=NS, registry=r,
-            buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+            "lifecycle_run_seconds", "Lifecycle run time for one repository", namespace=NS, registry=r,
+            buckets=RUN_BUCKETS,
         )
         self.pending_deletion = Gauge(
-            "branches_pending_deletion", "Branches that will be deleted within the warning window",
+            "branches_pending_deletion", "Branches due for deletion now or within the warning window that still exist after the last run",
             ["repository"], namespace=NS, registry=r, multiprocess_mode="mostrecent",
         )
         self.lifecycle_last_success = Gauge(
