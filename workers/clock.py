@@ -15,11 +15,20 @@ import redis
 
 Source = Literal["webhook", "reconciler", "adopted"]
 
-# KEYS: branch hash, repository's branch set, repository set.
+# Every script keeps the repository's summary hash (branch -> "created,last_write,first_seen") in step with the
+# branch hash, so a lifecycle run reads a whole repository's clocks with one HMGET instead of one HGETALL per branch.
+_REFRESH_SUMMARY = """
+local function refresh_summary(key, summary, branch)
+  local v = redis.call('HMGET', key, 'created_at', 'last_write_at', 'first_seen_at')
+  redis.call('HSET', summary, branch, (v[1] or '') .. ',' .. (v[2] or '') .. ',' .. (v[3] or ''))
+end
+"""
+
+# KEYS: branch hash, repository summary hash, repository set.
 # ARGV: kind (create|write|delete), unix seconds, source, branch id, repository id, head commit ('' if none),
 #       tombstone TTL seconds.
-_RECORD = """
-local key, index, repos = KEYS[1], KEYS[2], KEYS[3]
+_RECORD = _REFRESH_SUMMARY + """
+local key, summary, repos = KEYS[1], KEYS[2], KEYS[3]
 local kind, ts, src, branch, repo, head = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local deleted = tonumber(redis.call('HGET', key, 'deleted_at') or '-1')
 if ts < deleted then return 0 end
@@ -29,7 +38,7 @@ if kind == 'delete' then
   redis.call('DEL', key)
   redis.call('HSET', key, 'deleted_at', ts)
   redis.call('EXPIRE', key, tonumber(ARGV[7]))
-  redis.call('SREM', index, branch)
+  redis.call('HDEL', summary, branch)
   return 1
 end
 local field = 'created_at'
@@ -43,10 +52,31 @@ if head ~= '' then
   local seen = tonumber(redis.call('HGET', key, 'head_at') or '-1')
   if ts >= seen then redis.call('HSET', key, 'head', head, 'head_at', ts) end
 end
-redis.call('SADD', index, branch)
+refresh_summary(key, summary, branch)
 redis.call('SADD', repos, repo)
 return 1
 """
+
+# KEYS: branch hash, repository summary hash, repository set. ARGV: branch, repository, head, fingerprint, now.
+_OBSERVE = _REFRESH_SUMMARY + """
+local key, summary, repos = KEYS[1], KEYS[2], KEYS[3]
+redis.call('HSET', key, 'head', ARGV[3], 'head_at', ARGV[5], 'staged', ARGV[4])
+redis.call('HSETNX', key, 'first_seen_at', ARGV[5])
+redis.call('HDEL', key, 'deleted_at')
+redis.call('PERSIST', key)
+refresh_summary(key, summary, ARGV[1])
+redis.call('SADD', repos, ARGV[2])
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What a lifecycle evaluation needs of a branch's clock."""
+
+    created_at: datetime | None
+    last_write_at: datetime | None
+    first_seen_at: datetime | None
+
 
 TOMBSTONE_TTL_SECONDS = 7 * 24 * 3600
 
@@ -74,6 +104,16 @@ def _ts(value: str | bytes | None) -> datetime | None:
     return None if value in (None, b"", "") else datetime.fromtimestamp(float(value), UTC)
 
 
+_NO_ACTIVITY = Activity(None, None, None)
+
+
+def _activity(value: bytes | None) -> Activity:
+    if not value:
+        return _NO_ACTIVITY
+    created, written, seen = value.split(b",")
+    return Activity(_ts(created), _ts(written), _ts(seen))
+
+
 def _str(value: str | bytes | None) -> str | None:
     if value is None:
         return None
@@ -85,12 +125,13 @@ class ClockStore:
         self.redis = client
         self.prefix = prefix
         self._record = client.register_script(_RECORD)
+        self._observe = client.register_script(_OBSERVE)
 
     def _key(self, repository_id: str, branch_id: str) -> str:
         return f"{self.prefix}:branch:{repository_id}:{branch_id}"
 
     def _index(self, repository_id: str) -> str:
-        return f"{self.prefix}:branches:{repository_id}"
+        return f"{self.prefix}:summary:{repository_id}"
 
     def _repos(self) -> str:
         return f"{self.prefix}:repositories"
@@ -113,15 +154,8 @@ class ClockStore:
 
     def observe(self, repository_id: str, branch_id: str, head: str, fingerprint: str, now: datetime) -> None:
         """Remember what the reconciler saw, and when the branch was first seen at all."""
-        key = self._key(repository_id, branch_id)
-        pipe = self.redis.pipeline()
-        pipe.hset(key, mapping={"head": head, "head_at": int(now.timestamp()), "staged": fingerprint})
-        pipe.hsetnx(key, "first_seen_at", int(now.timestamp()))
-        pipe.persist(key)
-        pipe.hdel(key, "deleted_at")
-        pipe.sadd(self._index(repository_id), branch_id)
-        pipe.sadd(self._repos(), repository_id)
-        pipe.execute()
+        keys = [self._key(repository_id, branch_id), self._index(repository_id), self._repos()]
+        self._observe(keys=keys, args=[branch_id, repository_id, head, fingerprint, int(now.timestamp())])
 
     def get(self, repository_id: str, branch_id: str) -> BranchClock:
         return self.get_many(repository_id, [branch_id])[branch_id]
@@ -136,14 +170,22 @@ class ClockStore:
             for branch_id, raw in zip(branch_ids, pipe.execute(), strict=True)
         }
 
+    def activity_many(self, repository_id: str, branch_ids: Iterable[str]) -> dict[str, Activity]:
+        """Creation, last write and first sighting of many branches in one round trip."""
+        branch_ids = list(branch_ids)
+        if not branch_ids:
+            return {}
+        raw = self.redis.hmget(self._index(repository_id), branch_ids)
+        return {branch_id: _activity(value) for branch_id, value in zip(branch_ids, raw, strict=True)}
+
     def known_branches(self, repository_id: str) -> set[str]:
-        return {_str(b) for b in self.redis.smembers(self._index(repository_id))}
+        return {_str(b) for b in self.redis.hkeys(self._index(repository_id))}
 
     def forget(self, repository_id: str, branch_id: str) -> None:
         """Drop what is known of a branch that no longer exists (seen by the reconciler, no tombstone)."""
         pipe = self.redis.pipeline()
         pipe.delete(self._key(repository_id, branch_id))
-        pipe.srem(self._index(repository_id), branch_id)
+        pipe.hdel(self._index(repository_id), branch_id)
         pipe.execute()
 
     @staticmethod

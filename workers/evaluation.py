@@ -17,7 +17,7 @@ from workers.policies import Policy
 Action = Literal["delete", "keep", "skip"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BranchState:
     branch_id: str
     head: str | None  # HEAD commit id
@@ -25,7 +25,7 @@ class BranchState:
     last_write_at: datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     branch_id: str
     head: str | None
@@ -79,7 +79,7 @@ def written_since(evaluated: BranchState, current: BranchState) -> bool:
 def _decide(branch: BranchState, default_branch: str, policies: Sequence[Policy], now: datetime,
             read_only: bool) -> Decision:
     for value, name in ((branch.created_at, "created_at"), (branch.last_write_at, "last_write_at")):
-        if value is not None:
+        if value is not None and (value.tzinfo is None or value.utcoffset() is None):
             _require_aware(value, f"{branch.branch_id!r} {name}")
     activity = last_activity(branch)
     age = now - branch.created_at if branch.created_at is not None else None

@@ -56,7 +56,7 @@ class RunReport:
 def _branch_states(lakefs: LakeFS, clock: ClockStore, repository_id: str, adopt_untracked: bool,
                    now: datetime) -> dict[str, BranchState]:
     heads = dict(lakefs.branch_heads(repository_id))
-    clocks = clock.get_many(repository_id, heads)
+    clocks = clock.activity_many(repository_id, heads)
     states = {}
     for branch_id, head in heads.items():
         c = clocks[branch_id]
