@@ -44,14 +44,16 @@ end
 local field = 'created_at'
 if kind == 'write' then field = 'last_write_at' end
 local current = tonumber(redis.call('HGET', key, field) or '-1')
-if ts <= current then return 0 end
-redis.call('HDEL', key, 'deleted_at')
-redis.call('PERSIST', key)
-redis.call('HSET', key, field, ts, field == 'created_at' and 'created_src' or 'last_write_src', src)
+-- The HEAD a hook reports is news even when its time is not (a write the reconciler already dated in the
+-- same second): remembering it keeps the reconciler from counting the same commit again.
 if head ~= '' then
   local seen = tonumber(redis.call('HGET', key, 'head_at') or '-1')
   if ts >= seen then redis.call('HSET', key, 'head', head, 'head_at', ts) end
 end
+if ts <= current then return 0 end
+redis.call('HDEL', key, 'deleted_at')
+redis.call('PERSIST', key)
+redis.call('HSET', key, field, ts, field == 'created_at' and 'created_src' or 'last_write_src', src)
 refresh_summary(key, summary, branch)
 redis.call('SADD', repos, repo)
 return 1
