@@ -89,6 +89,8 @@ def reconcile(rt: Runtime, repository: str) -> None:
         click.echo(f"write   {write.branch_id}  {write.kind}  {write.at.isoformat()}")
     for branch_id in report.forgotten:
         click.echo(f"gone    {branch_id}")
+    if report.locked_out:
+        raise click.ClickException(f"another reconcile of lakefs://{repository} is running; try again later")
     more = "" if report.complete else " (bound reached; the next run continues)"
     click.echo(f"{report.branches_seen} branches examined, {len(report.writes)} writes detected{more}")
 

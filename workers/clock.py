@@ -13,7 +13,7 @@ from typing import Literal
 
 import redis
 
-Source = Literal["webhook", "reconciler", "adopted"]
+Source = Literal["webhook", "reconciler", "restored"]
 
 # Every script keeps the repository's summary hash (branch -> "created,last_write,first_seen") in step with the
 # branch hash, so a lifecycle run reads a whole repository's clocks with one HMGET instead of one HGETALL per branch.
@@ -62,12 +62,19 @@ return 1
 # KEYS: branch hash, repository summary hash, repository set. ARGV: branch, repository, head, fingerprint, now.
 _OBSERVE = _REFRESH_SUMMARY + """
 local key, summary, repos = KEYS[1], KEYS[2], KEYS[3]
-redis.call('HSET', key, 'head', ARGV[3], 'head_at', ARGV[5], 'staged', ARGV[4])
-redis.call('HSETNX', key, 'first_seen_at', ARGV[5])
+local now = tonumber(ARGV[5])
+-- A look that started before a deletion we already know of must not bring the branch back to life.
+if now < tonumber(redis.call('HGET', key, 'deleted_at') or '-1') then return 0 end
+if now >= tonumber(redis.call('HGET', key, 'head_at') or '-1') then
+  redis.call('HSET', key, 'head', ARGV[3], 'head_at', now)
+end
+redis.call('HSET', key, 'staged', ARGV[4])
+redis.call('HSETNX', key, 'first_seen_at', now)
 redis.call('HDEL', key, 'deleted_at')
 redis.call('PERSIST', key)
 refresh_summary(key, summary, ARGV[1])
 redis.call('SADD', repos, ARGV[2])
+return 1
 """
 
 
@@ -92,6 +99,7 @@ class BranchClock:
     last_write_at: datetime | None = None
     last_write_src: str | None = None
     head: str | None = None
+    head_at: datetime | None = None  # when that HEAD was reported or observed
     staged_fingerprint: str | None = None
     first_seen_at: datetime | None = None
 
@@ -154,10 +162,10 @@ class ClockStore:
     def record_deleted(self, repository_id: str, branch_id: str, at: datetime) -> bool:
         return self._run("delete", repository_id, branch_id, at, "webhook", None)
 
-    def observe(self, repository_id: str, branch_id: str, head: str, fingerprint: str, now: datetime) -> None:
+    def observe(self, repository_id: str, branch_id: str, head: str, fingerprint: str, now: datetime) -> bool:
         """Remember what the reconciler saw, and when the branch was first seen at all."""
         keys = [self._key(repository_id, branch_id), self._index(repository_id), self._repos()]
-        self._observe(keys=keys, args=[branch_id, repository_id, head, fingerprint, int(now.timestamp())])
+        return bool(self._observe(keys=keys, args=[branch_id, repository_id, head, fingerprint, int(now.timestamp())]))
 
     def get(self, repository_id: str, branch_id: str) -> BranchClock:
         return self.get_many(repository_id, [branch_id])[branch_id]
@@ -183,13 +191,6 @@ class ClockStore:
     def known_branches(self, repository_id: str) -> set[str]:
         return {_str(b) for b in self.redis.hkeys(self._index(repository_id))}
 
-    def forget(self, repository_id: str, branch_id: str) -> None:
-        """Drop what is known of a branch that no longer exists (seen by the reconciler, no tombstone)."""
-        pipe = self.redis.pipeline()
-        pipe.delete(self._key(repository_id, branch_id))
-        pipe.hdel(self._index(repository_id), branch_id)
-        pipe.execute()
-
     @staticmethod
     def _clock(repository_id: str, branch_id: str, raw: dict) -> BranchClock:
         get = {_str(k): v for k, v in raw.items()}.get
@@ -201,6 +202,7 @@ class ClockStore:
             last_write_at=_ts(get("last_write_at")),
             last_write_src=_str(get("last_write_src")),
             head=_str(get("head")),
+            head_at=_ts(get("head_at")),
             staged_fingerprint=_str(get("staged")),
             first_seen_at=_ts(get("first_seen_at")),
         )

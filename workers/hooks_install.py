@@ -55,9 +55,11 @@ def action_file(receiver_url: str, secret_env: str = DEFAULT_SECRET_ENV, timeout
     return yaml.safe_dump(action, sort_keys=False)
 
 
-def _current(lakefs: LakeFS, repository_id: str, branch_id: str) -> str | None:
+def _committed(lakefs: LakeFS, repository_id: str, branch_id: str) -> str | None:
+    # Read at the HEAD commit, not the branch: a staged copy that never got committed does not count.
+    head = lakefs.call("get branch", lakefs.branches.get_branch, repository_id, branch_id).commit_id
     try:
-        data = lakefs.call("read action file", lakefs.objects.get_object, repository_id, branch_id, ACTION_PATH)
+        data = lakefs.call("read action file", lakefs.objects.get_object, repository_id, head, ACTION_PATH)
     except NotFound:
         return None
     return data.decode() if isinstance(data, bytes | bytearray) else str(data)
@@ -67,24 +69,43 @@ def install(lakefs: LakeFS, repository_id: str, content: str, branch_id: str | N
     """Commit the action file to the default branch (or branch_id); a no-op when it is already there."""
     repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository_id)
     branch_id = branch_id or repo.default_branch
-    if _current(lakefs, repository_id, branch_id) == content:
+    if _committed(lakefs, repository_id, branch_id) == content:
         return InstallResult(repository_id, branch_id, ACTION_PATH, None)
     dirty = lakefs.call("check uncommitted changes", lakefs.branches.diff_branch, repository_id, branch_id, amount=1)
     if dirty.results:
         # A commit takes everything staged on the branch; never commit someone else's work along with ours.
         raise InstallError(f"branch {branch_id!r} of {repository_id!r} has uncommitted changes; commit or reset "
                            "them first (a commit would include them)")
+    where = f"{repository_id}/{branch_id}"
     try:
         lakefs.upload(repository_id, branch_id, ACTION_PATH, content.encode())
-        commit = lakefs.call("commit action file", lakefs.commits.commit, repository_id, branch_id,
-                             _commit_creation("lakefs-janitor: install idle-clock hooks"))
-    except (Forbidden, PreconditionFailed) as exc:
-        raise InstallError(f"lakeFS refused to write {ACTION_PATH} on {repository_id}/{branch_id}: {exc}. "
-                           "Branch protection or your permissions block it; ask an admin, or pass --branch "
-                           "and merge it yourself") from None
+    except Forbidden as exc:
+        raise InstallError(f"lakeFS refused to write {ACTION_PATH} on {where}: {exc}. Branch protection or your "
+                           "permissions block it; ask an admin, or pass --branch and merge it yourself") from None
     except LakeFSError as exc:
         raise InstallError(str(exc)) from None
+    try:
+        commit = lakefs.call("commit action file", lakefs.commits.commit, repository_id, branch_id,
+                             _commit_creation("lakefs-janitor: install idle-clock hooks"))
+    except LakeFSError as exc:
+        _unstage(lakefs, repository_id, branch_id)  # leave nothing behind for the next committer to pick up
+        if isinstance(exc, PreconditionFailed):
+            raise InstallError(f"a pre-commit hook on {where} refused the commit of {ACTION_PATH}: {exc}") from None
+        if isinstance(exc, Forbidden):
+            raise InstallError(f"lakeFS refused the commit on {where}: {exc}. Branch protection or your "
+                               "permissions block it; ask an admin, or pass --branch and merge it yourself") from None
+        raise InstallError(str(exc)) from None
     return InstallResult(repository_id, branch_id, ACTION_PATH, commit.id)
+
+
+def _unstage(lakefs: LakeFS, repository_id: str, branch_id: str) -> None:
+    import lakefs_sdk  # noqa: PLC0415
+
+    try:
+        lakefs.call("reset staged action file", lakefs.branches.reset_branch, repository_id, branch_id,
+                    lakefs_sdk.ResetCreation(type="object", path=ACTION_PATH))
+    except LakeFSError:
+        pass  # best effort: the error that matters is the commit's
 
 
 def _commit_creation(message: str):

@@ -8,15 +8,29 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from workers.clock import ClockStore
-from workers.evaluation import BranchState, Decision, evaluate, written_since
-from workers.lakefs_client import LakeFS, LakeFSError, NotFound, PreconditionFailed
+from workers.clock import Activity, BranchClock, ClockStore
+from workers.evaluation import (
+    BranchState,
+    Decision,
+    evaluate,
+    last_activity,
+    written_since,
+)
+from workers.lakefs_client import (
+    LakeFS,
+    LakeFSError,
+    NotFound,
+    PreconditionFailed,
+    Unavailable,
+)
 from workers.metrics import Metrics
 from workers.policies import Policy
 from workers.policy_store import get_policies
+from workers.reconciler import staged_state
 
 log = logging.getLogger(__name__)
 DELETION_LOG_LENGTH = 10_000
@@ -31,12 +45,14 @@ class Plan:
     states: dict[str, BranchState]
     decisions: list[Decision]
     now: datetime
+    adopt_untracked: bool = False
 
 
 @dataclass
 class Outcome:
     branch_id: str
-    result: str  # deleted | would-delete | written-since | vetoed | gone | failed | capped
+    # deleted | would-delete | written-since | vetoed | gone | failed | capped | unavailable | not-attempted
+    result: str
     policy_id: str | None
     detail: str = ""
 
@@ -48,25 +64,31 @@ class RunReport:
     outcomes: list[Outcome] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     locked_out: bool = False
+    aborted: str | None = None  # why the run stopped before trying every due branch
 
     def count(self, result: str) -> int:
         return sum(o.result == result for o in self.outcomes)
 
+    @property
+    def succeeded(self) -> bool:
+        return not self.locked_out and self.aborted is None and not self.count("failed")
 
-def _branch_states(lakefs: LakeFS, clock: ClockStore, repository_id: str, adopt_untracked: bool,
-                   now: datetime) -> dict[str, BranchState]:
+
+def _created(clock: BranchClock | Activity, adopt_untracked: bool) -> datetime | None:
+    # Opt-in adoption: a branch that predates tracking counts as born when the reconciler first saw it (always
+    # the real clock). Nothing is written here, so a preview or a dry run leaves no trace.
+    return clock.created_at or (clock.first_seen_at if adopt_untracked else None)
+
+
+def _branch_states(lakefs: LakeFS, clock: ClockStore, repository_id: str,
+                   adopt_untracked: bool) -> dict[str, BranchState]:
     heads = dict(lakefs.branch_heads(repository_id))
-    clocks = clock.activity_many(repository_id, heads)
-    states = {}
-    for branch_id, head in heads.items():
-        c = clocks[branch_id]
-        created = c.created_at
-        if created is None and adopt_untracked:
-            # Opt-in: a branch that predates tracking is born when the service first saw it.
-            created = c.first_seen_at or now
-            clock.record_created(repository_id, branch_id, created, "adopted")
-        states[branch_id] = BranchState(branch_id, head, created, c.last_write_at)
-    return states
+    activity = clock.activity_many(repository_id, heads)
+    return {
+        branch_id: BranchState(branch_id, head, _created(activity[branch_id], adopt_untracked),
+                               activity[branch_id].last_write_at)
+        for branch_id, head in heads.items()
+    }
 
 
 def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime,
@@ -75,22 +97,15 @@ def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime,
     if policies is None:
         policies = get_policies(lakefs, repository_id).policies
     read_only = bool(getattr(repo, "read_only", False))
-    states = _branch_states(lakefs, clock, repository_id, adopt_untracked, now) if policies else {}
+    states = _branch_states(lakefs, clock, repository_id, adopt_untracked) if policies else {}
     decisions = evaluate(states.values(), repo.default_branch, policies, now, read_only=read_only)
-    return Plan(repository_id, repo.default_branch, read_only, policies, states, decisions, now)
-
-
-def _current_state(lakefs: LakeFS, clock: ClockStore, repository_id: str, branch_id: str) -> BranchState | None:
-    try:
-        ref = lakefs.call("get branch", lakefs.branches.get_branch, repository_id, branch_id)
-    except NotFound:
-        return None
-    c = clock.get(repository_id, branch_id)
-    return BranchState(branch_id, ref.commit_id, c.created_at, c.last_write_at)
+    return Plan(repository_id, repo.default_branch, read_only, policies, states, decisions, now, adopt_untracked)
 
 
 def execute(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, dry_run: bool = False, max_deletions: int = 100,
-            metrics: Metrics | None = None) -> RunReport:
+            metrics: Metrics | None = None, still_ours: Callable[[], bool] = lambda: True,
+            max_stats: int = 1000) -> RunReport:
+    """Carry out the plan's deletions; still_ours() is asked before each one (the run's lock)."""
     report = RunReport(the_plan.repository_id, dry_run)
     repo = the_plan.repository_id
     deleted = 0
@@ -100,45 +115,106 @@ def execute(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, dry_run: bool = F
             if metrics:
                 metrics.branches_skipped.labels(repo, decision.reason).inc()
             continue
-        if deleted >= max_deletions:
-            report.outcomes.append(Outcome(decision.branch_id, "capped", decision.policy_id,
-                                           f"deletion cap of {max_deletions} per run reached"))
-            continue
-        outcome = _delete_one(lakefs, clock, the_plan, decision, dry_run, metrics)
-        deleted += outcome.result in ("deleted", "would-delete")
+        if report.aborted is None and not still_ours():
+            report.aborted = "the run lost its lock (it outlived lifecycle_lock_seconds); stopping"
+        if report.aborted:
+            outcome = Outcome(decision.branch_id, "not-attempted", decision.policy_id, report.aborted)
+        elif deleted >= max_deletions:
+            outcome = Outcome(decision.branch_id, "capped", decision.policy_id,
+                              f"deletion cap of {max_deletions} per run reached")
+        else:
+            outcome = _delete_one(lakefs, clock, the_plan, decision, dry_run, metrics, max_stats)
+            deleted += outcome.result in ("deleted", "would-delete")
+            if outcome.result == "unavailable":
+                report.aborted = f"lakeFS is unavailable ({outcome.detail}); stopping"
+        if metrics:
+            metrics.lifecycle_outcomes.labels(repo, outcome.result).inc()
         report.outcomes.append(outcome)
     return report
 
 
+def _current(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, branch_id: str) -> tuple[BranchState, BranchClock] | None:
+    try:
+        ref = lakefs.call("get branch", lakefs.branches.get_branch, the_plan.repository_id, branch_id)
+    except NotFound:
+        return None
+    c = clock.get(the_plan.repository_id, branch_id)
+    return BranchState(branch_id, ref.commit_id, _created(c, the_plan.adopt_untracked), c.last_write_at), c
+
+
+def _staged_since(lakefs: LakeFS, clock: ClockStore, repo: str, evaluated: BranchState, current: BranchClock,
+                  max_stats: int) -> bool:
+    """Uploads and deletes fire no hook and reach the clock only through the reconciler: look at them now."""
+    staged = staged_state(lakefs, repo, evaluated.branch_id, max_stats)
+    if staged.latest_mtime is not None and staged.latest_mtime > (last_activity(evaluated) or staged.latest_mtime):
+        clock.record_write(repo, evaluated.branch_id, staged.latest_mtime, "reconciler")
+        return True
+    if current.staged_fingerprint is None:
+        # Never looked at: changes that cannot be dated (staged deletes) may be recent.
+        return bool(staged.fingerprint) and staged.latest_mtime is None
+    return staged.fingerprint != current.staged_fingerprint
+
+
 def _delete_one(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, decision: Decision, dry_run: bool,
-                metrics: Metrics | None) -> Outcome:
+                metrics: Metrics | None, max_stats: int) -> Outcome:
     repo, branch = the_plan.repository_id, decision.branch_id
     if branch == the_plan.default_branch:  # evaluation never proposes it; refuse twice all the same
         return Outcome(branch, "failed", decision.policy_id, "refusing to delete the default branch")
+    current: BranchState | None = None  # set once the branch has been re-read; the delete call comes after
     try:
-        current = _current_state(lakefs, clock, repo, branch)
-        if current is None:
+        found = _current(lakefs, clock, the_plan, branch)
+        if found is None:
             return Outcome(branch, "gone", decision.policy_id, "already deleted")
-        if written_since(the_plan.states[branch], current):
+        current, current_clock = found
+        evaluated = the_plan.states[branch]
+        if written_since(evaluated, current) or _staged_since(lakefs, clock, repo, evaluated, current_clock,
+                                                              max_stats):
             log.info("lifecycle: %s/%s written since evaluation; kept", repo, branch)
             return Outcome(branch, "written-since", decision.policy_id, "written after it was evaluated")
         if dry_run:
             return Outcome(branch, "would-delete", decision.policy_id, decision.detail)
+        # Recorded before the call: if the answer is lost, the branch can still be restored at this HEAD.
+        record_deletion(clock, repo, branch, current.head, decision, the_plan.now, "pending")
         lakefs.call(f"delete branch {branch}", lakefs.branches.delete_branch, repo, branch)
     except PreconditionFailed as exc:
         log.warning("lifecycle: deletion of %s/%s vetoed by a pre-delete-branch hook: %s", repo, branch, exc)
+        if current is not None:
+            record_deletion(clock, repo, branch, current.head, decision, the_plan.now, "vetoed")
         if metrics:
             metrics.deletions_vetoed.labels(repo, decision.policy_id or "").inc()
         return Outcome(branch, "vetoed", decision.policy_id, str(exc))
     except NotFound:
         return Outcome(branch, "gone", decision.policy_id, "already deleted")
+    except Unavailable as exc:
+        # The delete call may have gone through before its answer was lost: ask again.
+        if current is not None and not dry_run and _still_exists(lakefs, repo, branch) is False:
+            return _deleted(clock, the_plan, decision, current.head, metrics)
+        return Outcome(branch, "unavailable", decision.policy_id, str(exc))
     except LakeFSError as exc:
         log.error("lifecycle: deleting %s/%s failed: %s", repo, branch, exc)
+        if current is not None and not dry_run:
+            record_deletion(clock, repo, branch, current.head, decision, the_plan.now, "failed")
         return Outcome(branch, "failed", decision.policy_id, str(exc))
-    record_deletion(clock, repo, branch, current.head, decision, the_plan.now)
+    return _deleted(clock, the_plan, decision, current.head, metrics)
+
+
+def _still_exists(lakefs: LakeFS, repo: str, branch: str) -> bool | None:
+    """After a lost answer: True/False when lakeFS can tell, None (treated as 'maybe') when it still cannot."""
+    try:
+        lakefs.call("get branch", lakefs.branches.get_branch, repo, branch)
+    except NotFound:
+        return False
+    except LakeFSError:
+        return None
+    return True
+
+
+def _deleted(clock: ClockStore, the_plan: Plan, decision: Decision, head: str | None,
+             metrics: Metrics | None) -> Outcome:
+    record_deletion(clock, the_plan.repository_id, decision.branch_id, head, decision, the_plan.now, "deleted")
     if metrics:
-        metrics.branches_deleted.labels(repo, decision.policy_id or "").inc()
-    return Outcome(branch, "deleted", decision.policy_id, decision.detail)
+        metrics.branches_deleted.labels(the_plan.repository_id, decision.policy_id or "").inc()
+    return Outcome(decision.branch_id, "deleted", decision.policy_id, decision.detail)
 
 
 def _deletions_key(clock: ClockStore, repository_id: str) -> str:
@@ -150,16 +226,20 @@ def _last_deletion_key(clock: ClockStore, repository_id: str) -> str:
 
 
 def record_deletion(clock: ClockStore, repository_id: str, branch_id: str, head: str | None, decision: Decision,
-                    now: datetime) -> None:
+                    now: datetime, status: str = "deleted") -> None:
+    """Keep the branch's last HEAD per branch (for restore) and, once deleted, in the history list."""
     entry = {
         "repository_id": repository_id, "branch_id": branch_id, "head": head, "policy_id": decision.policy_id,
         "deleted_at": datetime.now(UTC).isoformat(), "evaluated_at": now.isoformat(), "reason": decision.detail,
+        "status": status,
     }
     text = json.dumps(entry, sort_keys=True)
-    log.warning("lifecycle: deleted branch %s", text)  # enough to restore it by hand: repository, branch, HEAD
+    if status == "deleted":
+        log.warning("lifecycle: deleted branch %s", text)  # enough to restore it by hand: repository, branch, HEAD
     pipe = clock.redis.pipeline()
-    pipe.lpush(_deletions_key(clock, repository_id), text)
-    pipe.ltrim(_deletions_key(clock, repository_id), 0, DELETION_LOG_LENGTH - 1)
+    if status == "deleted":
+        pipe.lpush(_deletions_key(clock, repository_id), text)
+        pipe.ltrim(_deletions_key(clock, repository_id), 0, DELETION_LOG_LENGTH - 1)
     pipe.hset(_last_deletion_key(clock, repository_id), branch_id, text)
     pipe.execute()
 

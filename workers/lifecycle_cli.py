@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -107,7 +107,7 @@ def _when(d: Decision, now: datetime) -> str:
 def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | None) -> None:
     """Every branch with its matching policy, age, idle time and when it will be deleted (or why never)."""
     now = parse_now(now_text)
-    p = plan(rt.lakefs, rt.clock, repository, now)
+    p = plan(rt.lakefs, rt.clock, repository, now, rt.settings.lifecycle_adopt_untracked)
     if as_json:
         click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(),
                                "branches": [decision_dict(d) for d in p.decisions]}, indent=2))
@@ -130,8 +130,12 @@ def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | Non
 @friendly_errors
 def run_cmd(rt: Runtime, repository: str, dry_run: bool, now_text: str | None, as_json: bool) -> None:
     """Evaluate the policies now and delete what they select."""
+    now = parse_now(now_text)
+    if not dry_run and now > datetime.now(UTC) + timedelta(seconds=5):
+        # A clock moved forward would delete branches before their time; it is for looking, not for doing.
+        raise click.BadParameter("a --now in the future can only be used with --dry-run", param_hint="--now")
     options = LifecycleOptions.from_settings(rt.settings)
-    report = run_repository(rt.lakefs, rt.clock, repository, parse_now(now_text), options, dry_run)
+    report = run_repository(rt.lakefs, rt.clock, repository, now, options, dry_run)
     if report.locked_out:
         raise click.ClickException(f"another lifecycle run for lakefs://{repository} is in progress; try later")
     if as_json:
@@ -157,7 +161,7 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
     except URIError as exc:
         raise click.BadParameter(str(exc)) from None
     record = last_deletion(rt.clock, uri.repository_id, uri.ref)
-    if record is None or not record.get("head"):
+    if record is None or not record.get("head") or record.get("status") not in ("deleted", "pending"):
         raise click.ClickException(f"no lifecycle deletion of {branch_uri} is recorded")
     try:
         rt.lakefs.call("create branch", rt.lakefs.branches.create_branch, uri.repository_id,
@@ -166,6 +170,9 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
         raise click.ClickException(f"{branch_uri} exists already; delete or rename it first") from None
     except NotFound as exc:
         raise click.ClickException(f"commit {record['head']} is gone (garbage collected?): {exc}") from None
+    # A new life: without this, a branch whose HEAD carries no action file keeps its old clock and would be
+    # deleted again by the next run.
+    rt.clock.record_created(uri.repository_id, uri.ref, datetime.now(UTC), "restored", record["head"])
     click.echo(f"restored {branch_uri} at {record['head']} (deleted {record['deleted_at']} by policy "
                f"{record['policy_id']})")
 

@@ -52,11 +52,27 @@ def _release(lock: redis.lock.Lock) -> None:
         lock.release()
     except redis.exceptions.LockError:
         log.warning("lifecycle lock expired before the run ended; raise lifecycle_lock_seconds")
+    except redis.RedisError as exc:  # the lock expires by itself; the run's own outcome matters more
+        log.warning("could not release the lifecycle lock: %s", exc)
+
+
+def _still_ours(lock: redis.lock.Lock) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            lock.reacquire()  # back to a full lifecycle_lock_seconds for each deletion
+        except redis.exceptions.LockError:
+            return False
+        return True
+
+    return check
 
 
 def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, options: LifecycleOptions,
                    dry_run: bool = False, metrics: Metrics | None = None,
                    notify: Notifier = post_json) -> RunReport:
+    if dry_run:  # deletes nothing, writes nothing: no reason to hold up a real run
+        the_plan = plan(lakefs, clock, repository_id, now, options.adopt_untracked)
+        return execute(lakefs, clock, the_plan, dry_run=True, max_deletions=options.max_deletions)
     lock = _lock(clock, f"lifecycle:{repository_id}", options.lock_seconds)
     if not lock.acquire():
         log.info("lifecycle: another run holds the lock for %s; skipped", repository_id)
@@ -64,15 +80,15 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: d
     started = time.monotonic()
     try:
         the_plan = plan(lakefs, clock, repository_id, now, options.adopt_untracked)
-        report = execute(lakefs, clock, the_plan, dry_run, options.max_deletions, metrics)
-        if not dry_run:
-            _report_pending(the_plan, report, options, metrics)
-            _warn(clock, the_plan, options, notify)
+        report = execute(lakefs, clock, the_plan, False, options.max_deletions, metrics, _still_ours(lock))
+        _report_pending(the_plan, report, options, metrics)
+        _warn(clock, the_plan, options, notify)
     finally:
         _release(lock)
-    if metrics and not dry_run:
+    if metrics:
         metrics.lifecycle_seconds.observe(time.monotonic() - started)
-        metrics.lifecycle_last_success.labels(repository_id).set(time.time())
+        if report.succeeded:
+            metrics.lifecycle_last_success.labels(repository_id).set(time.time())
     return report
 
 
@@ -91,7 +107,7 @@ def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, notify: 
         return
     fresh = []
     for d in upcoming:  # one warning per branch and deletion time, however many runs see it
-        key = f"{clock.prefix}:warned:{the_plan.repository_id}:{d.branch_id}"
+        key = f"{clock.prefix}:warned:{the_plan.repository_id}:{d.branch_id}:{int(d.delete_at.timestamp())}"
         ttl = int(window.total_seconds()) + 86400
         if clock.redis.set(key, d.delete_at.isoformat(), nx=True, ex=ttl):
             fresh.append((key, d))

@@ -34,6 +34,10 @@ class Metrics:
             "branch_deletions_vetoed", "Deletions refused by a pre-delete-branch hook", ["repository", "policy"],
             namespace=NS, registry=r,
         )
+        self.lifecycle_outcomes = Counter(
+            "lifecycle_outcomes", "What a lifecycle run did with each branch a policy selected",
+            ["repository", "result"], namespace=NS, registry=r,
+        )
         self.branches_skipped = Counter(
             "branches_skipped", "Branches a lifecycle run left alone, by reason", ["repository", "reason"],
             namespace=NS, registry=r,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import lakefs_sdk
 
-from workers.lakefs_client import LakeFS
-from workers.policies import Policy, canonical, etag, parse_policies
+from workers.lakefs_client import LakeFS, LakeFSError
+from workers.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
 
 METADATA_KEY = "lakefs_janitor.branch_lifecycle.v1"
 
@@ -33,12 +33,29 @@ class StoredPolicies:
     etag: str
 
 
+class StoredPoliciesInvalid(LakeFSError):
+    """The repository metadata holds something that is not a valid policy list (written around the janitor)."""
+
+    def __init__(self, repository_id: str, problem: str):
+        super().__init__(f"the branch lifecycle policies stored on {repository_id!r} (repository metadata key "
+                         f"{METADATA_KEY!r}) are unusable: {problem}. Replace them with `lakefs-janitor "
+                         f"branch-lifecycle set --force` or remove them with `clear`; no branch is deleted until then",
+                         409)
+
+
 def get_policies(lakefs: LakeFS, repository_id: str) -> StoredPolicies:
     metadata = lakefs.call("read repository metadata", lakefs.repositories.get_repository_metadata, repository_id)
     raw = (metadata or {}).get(METADATA_KEY)
-    # Stored documents were validated on write; the default branch check is not repeated on read so that a
-    # later change of default branch cannot make the stored list unreadable (evaluation exempts it anyway).
-    policies = parse_policies(json.loads(raw), None) if raw else []
+    if not raw:
+        return StoredPolicies([], etag([]))
+    try:
+        # Stored documents were validated on write; the default branch check is not repeated on read so that a
+        # later change of default branch cannot make the stored list unreadable (evaluation exempts it anyway).
+        policies = parse_policies(json.loads(raw), None)
+    except json.JSONDecodeError as exc:
+        raise StoredPoliciesInvalid(repository_id, f"not JSON ({exc})") from None
+    except PolicyValidationError as exc:
+        raise StoredPoliciesInvalid(repository_id, str(exc).replace("\n", "; ")) from None
     return StoredPolicies(policies, etag(policies))
 
 

@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import redis
+
 from workers.clock import BranchClock, ClockStore
 from workers.lakefs_client import LakeFS, NotFound
 from workers.metrics import Metrics
@@ -32,6 +34,7 @@ class ReconcileReport:
     writes: list[DetectedWrite] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
     complete: bool = True  # False when the per-run bound stopped the pass early
+    locked_out: bool = False  # another reconcile of this repository was running
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,10 @@ def detect_writes(clock: BranchClock, head: str, head_created: datetime | None, 
     if clock.head is not None and head != clock.head:
         # A HEAD that moved to a newer commit was written at that commit's time; one that moved to an older
         # commit (reset, retarget) was written at some unknown moment since the last look: now.
-        newest_known = max((t for t in (last, previous_head_created) if t is not None), default=None)
+        # Only a commit made after we last saw the old HEAD can be dated by its own time: a reset or retarget to
+        # an older-but-still-recent commit happened "some time since the last look", which is dated now.
+        known = (last, previous_head_created, clock.head_at)
+        newest_known = max((t for t in known if t is not None), default=None)
         if _later(head_created, newest_known):
             writes.append(DetectedWrite(clock.branch_id, "commit", head_created))
         else:
@@ -101,9 +107,28 @@ def _head_created(lakefs: LakeFS, repository_id: str, head: str) -> datetime | N
     return datetime.fromtimestamp(commit.creation_date, UTC)
 
 
+RECONCILE_LOCK_SECONDS = 900
+
+
 def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime,
                          max_branches: int = 5000, max_stats: int = 1000,
                          metrics: Metrics | None = None) -> ReconcileReport:
+    # Overlapping passes would share (and overwrite) one cursor; the lock expires should a worker die.
+    lock = clock.redis.lock(f"{clock.prefix}:lock:reconcile:{repository_id}", timeout=RECONCILE_LOCK_SECONDS,
+                            blocking=False)
+    if not lock.acquire():
+        return ReconcileReport(repository_id, complete=False, locked_out=True)
+    try:
+        return _reconcile(lakefs, clock, repository_id, now, max_branches, max_stats, metrics)
+    finally:
+        try:
+            lock.release()
+        except redis.RedisError:
+            log.warning("reconcile lock of %s expired or could not be released", repository_id)
+
+
+def _reconcile(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, max_branches: int,
+               max_stats: int, metrics: Metrics | None) -> ReconcileReport:
     report = ReconcileReport(repository_id)
     cursor_key = _cursor_key(clock, repository_id)
     cursor = clock.redis.get(cursor_key)
@@ -152,11 +177,7 @@ def _forget_missing(clock: ClockStore, repository_id: str, seen: set[str], start
             report.forgotten.append(branch_id)
 
 
-def reconcile_all(lakefs: LakeFS, clock: ClockStore, now: datetime, max_branches: int = 5000,
-                  max_stats: int = 1000, metrics: Metrics | None = None) -> list[ReconcileReport]:
-    reports = []
-    for repo in lakefs.paginate("list repositories", lakefs.repositories.list_repositories):
-        if getattr(repo, "read_only", False):
-            continue
-        reports.append(reconcile_repository(lakefs, clock, repo.id, now, max_branches, max_stats, metrics))
-    return reports
+def writable_repositories(lakefs: LakeFS) -> list[str]:
+    """Read-only repositories cannot be written, so they have nothing to reconcile."""
+    return [repo.id for repo in lakefs.paginate("list repositories", lakefs.repositories.list_repositories)
+            if not getattr(repo, "read_only", False)]

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import redis
 import yaml
 from celery.schedules import crontab
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
@@ -98,8 +99,21 @@ class Settings(BaseSettings):
     @field_validator("redis_url", "broker_url")
     @classmethod
     def _redis(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+        if value is None:
+            return value
+        if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(f"{value!r} must be a redis://, rediss:// or unix:// URL")
+        try:
+            redis.connection.parse_url(value)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a valid Redis URL: {exc}") from None
+        return value
+
+    @field_validator("lifecycle_notify_url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} must be an http:// or https:// URL")
         return value
 
     @field_validator("lifecycle_warn_before")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from celery import Task, shared_task
 
 from workers.lakefs_client import Unavailable
+from workers.reconciler import writable_repositories
 from workers.runtime import Services
 
 RETRYABLE = (Unavailable, ConnectionError, TimeoutError)
@@ -26,15 +27,14 @@ def reconcile_repository(self: Task, repository_id: str) -> dict:
         report = run(s.lakefs, s.clock, repository_id, datetime.now(UTC), s.settings.reconcile_max_branches,
                      s.settings.reconcile_max_staged_stats, s.metrics)
     return {"repository_id": repository_id, "branches_seen": report.branches_seen,
-            "writes": len(report.writes), "complete": report.complete}
+            "writes": len(report.writes), "complete": report.complete, "locked_out": report.locked_out}
 
 
 @shared_task(bind=True, name="workers.tasks.reconcile_all", autoretry_for=RETRYABLE,
              retry_backoff=True, max_retries=5, acks_late=True)
 def reconcile_all(self: Task) -> list[str]:
     s = services(self)
-    repos = [r.id for r in s.lakefs.paginate("list repositories", s.lakefs.repositories.list_repositories)
-             if not getattr(r, "read_only", False)]
+    repos = writable_repositories(s.lakefs)
     for repository_id in repos:
         reconcile_repository.apply_async((repository_id,))
     return repos

@@ -102,7 +102,7 @@ def test_revert_cherry_pick_and_import_bump_the_clock(cli, hooked_repo, lakefs, 
     _bumped(cli, repo, "other", last)
 
 
-def test_delete_forgets_and_tags_do_nothing(cli, hooked_repo, lakefs, clock):
+def test_delete_forgets_the_branch_and_a_tag_changes_nothing(cli, hooked_repo, lakefs, clock):
     repo = hooked_repo
     create_branch(lakefs, repo, "short-lived")
     eventually(lambda: clock.get(repo, "short-lived").created_at)
@@ -120,3 +120,20 @@ def test_install_on_a_protected_branch_says_why(cli, repo, receiver, lakefs):
     result = cli("hooks", "install", f"lakefs://{repo}", "--url", receiver.url, expect_exit=1)
     assert "lakeFS refused to write _lakefs_actions/lakefs-janitor.yaml" in result.output
     assert "Branch protection" in result.output and "Traceback" not in result.output
+
+
+def test_install_refused_by_a_pre_commit_hook_leaves_nothing_staged(cli, repo, receiver, lakefs):
+    veto = ("name: no-commits\non:\n  pre-commit:\n    branches: [main]\nhooks:\n  - id: refuse\n    type: webhook\n"
+            f"    properties:\n      url: {receiver.url}/no-such-endpoint\n")
+    # The veto would refuse its own commit on main: merge it in. The branch starts from main's commit id, not the
+    # name "main", because lakeFS caches the action files it read for a ref name for up to 7.5 s.
+    head = lakefs.call("get", lakefs.branches.get_branch, repo, "main").commit_id
+    create_branch(lakefs, repo, "setup", source=head)
+    lakefs.upload(repo, "setup", "_lakefs_actions/veto.yaml", veto.encode())
+    commit(lakefs, repo, "setup", "veto")
+    lakefs.call("merge", lakefs.refs.merge_into_branch, repo, "setup", "main")
+    first = cli("hooks", "install", f"lakefs://{repo}", "--url", receiver.url, expect_exit=1).output
+    assert "pre-commit hook" in first and "refused" in first
+    assert lakefs.call("diff", lakefs.branches.diff_branch, repo, "main").results == []
+    second = cli("hooks", "install", f"lakefs://{repo}", "--url", receiver.url, expect_exit=1).output
+    assert "already up to date" not in second

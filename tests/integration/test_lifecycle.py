@@ -160,10 +160,34 @@ def test_branch_without_creation_time_is_skipped_unless_adopted(lakefs, clock, r
     create_branch(lakefs, repo, "old-1")  # no hook, no clock: predates tracking
     report = run_repository(lakefs, clock, repo, T0 + 100 * DAY, OPTIONS)
     assert report.outcomes == [] and report.skipped["no-creation-time"] == 1
-    clock.observe(repo, "old-1", "h", "", T0)  # the reconciler first saw it at T0
+    head = lakefs.call("get", lakefs.branches.get_branch, repo, "old-1").commit_id
+    clock.observe(repo, "old-1", head, "", T0)  # the reconciler first saw it at T0
     adopt = LifecycleOptions(adopt_untracked=True)
+    dry = run_repository(lakefs, clock, repo, T0 + 100 * DAY, adopt, dry_run=True)
+    assert [(o.branch_id, o.result) for o in dry.outcomes] == [("old-1", "would-delete")]
+    assert clock.get(repo, "old-1").created_at is None  # adoption is read-only: a dry run leaves no trace
     report = run_repository(lakefs, clock, repo, T0 + 100 * DAY, adopt)
     assert [(o.branch_id, o.result) for o in report.outcomes] == [("old-1", "deleted")]
+
+
+def test_preview_shows_what_run_does_with_adoption(cli, env, lakefs, clock, repo):
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from workers.cli import main  # noqa: PLC0415
+
+    policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["u-*"], "max_age": "1d"}]})
+    create_branch(lakefs, repo, "u-1")
+    clock.observe(repo, "u-1", "whatever", "", T0)
+    adopt_env = {**env, "LAKEFS_JANITOR_LIFECYCLE_ADOPT_UNTRACKED": "true"}
+    out = CliRunner().invoke(main, ["branch-lifecycle", "preview", f"lakefs://{repo}", "--json", "--now",
+                                    "2026-02-01T00:00:00Z"], env=adopt_env).output
+    assert {b["branch_id"]: b["action"] for b in json.loads(out)["branches"]}["u-1"] == "delete"
+    assert clock.get(repo, "u-1").created_at is None
+
+
+def test_a_future_now_is_only_for_dry_runs(cli, repo):
+    out = cli("branch-lifecycle", "run", f"lakefs://{repo}", "--now", "2099-01-01T00:00:00Z", expect_exit=2).output
+    assert "only be used with --dry-run" in out
 
 
 def test_never_written_branch_falls_back_to_creation_time(lakefs, clock, repo):
@@ -238,6 +262,8 @@ def test_two_concurrent_runs_delete_each_branch_once(lakefs, clock, repo):
         t.join()
     deleted = [o.branch_id for r in reports for o in r.outcomes if o.result == "deleted"]
     assert sorted(deleted) == [f"x-{i}" for i in range(6)]
+    # without the lock the second run would also try them: its deletes would come back "gone"
+    assert [o for r in reports for o in r.outcomes if o.result != "deleted"] == []
     assert branches(lakefs, repo) == {"main"}
 
 
@@ -322,7 +348,9 @@ def test_scheduled_run_on_the_celery_worker(env, lakefs, clock, repo, celery_wor
     assert [o["branch_id"] for o in deleted] == ["cel-1"]
     eventually(lambda: "cel-1" not in branches(lakefs, repo))
     beat = app.send_task("workers.tasks.lifecycle_run_all").get(timeout=120)
-    assert isinstance(beat, list) or beat.startswith("skipped")
+    ours = [r for r in beat if r["repository_id"] == repo]
+    assert ours == [{"repository_id": repo, "dry_run": False, "locked_out": False, "outcomes": [],
+                     "skipped": {"default-branch": 1}}]
 
 
 def test_a_crashed_runs_lock_expires(lakefs, clock, repo):
@@ -336,3 +364,78 @@ def test_a_crashed_runs_lock_expires(lakefs, clock, repo):
     eventually(lambda: not clock.redis.exists(f"{clock.prefix}:lock:lifecycle:{repo}"), timeout=5)
     report = run_repository(lakefs, clock, repo, T0 + 5 * DAY, options)
     assert [(o.branch_id, o.result) for o in report.outcomes] == [("k-1", "deleted")]
+
+
+def test_staged_upload_between_evaluation_and_delete_survives(lakefs, clock, repo):
+    policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["st-*"], "max_idle_age": "1d"}]})
+    born(lakefs, clock, repo, "st-uploaded", datetime.now(UTC) - 5 * DAY)
+    born(lakefs, clock, repo, "st-quiet", datetime.now(UTC) - 5 * DAY)
+    p = plan(lakefs, clock, repo, datetime.now(UTC))
+    upload(lakefs, repo, "st-uploaded", "fresh-uncommitted.txt")  # no hook fires for this
+    report = execute(lakefs, clock, p)
+    assert {o.branch_id: o.result for o in report.outcomes} == {"st-uploaded": "written-since", "st-quiet": "deleted"}
+    assert clock.get(repo, "st-uploaded").last_write_at > datetime.now(UTC) - timedelta(minutes=1)
+
+
+def test_restored_branch_survives_the_next_run(cli, lakefs, clock, repo):
+    policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["rr-*"], "max_age": "1d"}]})
+    born(lakefs, clock, repo, "rr-1", datetime.now(UTC) - 5 * DAY)
+    run_repository(lakefs, clock, repo, datetime.now(UTC), OPTIONS)
+    cli("branch-lifecycle", "restore", f"lakefs://{repo}/rr-1")
+    report = run_repository(lakefs, clock, repo, datetime.now(UTC), OPTIONS)
+    assert report.outcomes == [] and "rr-1" in branches(lakefs, repo)
+    assert clock.get(repo, "rr-1").created_src == "restored"
+
+
+def test_lakefs_down_mid_run_deletes_nothing_and_says_so(lakefs, clock, repo):
+    from workers.lakefs_client import make_lakefs_for  # noqa: PLC0415
+
+    policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["dn-*"], "max_age": "1d"}]})
+    for i in range(3):
+        born(lakefs, clock, repo, f"dn-{i}")
+    p = plan(lakefs, clock, repo, T0 + 5 * DAY)
+    dead = make_lakefs_for("http://127.0.0.1:9", "AKIA", "secret", timeout=2)
+    report = execute(dead, clock, p)
+    assert [o.result for o in report.outcomes] == ["unavailable", "not-attempted", "not-attempted"]
+    assert report.aborted and "unavailable" in report.aborted and not report.succeeded
+    assert branches(lakefs, repo) == {"main", "dn-0", "dn-1", "dn-2"}
+
+
+def test_redis_down_mid_run_deletes_nothing(lakefs, clock, repo):
+    import redis as redis_lib  # noqa: PLC0415
+
+    from workers.clock import ClockStore  # noqa: PLC0415
+
+    policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["rd-*"], "max_age": "1d"}]})
+    born(lakefs, clock, repo, "rd-1")
+    p = plan(lakefs, clock, repo, T0 + 5 * DAY)
+    gone = ClockStore(redis_lib.Redis(port=9, socket_connect_timeout=1), clock.prefix)
+    with pytest.raises(redis_lib.ConnectionError):
+        execute(lakefs, gone, p)
+    assert "rd-1" in branches(lakefs, repo)
+
+
+def test_a_run_that_lost_its_lock_stops(lakefs, clock, repo):
+    policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["ll-*"], "max_age": "1d"}]})
+    born(lakefs, clock, repo, "ll-1")
+    report = execute(lakefs, clock, plan(lakefs, clock, repo, T0 + 5 * DAY), still_ours=lambda: False)
+    assert [o.result for o in report.outcomes] == ["not-attempted"] and "lost its lock" in report.aborted
+    assert "ll-1" in branches(lakefs, repo)
+
+
+def test_corrupt_stored_policies_are_a_clear_error(cli, lakefs, repo, receiver):
+    import lakefs_sdk  # noqa: PLC0415
+    import requests  # noqa: PLC0415
+
+    from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY  # noqa: PLC0415
+    from workers.policy_store import METADATA_KEY  # noqa: PLC0415
+
+    lakefs.call("meta", lakefs.internal.set_repository_metadata, repo,
+                lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: "{not json"}))
+    out = cli("branch-lifecycle", "preview", f"lakefs://{repo}", expect_exit=1).output
+    assert "are unusable" in out and "Traceback" not in out
+    r = requests.get(f"{receiver.url}/api/v1/repositories/{repo}/settings/branch_lifecycle/policies",
+                     auth=(ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY), timeout=10)
+    assert r.status_code == 409 and "unusable" in r.json()["error"]
+    cli("branch-lifecycle", "clear", f"lakefs://{repo}")
+    assert json.loads(cli("branch-lifecycle", "get", f"lakefs://{repo}").output) == {"policies": []}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-import lakefs_sdk
 import requests
 
 from tests.integration.conftest import commit, create_branch, upload
@@ -108,7 +107,7 @@ def test_reconcile_cli_and_celery_worker(cli, env, lakefs, clock, repo, celery_w
         monkeypatch.setenv(key, value)
     app = create_celery(load_settings())
     result = app.send_task("workers.tasks.reconcile_repository", args=(repo,)).get(timeout=60)
-    assert result == {"repository_id": repo, "branches_seen": 2, "writes": 1, "complete": True}
+    assert result == {"repository_id": repo, "branches_seen": 2, "writes": 1, "complete": True, "locked_out": False}
     assert clock.get(repo, "via-worker").last_write_src == "reconciler"
     metrics = requests.get(celery_worker.metrics_url, timeout=5).text
     assert f'lakefs_janitor_reconcile_writes_total{{kind="staged",repository="{repo}"}} 1.0' in metrics
@@ -128,5 +127,18 @@ def test_unreachable_lakefs_is_a_clear_cli_error(cli, env, monkeypatch):
 
     bad = {**env, "LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:9"}
     result = CliRunner().invoke(main, ["branches", "lakefs://some-repo"], env=bad)
-    assert result.exit_code == 1 and "unreachable" in result.output
-    assert lakefs_sdk  # the SDK never leaks a traceback to the user
+    assert result.exit_code == 1 and "unreachable" in result.output and "Traceback" not in result.output
+
+
+def test_reset_to_a_newer_existing_commit_is_dated_now_not_by_that_commit(lakefs, clock, repo):
+    create_branch(lakefs, repo, "old-feature")
+    upload(lakefs, repo, "old-feature", "f.txt")
+    commit(lakefs, repo, "old-feature", "a month ago", date=int(time.time()) - 30 * 86400)
+    upload(lakefs, repo, "main", "m.txt")
+    recent = commit(lakefs, repo, "main", "ten days ago", date=int(time.time()) - 10 * 86400)
+    run(lakefs, clock, repo)
+    now = datetime.now(UTC) + timedelta(minutes=1)
+    lakefs.call("reset", lakefs.experimental.hard_reset_branch, repo, "old-feature", recent.id)
+    report = run(lakefs, clock, repo, now)
+    # dating it ten days back would make a branch written just now look idle
+    assert [(w.branch_id, w.kind, w.at) for w in report.writes] == [("old-feature", "reset", now)]
