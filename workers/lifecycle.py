@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -93,9 +94,12 @@ def _branch_states(lakefs: LakeFS, clock: ClockStore, repository_id: str,
 
 def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime,
          adopt_untracked: bool = False, policies: list[Policy] | None = None) -> Plan:
-    repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository_id)
-    if policies is None:
-        policies = get_policies(lakefs, repository_id).policies
+    # Two independent round trips: overlap them (a scheduled run does this for every repository).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        repo_call = pool.submit(lakefs.call, "get repository", lakefs.repositories.get_repository, repository_id)
+        if policies is None:
+            policies = get_policies(lakefs, repository_id).policies
+        repo = repo_call.result()
     read_only = bool(getattr(repo, "read_only", False))
     states = _branch_states(lakefs, clock, repository_id, adopt_untracked) if policies else {}
     decisions = evaluate(states.values(), repo.default_branch, policies, now, read_only=read_only)

@@ -11,6 +11,7 @@ import difflib
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -40,13 +41,15 @@ class Policy:
 
     def matches(self, branch_id: str) -> bool:
         """True if any pattern matches (OR across the list)."""
-        return bool(self.patterns) and _matcher(self.patterns).match(branch_id)
+        return bool(self.patterns) and _matcher(self.patterns).match(branch_id) is not None
 
 
 @functools.lru_cache(maxsize=1024)
-def _matcher(patterns: tuple[str, ...]) -> fnmatch.WcRegexp:
-    # Compiling is ~10x the cost of matching, and a run matches every branch against every policy.
-    return fnmatch.compile(patterns, flags=_GLOB_FLAGS)
+def _matcher(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    # A run matches every branch against every policy: compile once, and match with one plain regex (wcmatch's
+    # own matcher object costs ~10x more per call). No NEGATE flag, so there are no exclusion patterns.
+    include, _ = fnmatch.translate(patterns, flags=_GLOB_FLAGS)
+    return re.compile("|".join(include))
 
 
 @dataclass(frozen=True)
