@@ -46,23 +46,22 @@ import gc
 import io
 import json
 import os
-import platform
 import pstats
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from bench import machine  # noqa: E402
 
 import lakefs_sdk
 import redis
@@ -317,41 +316,8 @@ def measure_size(lakefs: LakeFS, clock: ClockStore, repos: list[str], total: int
 # --- reporting ---------------------------------------------------------------------------------------------
 
 
-def version_of(cmd: list[str]) -> str:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
-    except OSError:
-        return "unavailable"
-    text = (out.stdout or out.stderr).strip()
-    return text.splitlines()[0] if text else "?"
-
-
 def machine_info(lakefs_version: str) -> dict[str, Any]:
-    cpu = "unknown"
-    try:
-        cpu = next(ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                   if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         check=False).stdout.strip()
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_count": os.cpu_count(),
-        "cpu_model": cpu,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "packages": versions,
-        "lakefs": lakefs_version,
-        "redis_server": version_of(["redis-server", "--version"]),
-        "git_head": git or None,
-    }
+    return machine.machine_info(PACKAGES, lakefs=lakefs_version)
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -32,16 +32,20 @@ def main(config_file: str | None) -> None:
 @main.command()
 @click.option("--bind", default="127.0.0.1:8080", show_default=True, help="host:port to listen on.")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Threads per worker (gthread): more throughput, wider latency spread; see bench/README.md.")
 @pass_runtime
 @friendly_errors
-def serve(rt: Runtime, bind: str, workers: int) -> None:
+def serve(rt: Runtime, bind: str, workers: int, threads: int) -> None:
     """Run the webhook receiver and policy API under gunicorn."""
     if rt.settings.webhook_secret is None:
         raise click.ClickException("LAKEFS_JANITOR_WEBHOOK_SECRET is not set: the receiver would accept nobody")
     env = dict(os.environ)
     env.setdefault("PROMETHEUS_MULTIPROC_DIR", os.path.join(tempfile.gettempdir(), f"lakefs-janitor-metrics-{os.getpid()}"))
-    args = [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers),
-            "--config", "python:webhook.gunicorn_conf", "--access-logfile", "-", "webhook.wsgi:app"]
+    # No control socket: gunicorn would put one at the same path in $HOME for every instance on the host.
+    args = [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers), "--threads", str(threads),
+            "--no-control-socket", "--config", "python:webhook.gunicorn_conf", "--access-logfile", "-",
+            "webhook.wsgi:app"]
     os.execve(sys.executable, args, env)
 
 

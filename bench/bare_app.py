@@ -1,0 +1,51 @@
+"""Baselines for bench/webhook.py: bare Flask JSON endpoints on the receiver's route.
+
+``app`` parses the JSON body and answers with a small JSON object, as the receiver does, and nothing else: no
+shared-secret check, no validation, no Redis, no metrics. It is the tracked baseline. ``ping_app`` (only with
+``--ablation``) does the same plus one Redis PING per request through a client built like the receiver's, i.e.
+the cheapest request that still makes one synchronous Redis round trip.
+
+bench/webhook.py serves them with exactly the gunicorn command line that ``lakefs-janitor serve`` produces for the
+receiver (only the bind port and the app differ), so the receiver/bare throughput ratio is the cost of the
+receiver's own work on top of Flask + gunicorn.
+
+    gunicorn ... bench.bare_app:app
+"""
+
+from __future__ import annotations
+
+import os
+
+import redis
+from flask import Flask, jsonify, request
+
+
+def _make(name: str, redis_client: redis.Redis | None) -> Flask:
+    flask_app = Flask(name)
+
+    @flask_app.post("/webhooks/lakefs")
+    def receive():
+        payload = request.get_json(silent=True)
+        if payload is None:
+            return jsonify({"error": "body is not JSON"}), 400
+        if redis_client is not None:
+            redis_client.ping()
+        return jsonify({"status": "ok"}), 200
+
+    @flask_app.get("/healthz")
+    def healthz():
+        return jsonify({"status": "ok"})
+
+    return flask_app
+
+
+app = _make(__name__, None)
+
+
+def _ping_client() -> redis.Redis | None:
+    url = os.environ.get("LAKEFS_JANITOR_REDIS_URL")
+    # The same options as webhook.create_app; connections are made lazily, in the worker, on first use.
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2) if url else None
+
+
+ping_app = _make(__name__, _ping_client())
