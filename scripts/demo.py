@@ -55,7 +55,9 @@ def writes(lakefs, lakefs_server) -> None:
     lakefs.call("commit", lakefs.commits.commit, REPO, "feature-login",
                 lakefs_sdk.CommitCreation(message="login form"))
     lakefs.call("merge", lakefs.refs.merge_into_branch, REPO, "feature-login", "main")
-    # A staged write fires no hook: the reconciler picks it up.
+    # A staged write fires no hook: the reconciler picks it up (a second later, so that it is news: event
+    # times have one-second precision).
+    time.sleep(1.1)
     lakefs.upload(REPO, "feature-search", "search/index.parquet", b"PAR1")
 
 
