@@ -16,7 +16,7 @@ from webhook.context import janitor
 from webhook.errors import error_response
 from workers.lakefs_client import LakeFS, make_lakefs_for
 from workers.policies import PolicyValidationError, canonical, parse_policies
-from workers.policy_store import StaleETag, clear_policies, get_policies, set_policies
+from workers.policy_store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
 
 bp = Blueprint("policies", __name__, url_prefix="/api/v1/repositories/<repository>/settings/branch_lifecycle")
 
@@ -79,7 +79,8 @@ def put(lakefs: LakeFS, repository: str):
         details = [{"index": e.index, "field": e.field, "message": e.message} for e in exc.errors]
         return error_response(400, "invalid policies", details=details)
     try:
-        return _with_etag(set_policies(lakefs, repository, policies, request.headers.get("If-Match")))
+        return _with_etag(set_policies(lakefs, repository, policies, request.headers.get("If-Match"),
+                                       _edit_lock(repository)))
     except StaleETag as exc:
         return _stale(exc)
 
@@ -88,10 +89,14 @@ def put(lakefs: LakeFS, repository: str):
 @as_caller
 def delete(lakefs: LakeFS, repository: str):
     try:
-        clear_policies(lakefs, repository, request.headers.get("If-Match"))
+        clear_policies(lakefs, repository, request.headers.get("If-Match"), _edit_lock(repository))
     except StaleETag as exc:
         return _stale(exc)
     return "", 204
+
+
+def _edit_lock(repository: str):
+    return edit_lock(janitor("redis"), janitor("settings").key_prefix, repository)
 
 
 def _stale(exc: StaleETag):

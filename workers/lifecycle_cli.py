@@ -18,7 +18,7 @@ from workers.lakefs_client import Conflict, NotFound
 from workers.lifecycle import decision_dict, deletions, last_deletion, plan
 from workers.lifecycle_runner import LifecycleOptions, run_repository
 from workers.policies import PolicyValidationError, canonical, load_policy_text
-from workers.policy_store import StaleETag, clear_policies, get_policies, set_policies
+from workers.policy_store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
 from workers.uris import URIError, parse_branch_uri
 
 
@@ -63,7 +63,8 @@ def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str 
     # Like lakectl: send the ETag we read as the precondition unless --force.
     precondition = None if force else (if_match or get_policies(rt.lakefs, repository).etag)
     try:
-        stored = set_policies(rt.lakefs, repository, policies, precondition)
+        stored = set_policies(rt.lakefs, repository, policies, precondition,
+                              edit_lock(rt.clock.redis, rt.clock.prefix, repository))
     except StaleETag as exc:
         raise click.ClickException(f"{exc} (--force to overwrite)") from None
     _print_policies(stored)
@@ -82,7 +83,7 @@ def _read(path: str) -> str:
 @friendly_errors
 def clear_cmd(rt: Runtime, repository: str) -> None:
     """Remove every policy (idempotent)."""
-    clear_policies(rt.lakefs, repository)
+    clear_policies(rt.lakefs, repository, lock=edit_lock(rt.clock.redis, rt.clock.prefix, repository))
     click.echo(f"cleared branch lifecycle policies of lakefs://{repository}")
 
 

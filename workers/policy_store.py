@@ -7,10 +7,12 @@ against whoever's credentials the given client carries. The ETag is a hash of th
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import lakefs_sdk
+import redis
 
 from workers.lakefs_client import LakeFS, LakeFSError
 from workers.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
@@ -67,25 +69,30 @@ def _check(lakefs: LakeFS, repository_id: str, if_match: str | None) -> None:
         raise StaleETag(if_match, current)
 
 
-def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy],
-                 if_match: str | None = None) -> StoredPolicies:
-    """Store the list; with if_match, only if the stored list still has that ETag.
+def edit_lock(client: redis.Redis, prefix: str, repository_id: str) -> AbstractContextManager:
+    """Serialises the ETag check and the write among everyone who edits through lakefs-janitor: lakeFS has no
+    conditional write for repository metadata, so without it two writers holding the same ETag could both win."""
+    return client.lock(f"{prefix}:lock:policies:{repository_id}", timeout=30, blocking_timeout=10)
 
-    lakeFS has no conditional write for repository metadata, so the check and the write are two calls; the window
-    between them is a few milliseconds and only concurrent editors can fall into it.
-    """
-    _check(lakefs, repository_id, if_match)
+
+def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy], if_match: str | None = None,
+                 lock: AbstractContextManager | None = None) -> StoredPolicies:
+    """Store the list; with if_match, only if the stored list still has that ETag."""
     if not policies:
-        return clear_policies(lakefs, repository_id)
+        return clear_policies(lakefs, repository_id, if_match, lock)
     body = json.dumps(canonical(policies), sort_keys=True, separators=(",", ":"))
-    lakefs.call("write repository metadata", lakefs.internal.set_repository_metadata, repository_id,
-                lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: body}))
+    with lock or nullcontext():
+        _check(lakefs, repository_id, if_match)
+        lakefs.call("write repository metadata", lakefs.internal.set_repository_metadata, repository_id,
+                    lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: body}))
     return StoredPolicies(list(policies), etag(policies))
 
 
-def clear_policies(lakefs: LakeFS, repository_id: str, if_match: str | None = None) -> StoredPolicies:
+def clear_policies(lakefs: LakeFS, repository_id: str, if_match: str | None = None,
+                   lock: AbstractContextManager | None = None) -> StoredPolicies:
     """Remove every policy; clearing a repository with none is not an error."""
-    _check(lakefs, repository_id, if_match)
-    lakefs.call("delete repository metadata", lakefs.internal.delete_repository_metadata, repository_id,
-                lakefs_sdk.RepositoryMetadataKeys(keys=[METADATA_KEY]))
+    with lock or nullcontext():
+        _check(lakefs, repository_id, if_match)
+        lakefs.call("delete repository metadata", lakefs.internal.delete_repository_metadata, repository_id,
+                    lakefs_sdk.RepositoryMetadataKeys(keys=[METADATA_KEY]))
     return StoredPolicies([], etag([]))

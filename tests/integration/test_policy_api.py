@@ -61,3 +61,18 @@ def test_unknown_repository_and_bad_body(receiver):
     bad = requests.put(url(receiver, "no-such-repo"), data=b"{{", auth=AUTH, timeout=10,
                        headers={"Content-Type": "application/json"})
     assert bad.status_code == 400 and "JSON" in bad.json()["error"]
+
+
+def test_concurrent_puts_with_the_same_etag_let_exactly_one_win(receiver, repo):
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    etag = requests.get(url(receiver, repo), auth=AUTH, timeout=10).headers["ETag"]
+
+    def put(i: int) -> int:
+        body = {"policies": [{"patterns": [f"team{i}-*"], "max_age": "1d"}]}
+        return requests.put(url(receiver, repo), json=body, auth=AUTH, headers={"If-Match": etag},
+                            timeout=30).status_code
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        statuses = sorted(pool.map(put, range(6)))
+    assert statuses == [200] + [412] * 5
