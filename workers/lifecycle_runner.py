@@ -15,6 +15,7 @@ import requests
 from workers.clock import ClockStore
 from workers.durations import parse_duration
 from workers.lakefs_client import LakeFS
+from workers.locks import named_lock, release_quietly
 from workers.lifecycle import Plan, RunReport, decision_dict, execute, pending_within, plan
 from workers.metrics import Metrics
 from workers.settings import Settings
@@ -43,19 +44,6 @@ def post_json(url: str, body: dict) -> None:
     requests.post(url, json=body, timeout=10).raise_for_status()
 
 
-def _lock(clock: ClockStore, name: str, seconds: int) -> redis.lock.Lock:
-    return clock.redis.lock(f"{clock.prefix}:lock:{name}", timeout=seconds, blocking=False)
-
-
-def _release(lock: redis.lock.Lock) -> None:
-    try:
-        lock.release()
-    except redis.exceptions.LockError:
-        log.warning("lifecycle lock expired before the run ended; raise lifecycle_lock_seconds")
-    except redis.RedisError as exc:  # the lock expires by itself; the run's own outcome matters more
-        log.warning("could not release the lifecycle lock: %s", exc)
-
-
 def _still_ours(lock: redis.lock.Lock) -> Callable[[], bool]:
     def check() -> bool:
         try:
@@ -73,7 +61,7 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: d
     if dry_run:  # deletes nothing, writes nothing: no reason to hold up a real run
         the_plan = plan(lakefs, clock, repository_id, now, options.adopt_untracked)
         return execute(lakefs, clock, the_plan, dry_run=True, max_deletions=options.max_deletions)
-    lock = _lock(clock, f"lifecycle:{repository_id}", options.lock_seconds)
+    lock = named_lock(clock.redis, clock.prefix, f"lifecycle:{repository_id}", options.lock_seconds)
     if not lock.acquire():
         log.info("lifecycle: another run holds the lock for %s; skipped", repository_id)
         return RunReport(repository_id, dry_run, locked_out=True)
@@ -84,7 +72,7 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: d
         _report_pending(the_plan, report, options, metrics)
         _warn(clock, the_plan, options, notify)
     finally:
-        _release(lock)
+        release_quietly(lock, "lifecycle")
     if metrics:
         metrics.lifecycle_seconds.observe(time.monotonic() - started)
         if report.succeeded:
@@ -125,7 +113,7 @@ def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, notify: 
 def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, options: LifecycleOptions,
             metrics: Metrics | None = None) -> list[RunReport] | None:
     """Every repository in turn; None when another run (another worker or beat replica) holds the lock."""
-    lock = _lock(clock, "lifecycle-all", options.lock_seconds)
+    lock = named_lock(clock.redis, clock.prefix, "lifecycle-all", options.lock_seconds)
     if not lock.acquire():
         return None
     try:
@@ -137,4 +125,4 @@ def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, options: Lifecycle
                 log.exception("lifecycle: run for %s failed", repo.id)
         return reports
     finally:
-        _release(lock)
+        release_quietly(lock, "lifecycle")

@@ -15,6 +15,7 @@ import lakefs_sdk
 import redis
 
 from workers.lakefs_client import LakeFS, LakeFSError
+from workers.locks import named_lock
 from workers.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
 
 METADATA_KEY = "lakefs_janitor.branch_lifecycle.v1"
@@ -72,7 +73,7 @@ def _check(lakefs: LakeFS, repository_id: str, if_match: str | None) -> None:
 def edit_lock(client: redis.Redis, prefix: str, repository_id: str) -> AbstractContextManager:
     """Serialises the ETag check and the write among everyone who edits through lakefs-janitor: lakeFS has no
     conditional write for repository metadata, so without it two writers holding the same ETag could both win."""
-    return client.lock(f"{prefix}:lock:policies:{repository_id}", timeout=30, blocking_timeout=10)
+    return named_lock(client, prefix, f"policies:{repository_id}", 30, blocking_timeout=10)
 
 
 def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy], if_match: str | None = None,

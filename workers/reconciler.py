@@ -11,10 +11,9 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import redis
-
 from workers.clock import BranchClock, ClockStore
 from workers.lakefs_client import LakeFS, NotFound
+from workers.locks import named_lock, release_quietly
 from workers.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -79,10 +78,8 @@ def detect_writes(clock: BranchClock, head: str, head_created: datetime | None, 
     writes: list[DetectedWrite] = []
     last = clock.last_activity
     if clock.head is not None and head != clock.head:
-        # A HEAD that moved to a newer commit was written at that commit's time; one that moved to an older
-        # commit (reset, retarget) was written at some unknown moment since the last look: now.
-        # Only a commit made after we last saw the old HEAD can be dated by its own time: a reset or retarget to
-        # an older-but-still-recent commit happened "some time since the last look", which is dated now.
+        # Only a commit made after we last saw the old HEAD can be dated by its own time. A reset or retarget,
+        # even to a recent commit, happened at some unknown moment since the last look: dated now.
         known = (last, previous_head_created, clock.head_at)
         newest_known = max((t for t in known if t is not None), default=None)
         if _later(head_created, newest_known):
@@ -114,17 +111,13 @@ def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, 
                          max_branches: int = 5000, max_stats: int = 1000,
                          metrics: Metrics | None = None) -> ReconcileReport:
     # Overlapping passes would share (and overwrite) one cursor; the lock expires should a worker die.
-    lock = clock.redis.lock(f"{clock.prefix}:lock:reconcile:{repository_id}", timeout=RECONCILE_LOCK_SECONDS,
-                            blocking=False)
+    lock = named_lock(clock.redis, clock.prefix, f"reconcile:{repository_id}", RECONCILE_LOCK_SECONDS)
     if not lock.acquire():
         return ReconcileReport(repository_id, complete=False, locked_out=True)
     try:
         return _reconcile(lakefs, clock, repository_id, now, max_branches, max_stats, metrics)
     finally:
-        try:
-            lock.release()
-        except redis.RedisError:
-            log.warning("reconcile lock of %s expired or could not be released", repository_id)
+        release_quietly(lock, f"reconcile {repository_id}")
 
 
 def _reconcile(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, max_branches: int,

@@ -1,0 +1,30 @@
+"""Named Redis locks that expire: one run at a time across workers and replicas, never blocked forever by a
+crashed holder."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from redis.lock import Lock
+
+log = logging.getLogger(__name__)
+
+
+def named_lock(client: redis.Redis, prefix: str, name: str, seconds: float,
+               blocking_timeout: float | None = None) -> Lock:
+    """Without blocking_timeout, acquire() returns False at once when someone else holds it."""
+    if blocking_timeout is None:
+        return client.lock(f"{prefix}:lock:{name}", timeout=seconds, blocking=False)
+    return client.lock(f"{prefix}:lock:{name}", timeout=seconds, blocking_timeout=blocking_timeout)
+
+
+def release_quietly(lock: Lock, what: str) -> None:
+    """Release at the end of a run; a lock that already expired, or a Redis that is gone, must not replace the
+    run's own outcome (the lock expires by itself)."""
+    try:
+        lock.release()
+    except redis.exceptions.LockError:
+        log.warning("%s lock expired before the run ended; raise its timeout", what)
+    except redis.RedisError as exc:
+        log.warning("could not release the %s lock: %s", what, exc)
