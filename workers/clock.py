@@ -68,7 +68,13 @@ if now < tonumber(redis.call('HGET', key, 'deleted_at') or '-1') then return 0 e
 if now >= tonumber(redis.call('HGET', key, 'head_at') or '-1') then
   redis.call('HSET', key, 'head', ARGV[3], 'head_at', now)
 end
+-- The next look dates a change of the staged state against observed_at, so it only moves forward. Should two
+-- looks land out of order, the older fingerprint stays with the newer time: a change between them then fails
+-- to match and is dated at observation, which is late, never early.
 redis.call('HSET', key, 'staged', ARGV[4])
+if now >= tonumber(redis.call('HGET', key, 'observed_at') or '-1') then
+  redis.call('HSET', key, 'observed_at', now)
+end
 redis.call('HSETNX', key, 'first_seen_at', now)
 redis.call('HDEL', key, 'deleted_at')
 redis.call('PERSIST', key)
@@ -101,6 +107,7 @@ class BranchClock:
     head: str | None = None
     head_at: datetime | None = None  # when that HEAD was reported or observed
     staged_fingerprint: str | None = None
+    observed_at: datetime | None = None  # when the reconciler took that fingerprint
     first_seen_at: datetime | None = None
 
     @property
@@ -204,5 +211,6 @@ class ClockStore:
             head=_str(get("head")),
             head_at=_ts(get("head_at")),
             staged_fingerprint=_str(get("staged")),
+            observed_at=_ts(get("observed_at")),
             first_seen_at=_ts(get("first_seen_at")),
         )

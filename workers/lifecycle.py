@@ -6,6 +6,7 @@ its verdicts through the lakeFS API (so pre/post-delete-branch hooks fire).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -18,7 +19,6 @@ from workers.evaluation import (
     BranchState,
     Decision,
     evaluate,
-    last_activity,
     written_since,
 )
 from workers.lakefs_client import (
@@ -31,7 +31,7 @@ from workers.lakefs_client import (
 from workers.metrics import Metrics
 from workers.policies import Policy
 from workers.policy_store import get_policies
-from workers.reconciler import staged_state
+from workers.reconciler import DetectedWrite, look_at_branch
 
 log = logging.getLogger(__name__)
 DELETION_LOG_LENGTH = 10_000
@@ -83,7 +83,8 @@ def _created(clock: BranchClock | Activity, adopt_untracked: bool) -> datetime |
 
 def _branch_states(lakefs: LakeFS, clock: ClockStore, repository_id: str,
                    adopt_untracked: bool) -> dict[str, BranchState]:
-    heads = dict(lakefs.branch_heads(repository_id))
+    # Hidden branches too: the seed evaluates every branch, and a forgotten hidden branch pins data as any other.
+    heads = dict(lakefs.branch_heads(repository_id, show_hidden=True))
     activity = clock.activity_many(repository_id, heads)
     return {
         branch_id: BranchState(branch_id, head, _created(activity[branch_id], adopt_untracked),
@@ -92,8 +93,12 @@ def _branch_states(lakefs: LakeFS, clock: ClockStore, repository_id: str,
     }
 
 
-def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime,
-         adopt_untracked: bool = False, policies: list[Policy] | None = None) -> Plan:
+def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, *,
+         adopt_untracked: bool = False, policies: list[Policy] | None = None, max_stats: int = 1000,
+         record: bool = False) -> Plan:
+    """Evaluate every branch; each branch found due is first looked at as the reconciler would, so a write no
+    hook reported (a reset, a retarget, a staged change) keeps it. ``record`` writes what that look finds to
+    the clock (a real run); a preview or a dry run leaves no trace."""
     # Two independent round trips: overlap them (a scheduled run does this for every repository).
     with ThreadPoolExecutor(max_workers=2) as pool:
         repo_call = pool.submit(lakefs.call, "get repository", lakefs.repositories.get_repository, repository_id)
@@ -103,10 +108,41 @@ def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime,
     read_only = bool(getattr(repo, "read_only", False))
     states = _branch_states(lakefs, clock, repository_id, adopt_untracked) if policies else {}
     decisions = evaluate(states.values(), repo.default_branch, policies, now, read_only=read_only)
+    decisions = [_look_again(lakefs, clock, repository_id=repository_id, decision=d, state=states.get(d.branch_id),
+                             default_branch=repo.default_branch, policies=policies, now=now, max_stats=max_stats,
+                             record=record)
+                 if d.action == "delete" else d for d in decisions]
     return Plan(repository_id, repo.default_branch, read_only, policies, states, decisions, now, adopt_untracked)
 
 
-def execute(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, dry_run: bool = False, max_deletions: int = 100,
+def _look_again(lakefs: LakeFS, clock: ClockStore, *, repository_id: str, decision: Decision,
+                state: BranchState | None, default_branch: str, policies: list[Policy], now: datetime,
+                max_stats: int, record: bool) -> Decision:
+    if state is None or state.head is None:
+        return decision
+    try:
+        writes = look_at_branch(lakefs, clock, repository_id=repository_id, branch_id=state.branch_id,
+                                head=state.head, now=now, max_stats=max_stats, record=record)
+    except NotFound:
+        return decision  # deleted meanwhile; the deletion step reports it as gone
+    if not writes:
+        return decision
+    latest = max(w.at for w in writes)
+    written = BranchState(state.branch_id, state.head, state.created_at,
+                          max(latest, state.last_write_at) if state.last_write_at else latest)
+    again = evaluate([written], default_branch, policies, now)[0]
+    log.info("lifecycle: %s/%s has a write no hook reported (%s); kept in this run", repository_id,
+             state.branch_id, _writes_text(writes))
+    return dataclasses.replace(
+        again, action="keep", reason="unreported-write", policy_id=decision.policy_id,
+        detail=f"written since the idle clock last looked ({_writes_text(writes)}); kept in this run")
+
+
+def _writes_text(writes: list[DetectedWrite]) -> str:
+    return ", ".join(f"{w.kind} at {w.at.isoformat().replace('+00:00', 'Z')}" for w in writes)
+
+
+def execute(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, *, dry_run: bool = False, max_deletions: int = 100,
             metrics: Metrics | None = None, still_ours: Callable[[], bool] = lambda: True,
             max_stats: int = 1000) -> RunReport:
     """Carry out the plan's deletions; still_ours() is asked before each one (the run's lock)."""
@@ -146,17 +182,12 @@ def _current(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, branch_id: str) 
     return BranchState(branch_id, ref.commit_id, _created(c, the_plan.adopt_untracked), c.last_write_at), c
 
 
-def _staged_since(lakefs: LakeFS, clock: ClockStore, repo: str, evaluated: BranchState, current: BranchClock,
-                  max_stats: int) -> bool:
-    """Uploads and deletes fire no hook and reach the clock only through the reconciler: look at them now."""
-    staged = staged_state(lakefs, repo, evaluated.branch_id, max_stats)
-    if staged.latest_mtime is not None and staged.latest_mtime > (last_activity(evaluated) or staged.latest_mtime):
-        clock.record_write(repo, evaluated.branch_id, staged.latest_mtime, "reconciler")
-        return True
-    if current.staged_fingerprint is None:
-        # Never looked at: changes that cannot be dated (staged deletes) may be recent.
-        return bool(staged.fingerprint) and staged.latest_mtime is None
-    return staged.fingerprint != current.staged_fingerprint
+def _written_unreported(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, current: BranchState, *,
+                        dry_run: bool, max_stats: int) -> bool:
+    """Uploads, deletes and resets fire no hook and reach the clock only through the reconciler: look now."""
+    writes = look_at_branch(lakefs, clock, repository_id=the_plan.repository_id, branch_id=current.branch_id,
+                            head=current.head, now=the_plan.now, max_stats=max_stats, record=not dry_run)
+    return bool(writes)
 
 
 def _delete_one(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, decision: Decision, dry_run: bool,
@@ -169,10 +200,10 @@ def _delete_one(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, decision: Dec
         found = _current(lakefs, clock, the_plan, branch)
         if found is None:
             return Outcome(branch, "gone", decision.policy_id, "already deleted")
-        current, current_clock = found
+        current, _ = found
         evaluated = the_plan.states[branch]
-        if written_since(evaluated, current) or _staged_since(lakefs, clock, repo, evaluated, current_clock,
-                                                              max_stats):
+        if written_since(evaluated, current) or _written_unreported(lakefs, clock, the_plan, current,
+                                                                    dry_run=dry_run, max_stats=max_stats):
             log.info("lifecycle: %s/%s written since evaluation; kept", repo, branch)
             return Outcome(branch, "written-since", decision.policy_id, "written after it was evaluated")
         if dry_run:

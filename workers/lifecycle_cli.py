@@ -108,7 +108,8 @@ def _when(d: Decision, now: datetime) -> str:
 def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | None) -> None:
     """Every branch with its matching policy, age, idle time and when it will be deleted (or why never)."""
     now = parse_now(now_text)
-    p = plan(rt.lakefs, rt.clock, repository, now, rt.settings.lifecycle_adopt_untracked)
+    p = plan(rt.lakefs, rt.clock, repository, now, adopt_untracked=rt.settings.lifecycle_adopt_untracked,
+             max_stats=rt.settings.reconcile_max_staged_stats)
     if as_json:
         click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(),
                                "branches": [decision_dict(d) for d in p.decisions]}, indent=2))

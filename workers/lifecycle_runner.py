@@ -32,12 +32,14 @@ class LifecycleOptions:
     lock_seconds: int = 3600
     warn_before: timedelta | None = None
     notify_url: str | None = None
+    max_stats: int = 1000  # staged objects stat'ed per branch when it is looked at again before deletion
 
     @classmethod
     def from_settings(cls, s: Settings) -> LifecycleOptions:
         warn = parse_duration(s.lifecycle_warn_before) if s.lifecycle_warn_before else None
-        return cls(s.lifecycle_max_deletions, s.lifecycle_adopt_untracked, s.lifecycle_lock_seconds, warn,
-                   s.lifecycle_notify_url)
+        return cls(max_deletions=s.lifecycle_max_deletions, adopt_untracked=s.lifecycle_adopt_untracked,
+                   lock_seconds=s.lifecycle_lock_seconds, warn_before=warn, notify_url=s.lifecycle_notify_url,
+                   max_stats=s.reconcile_max_staged_stats)
 
 
 def post_json(url: str, body: dict) -> None:
@@ -59,16 +61,20 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: d
                    dry_run: bool = False, metrics: Metrics | None = None,
                    notify: Notifier = post_json) -> RunReport:
     if dry_run:  # deletes nothing, writes nothing: no reason to hold up a real run
-        the_plan = plan(lakefs, clock, repository_id, now, options.adopt_untracked)
-        return execute(lakefs, clock, the_plan, dry_run=True, max_deletions=options.max_deletions)
+        the_plan = plan(lakefs, clock, repository_id, now, adopt_untracked=options.adopt_untracked,
+                        max_stats=options.max_stats)
+        return execute(lakefs, clock, the_plan, dry_run=True, max_deletions=options.max_deletions,
+                       max_stats=options.max_stats)
     lock = named_lock(clock.redis, clock.prefix, f"lifecycle:{repository_id}", options.lock_seconds)
     if not lock.acquire():
         log.info("lifecycle: another run holds the lock for %s; skipped", repository_id)
         return RunReport(repository_id, dry_run, locked_out=True)
     started = time.monotonic()
     try:
-        the_plan = plan(lakefs, clock, repository_id, now, options.adopt_untracked)
-        report = execute(lakefs, clock, the_plan, False, options.max_deletions, metrics, _still_ours(lock))
+        the_plan = plan(lakefs, clock, repository_id, now, adopt_untracked=options.adopt_untracked,
+                        max_stats=options.max_stats, record=True)
+        report = execute(lakefs, clock, the_plan, max_deletions=options.max_deletions, metrics=metrics,
+                         still_ours=_still_ours(lock), max_stats=options.max_stats)
         _report_pending(the_plan, report, options, metrics)
         _warn(clock, the_plan, options, notify)
     finally:

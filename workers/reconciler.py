@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from workers.clock import BranchClock, ClockStore
-from workers.lakefs_client import LakeFS, NotFound
+from workers.events import WRITE_EVENTS
+from workers.lakefs_client import LakeFS, LakeFSError, NotFound
 from workers.locks import named_lock, release_quietly
 from workers.metrics import Metrics
 
@@ -38,8 +39,29 @@ class ReconcileReport:
 
 @dataclass(frozen=True)
 class StagedState:
+    """The uncommitted changes of a branch as one look saw them.
+
+    ``entries`` is what the fingerprint hashes, in diff order; ``mtimes`` holds, per entry, the staged object's
+    modification time when it could be read (uploads), else None (deletes, entries past the stat budget).
+    """
+
     fingerprint: str  # "" when the branch has no uncommitted changes
     latest_mtime: datetime | None
+    entries: tuple[tuple, ...] = ()
+    mtimes: tuple[datetime | None, ...] = ()
+
+    def newer_uploads(self, since: datetime) -> tuple[str, datetime | None]:
+        """The fingerprint of the entries *not* explained by an upload after ``since``, and the newest such
+        upload. A change whose unexplained part matches the previous fingerprint was made only of those uploads."""
+        rest = [e for e, m in zip(self.entries, self.mtimes, strict=True) if m is None or m <= since]
+        newest = max((m for m in self.mtimes if m is not None and m > since), default=None)
+        return _fingerprint(rest), newest
+
+
+def _fingerprint(entries: list | tuple) -> str:
+    if not entries:
+        return ""
+    return hashlib.sha256(json.dumps(list(entries), sort_keys=True).encode()).hexdigest()
 
 
 def _cursor_key(clock: ClockStore, repository_id: str) -> str:
@@ -49,59 +71,84 @@ def _cursor_key(clock: ClockStore, repository_id: str) -> str:
 def staged_state(lakefs: LakeFS, repository_id: str, branch_id: str, max_stats: int) -> StagedState:
     """Fingerprint the branch's uncommitted changes; stat up to max_stats objects for checksum and mtime,
     since a diff entry alone cannot tell two same-size overwrites apart."""
-    entries: list[list[object]] = []
-    latest: datetime | None = None
+    entries: list[tuple] = []
+    mtimes: list[datetime | None] = []
+    stats = 0
     for diff in lakefs.paginate("list uncommitted changes", lakefs.branches.diff_branch, repository_id, branch_id):
-        entry: list[object] = [diff.type, diff.path, diff.size_bytes]
-        if diff.type != "removed" and diff.path_type == "object" and len(entries) < max_stats:
+        entry: tuple = (diff.type, diff.path, diff.size_bytes)
+        mtime: datetime | None = None
+        if diff.type != "removed" and diff.path_type == "object" and stats < max_stats:
+            stats += 1
             try:
                 stat = lakefs.call("stat staged object", lakefs.objects.stat_object, repository_id, branch_id, diff.path)
             except NotFound:
                 continue  # removed while we looked; the next run sees the new state
-            entry += [stat.checksum, stat.mtime]
+            entry += (stat.checksum, stat.mtime)
             mtime = datetime.fromtimestamp(stat.mtime, UTC)
-            latest = mtime if latest is None else max(latest, mtime)
         entries.append(entry)
-    if not entries:
-        return StagedState("", None)
-    digest = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
-    return StagedState(digest, latest)
+        mtimes.append(mtime)
+    latest = max((m for m in mtimes if m is not None), default=None)
+    return StagedState(_fingerprint(entries), latest, tuple(entries), tuple(mtimes))
 
 
-def _later(candidate: datetime | None, than: datetime | None) -> bool:
-    return candidate is not None and (than is None or candidate > than)
+def detect_writes(clock: BranchClock, head: str, staged: StagedState, now: datetime,
+                  head_written_at: datetime | None = None) -> list[DetectedWrite]:
+    """Pure: which writes the difference between what was seen and what is there now implies.
 
-
-def detect_writes(clock: BranchClock, head: str, head_created: datetime | None, staged: StagedState,
-                  now: datetime, previous_head_created: datetime | None = None) -> list[DetectedWrite]:
-    """Pure: which writes the difference between what was seen and what is there now implies."""
+    Every write is dated no earlier than it happened (an early date could delete a branch too soon): a time is
+    taken from lakeFS only when it provably is the write's own, otherwise the write is dated ``now``, the
+    observation, which is late by at most the time since the previous look.
+    """
     writes: list[DetectedWrite] = []
-    last = clock.last_activity
     if clock.head is not None and head != clock.head:
-        # Only a commit made after we last saw the old HEAD can be dated by its own time. A reset or retarget,
-        # even to a recent commit, happened at some unknown moment since the last look: dated now.
-        known = (last, previous_head_created, clock.head_at)
-        newest_known = max((t for t in known if t is not None), default=None)
-        if _later(head_created, newest_known):
-            writes.append(DetectedWrite(clock.branch_id, "commit", head_created))
+        # A HEAD no hook reported: a commit or merge whose hook call was lost (lakeFS's own action run for it
+        # on this branch gives its time), or a reset/retarget, which fires no hook and whose target commit's
+        # date says nothing about when the branch moved.
+        if head_written_at is not None and (clock.head_at is None or head_written_at > clock.head_at):
+            writes.append(DetectedWrite(clock.branch_id, "commit", min(head_written_at, now)))
         else:
             writes.append(DetectedWrite(clock.branch_id, "reset", now))
-    if staged.fingerprint != (clock.staged_fingerprint or ""):
-        if _later(staged.latest_mtime, last):
-            writes.append(DetectedWrite(clock.branch_id, "staged", staged.latest_mtime))
-        elif clock.staged_fingerprint is not None:
-            # Seen before and changed without a newer mtime: a delete, a reset of staged objects, or an mtime
-            # we could not read. Staged changes found on a first look with no newer mtime are no news.
+    previous, previous_at = clock.staged_fingerprint, clock.observed_at
+    if previous is None and clock.created_at is not None:
+        # A branch starts with nothing staged: whatever its first look finds was written after its creation.
+        previous, previous_at = "", clock.created_at
+    if previous is not None and staged.fingerprint != previous:
+        rest, newest = staged.newer_uploads(previous_at) if previous_at is not None else (None, None)
+        if newest is not None and rest == previous:
+            writes.append(DetectedWrite(clock.branch_id, "staged", min(newest, now)))
+        else:  # a delete, an unstaged or overwritten upload, or an mtime we could not read: dated at observation
             writes.append(DetectedWrite(clock.branch_id, "staged", now))
     return writes
 
 
-def _head_created(lakefs: LakeFS, repository_id: str, head: str) -> datetime | None:
+def head_written_at(lakefs: LakeFS, repository_id: str, branch_id: str, head: str) -> datetime | None:
+    """When lakeFS ran the actions of the write that made ``head`` this branch's HEAD, if it ran any: a hook
+    call that was lost still left its run in lakeFS, with the real time of the write."""
     try:
-        commit = lakefs.call("get HEAD commit", lakefs.commits.get_commit, repository_id, head)
-    except NotFound:
-        return None
-    return datetime.fromtimestamp(commit.creation_date, UTC)
+        # lakeFS filters by commit or by branch, not both (400): the branch is checked here.
+        runs = lakefs.call("list action runs", lakefs.actions.list_repository_runs, repository_id,
+                           commit=head, amount=100)
+    except LakeFSError:
+        return None  # no evidence: the write is dated at observation
+    times = [run.start_time for run in runs.results
+             if run.event_type in WRITE_EVENTS and run.branch == branch_id and run.commit_id == head
+             and run.start_time is not None]
+    return max(times).astimezone(UTC) if times else None
+
+
+def look_at_branch(lakefs: LakeFS, clock: ClockStore, *, repository_id: str, branch_id: str, head: str,
+                   now: datetime, max_stats: int, record: bool = True) -> list[DetectedWrite]:
+    """One reconciler look at one branch: the writes it finds, recorded (and the look remembered) unless
+    ``record`` is False (a preview or a dry run leaves no trace)."""
+    current = clock.get(repository_id, branch_id)
+    staged = staged_state(lakefs, repository_id, branch_id, max_stats)
+    moved = current.head not in (None, head)
+    written_at = head_written_at(lakefs, repository_id, branch_id, head) if moved else None
+    writes = detect_writes(current, head, staged, now, written_at)
+    if record:
+        writes = [w for w in writes if clock.record_write(repository_id, branch_id, w.at, "reconciler")]
+        clock.observe(repository_id, branch_id, head, staged.fingerprint, now)
+    return writes
 
 
 RECONCILE_LOCK_SECONDS = 900
@@ -145,21 +192,17 @@ def _reconcile(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datet
 
 def _reconcile_branch(lakefs: LakeFS, clock: ClockStore, repository_id: str, branch_id: str, head: str,
                       now: datetime, max_stats: int, report: ReconcileReport, metrics: Metrics | None) -> None:
-    current = clock.get(repository_id, branch_id)
     try:
-        staged = staged_state(lakefs, repository_id, branch_id, max_stats)
+        writes = look_at_branch(lakefs, clock, repository_id=repository_id, branch_id=branch_id, head=head,
+                                now=now, max_stats=max_stats)
     except NotFound:
         return  # deleted while we looked
-    moved = current.head not in (None, head)
-    head_created = _head_created(lakefs, repository_id, head) if moved else None
-    previous_created = _head_created(lakefs, repository_id, current.head) if moved else None
-    for write in detect_writes(current, head, head_created, staged, now, previous_created):
-        if clock.record_write(repository_id, branch_id, write.at, "reconciler"):
-            report.writes.append(write)
-            log.info("reconciler: write on %s/%s (%s at %s)", repository_id, branch_id, write.kind, write.at)
-            if metrics:
-                metrics.reconcile_writes.labels(repository_id, write.kind).inc()
-    clock.observe(repository_id, branch_id, head, staged.fingerprint, now)
+    for write in writes:
+        report.writes.append(write)
+        log.info("reconciler: write on %s/%s (%s at %s)", repository_id, branch_id, write.kind,
+                 write.at.isoformat().replace("+00:00", "Z"))
+        if metrics:
+            metrics.reconcile_writes.labels(repository_id, write.kind).inc()
 
 
 def _forget_missing(clock: ClockStore, repository_id: str, seen: set[str], started: datetime,

@@ -177,7 +177,8 @@ def test_preview_shows_what_run_does_with_adoption(cli, env, lakefs, clock, repo
 
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["u-*"], "max_age": "1d"}]})
     create_branch(lakefs, repo, "u-1")
-    clock.observe(repo, "u-1", "whatever", "", T0)
+    head = lakefs.call("get", lakefs.branches.get_branch, repo, "u-1").commit_id
+    clock.observe(repo, "u-1", head, "", T0)
     adopt_env = {**env, "LAKEFS_JANITOR_LIFECYCLE_ADOPT_UNTRACKED": "true"}
     out = CliRunner().invoke(main, ["branch-lifecycle", "preview", f"lakefs://{repo}", "--json", "--now",
                                     "2026-02-01T00:00:00Z"], env=adopt_env).output

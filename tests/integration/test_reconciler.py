@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+import lakefs_sdk
 import requests
 
 from tests.integration.conftest import commit, create_branch, upload
+from tests.services import free_port
+from workers import hooks_install
 from workers.celery_factory import create_celery
 from workers.reconciler import reconcile_repository
 from workers.settings import load_settings
@@ -67,16 +70,33 @@ def test_hard_reset_without_commit_is_a_write_now(lakefs, clock, repo):
     assert before.head != after.head
 
 
-def test_lost_webhook_is_repaired_with_the_commit_time(lakefs, clock, repo):
+def test_lost_webhook_is_repaired_with_the_time_of_lakefs_action_run(lakefs, clock, repo):
+    # The hooks point at a receiver that is down: lakeFS still records the run of each hook, with its time.
+    dead = f"http://127.0.0.1:{free_port()}/hooks"
+    assert hooks_install.install(lakefs, repo, hooks_install.action_file(dead)).changed
     create_branch(lakefs, repo, "lost")
     run(lakefs, clock, repo)
     time.sleep(1.1)
     upload(lakefs, repo, "lost", "x.txt")
-    c = commit(lakefs, repo, "lost", "no hook saw this")
+    c = commit(lakefs, repo, "lost", "no hook reached us")
+    lakefs.call("commit", lakefs.commits.commit, repo, "main", lakefs_sdk.CommitCreation(message="main moves",
+                                                                                          allow_empty=True))
     report = run(lakefs, clock, repo, datetime.now(UTC) + timedelta(hours=1))
-    # the commit's own time, not the (later) observation time
-    assert [(w.kind, int(w.at.timestamp())) for w in report.writes] == [("commit", c.creation_date)]
+    # lakeFS's run time of the post-commit hook: the write's own time, not the (later) observation time
+    writes = {w.branch_id: w for w in report.writes}
+    assert writes["lost"].kind == "commit"
+    assert abs(writes["lost"].at.timestamp() - c.creation_date) <= 2
     assert clock.get(repo, "lost").head == c.id
+
+
+def test_lost_webhook_without_action_run_is_dated_at_observation(lakefs, clock, repo):
+    create_branch(lakefs, repo, "lost")
+    run(lakefs, clock, repo)
+    upload(lakefs, repo, "lost", "x.txt")
+    commit(lakefs, repo, "lost", "no hook configured")
+    now = datetime.now(UTC) + timedelta(hours=1)
+    report = run(lakefs, clock, repo, now)
+    assert [(w.kind, w.at) for w in report.writes] == [("reset", now)]
 
 
 def test_deleted_branch_is_forgotten_after_a_full_pass(lakefs, clock, repo):
