@@ -6,6 +6,7 @@ is a Lua script that only moves a time forward and ignores events older than a d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -117,6 +118,12 @@ class BranchClock:
         return max(times) if times else None
 
 
+def _stamp(at: datetime) -> str:
+    # Milliseconds, not seconds: a branch deleted and re-created within one second must still order its
+    # delete before its new creation, whatever order the hooks arrive in.
+    return f"{math.floor(at.timestamp() * 1000) / 1000:.3f}"
+
+
 def _ts(value: str | bytes | None) -> datetime | None:
     return None if value in (None, b"", "") else datetime.fromtimestamp(float(value), UTC)
 
@@ -155,7 +162,7 @@ class ClockStore:
 
     def _run(self, kind: str, repository_id: str, branch_id: str, at: datetime, source: str, head: str | None) -> bool:
         keys = [self._key(repository_id, branch_id), self._index(repository_id), self._repos()]
-        args = [kind, int(at.timestamp()), source, branch_id, repository_id, head or "", TOMBSTONE_TTL_SECONDS]
+        args = [kind, _stamp(at), source, branch_id, repository_id, head or "", TOMBSTONE_TTL_SECONDS]
         return bool(self._record(keys=keys, args=args))
 
     def record_created(self, repository_id: str, branch_id: str, at: datetime, source: Source = "webhook",
@@ -172,7 +179,7 @@ class ClockStore:
     def observe(self, repository_id: str, branch_id: str, head: str, fingerprint: str, now: datetime) -> bool:
         """Remember what the reconciler saw, and when the branch was first seen at all."""
         keys = [self._key(repository_id, branch_id), self._index(repository_id), self._repos()]
-        return bool(self._observe(keys=keys, args=[branch_id, repository_id, head, fingerprint, int(now.timestamp())]))
+        return bool(self._observe(keys=keys, args=[branch_id, repository_id, head, fingerprint, _stamp(now)]))
 
     def get(self, repository_id: str, branch_id: str) -> BranchClock:
         return self.get_many(repository_id, [branch_id])[branch_id]

@@ -32,6 +32,7 @@ def test_s3_backed_repository_feeds_the_idle_clock(s3_lakefs, clock, receiver):
     lakefs.call("create repository", lakefs.repositories.create_repository,
                 lakefs_sdk.RepositoryCreation(name="s3-repo", storage_namespace="s3://janitor-data/s3-repo"))
     install(lakefs, "s3-repo", action_file(receiver.url))
+    time.sleep(8)  # lakeFS caches a ref's action files for up to 7.5 s: until then no hook fires (README)
     create_branch(lakefs, "s3-repo", "feature-s3")
     eventually(lambda: clock.get("s3-repo", "feature-s3").created_at)
     reconcile_repository(lakefs, clock, "s3-repo", clock_now())
