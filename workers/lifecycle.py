@@ -218,7 +218,13 @@ def _delete_one(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, decision: Dec
         if metrics:
             metrics.deletions_vetoed.labels(repo, decision.policy_id or "").inc()
         return Outcome(branch, "vetoed", decision.policy_id, str(exc))
-    except NotFound:
+    except NotFound as exc:
+        # lakeFS also answers 404 when a pre-delete-branch hook cannot load its actions: ask whether it is gone.
+        if current is not None and _still_exists(lakefs, repo, branch) is not False:
+            log.error("lifecycle: deleting %s/%s failed: %s", repo, branch, exc)
+            if not dry_run:
+                record_deletion(clock, repo, branch, current.head, decision, the_plan.now, "failed")
+            return Outcome(branch, "failed", decision.policy_id, str(exc))
         return Outcome(branch, "gone", decision.policy_id, "already deleted")
     except Unavailable as exc:
         # The delete call may have gone through before its answer was lost: ask again.
