@@ -34,8 +34,11 @@ local kind, ts, src, branch, repo, head = ARGV[1], tonumber(ARGV[2]), ARGV[3], A
 local deleted = tonumber(redis.call('HGET', key, 'deleted_at') or '-1')
 if ts < deleted then return 0 end
 if kind == 'delete' then
+  -- A delete in the same second as the creation is ignored: lakeFS's event_time cannot order them, and a wiped
+  -- creation would leave a live branch untracked, while a kept record of a gone branch is forgotten by the
+  -- reconciler's next full pass.
   local created = tonumber(redis.call('HGET', key, 'created_at') or '-1')
-  if created > ts then return 0 end
+  if created >= ts then return 0 end
   redis.call('DEL', key)
   redis.call('HSET', key, 'deleted_at', ts)
   redis.call('EXPIRE', key, tonumber(ARGV[7]))
@@ -47,9 +50,11 @@ if kind == 'write' then field = 'last_write_at' end
 local current = tonumber(redis.call('HGET', key, field) or '-1')
 -- The HEAD a hook reports is news even when its time is not (a write the reconciler already dated in the
 -- same second): remembering it keeps the reconciler from counting the same commit again.
+-- lakeFS's event_time has whole seconds while a look is timed to the millisecond: within one second the hook's
+-- HEAD wins (were it the older one, the next look sees the difference and dates it late, never early).
 if head ~= '' then
   local seen = tonumber(redis.call('HGET', key, 'head_at') or '-1')
-  if ts >= seen then redis.call('HSET', key, 'head', head, 'head_at', ts) end
+  if ts >= math.floor(seen) then redis.call('HSET', key, 'head', head, 'head_at', ts) end
 end
 if ts <= current then return 0 end
 redis.call('HDEL', key, 'deleted_at')
@@ -119,8 +124,7 @@ class BranchClock:
 
 
 def _stamp(at: datetime) -> str:
-    # Milliseconds, not seconds: a branch deleted and re-created within one second must still order its
-    # delete before its new creation, whatever order the hooks arrive in.
+    # Milliseconds for what the service itself observes (lakeFS's hook times come in whole seconds).
     return f"{math.floor(at.timestamp() * 1000) / 1000:.3f}"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -56,3 +56,21 @@ def test_observe_does_not_overwrite_a_newer_head(store):
     store.observe("r", "b", "older", "fp", at(T + 50))
     got = store.get("r", "b")
     assert (got.head, got.staged_fingerprint) == ("newer", "fp")
+
+
+def test_delete_in_the_same_second_as_a_creation_keeps_the_new_life(store):
+    # Deleted and re-created within one second, the hooks arriving in either order: the creation survives.
+    at = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+    store.record_created("r", "same-second", at)
+    assert not store.record_deleted("r", "same-second", at)
+    assert store.get("r", "same-second").created_at == at
+    assert store.record_deleted("r", "same-second", at + timedelta(seconds=1))
+
+
+def test_hook_head_wins_within_the_second_of_a_look(store):
+    look = datetime(2026, 3, 1, 12, 0, 0, 800000, tzinfo=UTC)
+    store.observe("r", "h", "observed", "", look)
+    store.record_write("r", "h", look.replace(microsecond=0), head="hooked")  # event_time has whole seconds
+    assert store.get("r", "h").head == "hooked"
+    store.record_write("r", "h", look - timedelta(seconds=2), head="older")
+    assert store.get("r", "h").head == "hooked"
