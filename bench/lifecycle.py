@@ -7,7 +7,7 @@ What runs, all on 127.0.0.1, everything stopped at the end:
 
 * one redis-server and one real lakeFS (tests/services.py: RedisServer, LakeFSServer, local KV and blockstore);
 * ``--repos`` repositories, each with three stored policies (``feature-*``, ``tmp-*``, ``ci-*``; the same
-  ``workers.policy_store.set_policies`` the policy API uses) and branches created from ``main`` with
+  ``workers.branch_lifecycle.store.set_policies`` the policy API uses) and branches created from ``main`` with
   ``lakefs.branches.create_branch`` by a pool of 4 threads. Names mix ``feature-``/``tmp-``/``ci-`` (matching a
   policy) with ``release-``/``user-``/``exp-`` (matching none); 85 % get a creation time in the clock, 60 % of
   those also a last write, with times spread over the past 60 days, so evaluation takes every path (expired,
@@ -16,7 +16,7 @@ What runs, all on 127.0.0.1, everything stopped at the end:
 The branches are created incrementally; at each size (1,000, 2,500, 5,000, 10,000 total by default, capped by
 ``--max-branches``) two things are timed over all repositories, with the same ``LakeFS`` client and page size:
 
-* preview: ``workers.lifecycle.plan(lakefs, clock, repo, now)`` for every repository (get repository, read the
+* preview: ``workers.branch_lifecycle.run.plan(lakefs, clock, repo, now)`` for every repository (get repository, read the
   stored policies, page through the branches, one Redis pipeline of HGETALLs, evaluate);
 * bare list: ``list(lakefs.branch_heads(repo))`` for every repository, i.e. exactly the listing plan() does
   (``list_branches`` pages of amount=1000, JSON decoded without SDK models), and nothing else; this is the
@@ -67,12 +67,12 @@ import lakefs_sdk
 import redis
 
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer
-from workers.clock import ClockStore
-from workers.evaluation import BranchState, evaluate
-from workers.lakefs_client import LakeFS, make_lakefs_for
-from workers.lifecycle import plan
-from workers.policies import parse_policies
-from workers.policy_store import get_policies, set_policies
+from workers.idle_clock.store import ClockStore
+from workers.branch_lifecycle.evaluation import BranchState, evaluate
+from workers.lakefs.client import LakeFS, make_lakefs_for
+from workers.branch_lifecycle.run import plan
+from workers.branch_lifecycle.policies import parse_policies
+from workers.branch_lifecycle.store import get_policies, set_policies
 
 RESULTS = ROOT / "bench" / "results"
 GOAL = 1.2

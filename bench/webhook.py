@@ -70,7 +70,7 @@ from tests.services import (
     Service,
     wait_until,
 )
-from workers.clock import ClockStore
+from workers.idle_clock.store import ClockStore
 
 BENCH = ROOT / "bench"
 LUA = BENCH / "webhook.lua"

@@ -220,7 +220,7 @@ class ReceiverServer(Service):
 
 
 class CeleryWorker(Service):
-    """A real Celery worker process (`celery -A workers.celery_app worker`)."""
+    """A real Celery worker process (`celery -A workers.celery.worker worker`)."""
 
     name = "celery"
 
@@ -230,7 +230,7 @@ class CeleryWorker(Service):
         self.queues = queues
 
     def start(self) -> CeleryWorker:
-        self._spawn([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", "threads",
+        self._spawn([sys.executable, "-m", "celery", "-A", "workers.celery.worker", "worker", "--pool", "threads",
                      "--concurrency", "4", "--loglevel", "INFO", "-Q", self.queues,
                      "--hostname", f"janitor-test-{self.port}@%h", "--without-mingle", "--without-gossip"], self.env)
         wait_until(lambda: b"ready." in self.log.read_bytes(), 60, "celery worker", self.proc, self.log)

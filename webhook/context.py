@@ -1,11 +1,11 @@
-"""Accessors for what create_app put on the app, so views stay short."""
+"""The app's typed services, so views stay short."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import current_app
 
+from workers.services import Services
 
-def janitor(name: str) -> Any:
-    return current_app.extensions["janitor"][name]
+
+def services() -> Services:
+    return current_app.extensions["janitor"]

@@ -8,7 +8,7 @@ import redis
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from workers.lakefs_client import LakeFSError, Unavailable
+from workers.lakefs.errors import LakeFSError, Unavailable
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from webhook.auth import secret_ok
-from webhook.context import janitor
+from webhook.context import services
 from webhook.errors import error_response
-from workers.events import EVENT_TYPES, EventError, clock_update, parse_event
+from workers.idle_clock.events import EVENT_TYPES, EventError, clock_update, parse_event
 
 bp = Blueprint("hooks", __name__)
 
@@ -19,8 +19,8 @@ def _event_label(payload: object) -> str:
 
 @bp.post("/webhooks/lakefs")
 def receive():
-    metrics = janitor("metrics")
-    secret = janitor("settings").webhook_secret
+    metrics = services().metrics
+    secret = services().settings.webhook_secret
     if not secret_ok(secret.get_secret_value() if secret else None):
         metrics.webhook_events.labels("unknown", "unauthorized").inc()
         return error_response(401, "missing or wrong shared secret")
@@ -47,7 +47,7 @@ def receive():
 
 
 def _apply(update) -> bool:
-    clock = janitor("clock")
+    clock = services().clock
     if update.kind == "create":
         return clock.record_created(update.repository_id, update.branch_id, update.at, "webhook", update.head)
     if update.kind == "delete":

@@ -7,16 +7,19 @@ access key), so lakeFS decides who may read or change a repository's policies.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 from contextlib import contextmanager
 from functools import wraps
 
 from flask import Blueprint, jsonify, request
 
-from webhook.context import janitor
+from webhook.context import services
 from webhook.errors import error_response
-from workers.lakefs_client import LakeFS, make_lakefs_for
-from workers.policies import PolicyValidationError, canonical, parse_policies
-from workers.policy_store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
+from workers.branch_lifecycle.policies import PolicyValidationError, canonical, parse_policies
+from workers.branch_lifecycle.store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
+
+if TYPE_CHECKING:
+    from workers.lakefs.client import LakeFS
 
 bp = Blueprint("policies", __name__, url_prefix="/api/v1/repositories/<repository>/settings/branch_lifecycle")
 
@@ -27,7 +30,9 @@ def caller_client() -> Iterator[LakeFS | None]:
     if auth is None or auth.type != "basic" or not auth.username or not auth.password:
         yield None
         return
-    settings = janitor("settings")
+    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415 - the SDK only for policy calls
+
+    settings = services().settings
     client = make_lakefs_for(settings.lakefs.endpoint_url, auth.username, auth.password,
                              settings.lakefs_timeout_seconds)
     try:
@@ -96,7 +101,7 @@ def delete(lakefs: LakeFS, repository: str):
 
 
 def _edit_lock(repository: str):
-    return edit_lock(janitor("redis"), janitor("settings").key_prefix, repository)
+    return edit_lock(services().redis, services().settings.key_prefix, repository)
 
 
 def _stale(exc: StaleETag):

@@ -14,7 +14,6 @@ from typing import Any
 
 import redis
 import yaml
-from celery.schedules import crontab
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -50,14 +49,37 @@ class LakeFSConnection(BaseModel):
         return f"{self.endpoint_url}/api/v1"
 
 
+_CRON_FIELDS = (("minute", 0, 59, ()), ("hour", 0, 23, ()), ("day of month", 1, 31, ()),
+                ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+                ("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")))
+
+
+def _cron_value(text: str, low: int, high: int, names: tuple[str, ...]) -> int:
+    if text.lower() in names:
+        return names.index(text.lower()) + (1 if low == 1 else 0)
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise ValueError(f"{text!r} is not in {low}-{high}")
+    return int(text)
+
+
 def _check_cron(value: str) -> str:
+    """Standard 5-field cron, checked here rather than with Celery's parser so that the receiver, which loads the
+    same settings, never imports Celery; the worker parses it again when it builds the beat schedule."""
     fields = value.split()
     if len(fields) != 5:
         raise ValueError(f"{value!r} is not a 5-field cron expression (minute hour day month weekday)")
-    try:
-        crontab.from_string(value)
-    except ValueError as exc:
-        raise ValueError(f"{value!r} is not a valid cron expression: {exc}") from None
+    for text, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            span, _, step = item.partition("/")
+            try:
+                if step and (not step.isdigit() or int(step) == 0):
+                    raise ValueError(f"step {step!r} must be a positive number")
+                if span != "*":
+                    first, _, last = span.partition("-")
+                    if _cron_value(first, low, high, names) > (_cron_value(last, low, high, names) if last else high):
+                        raise ValueError(f"range {span!r} runs backwards")
+            except ValueError as exc:
+                raise ValueError(f"{value!r} is not a valid cron expression: {name} field {item!r}: {exc}") from None
     return value
 
 

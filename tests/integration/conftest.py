@@ -22,8 +22,8 @@ from tests.services import (
     free_port,
     janitor_env,
 )
-from workers.clock import ClockStore
-from workers.lakefs_client import LakeFS, make_lakefs_for
+from workers.idle_clock.store import ClockStore
+from workers.lakefs.client import LakeFS, make_lakefs_for
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:

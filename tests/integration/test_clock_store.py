@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from workers.clock import ClockStore
+from workers.idle_clock.store import ClockStore
 
 T = 1_800_000_000
 

@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 
 from tests.integration.conftest import commit, create_branch, upload
-from workers.lifecycle import plan
-from workers.lifecycle_runner import LifecycleOptions, run_repository
-from workers.policies import parse_policies
-from workers.policy_store import set_policies
-from workers.reconciler import reconcile_repository
+from workers.branch_lifecycle.run import plan
+from workers.branch_lifecycle.runner import LifecycleOptions, run_repository
+from workers.branch_lifecycle.policies import parse_policies
+from workers.branch_lifecycle.store import set_policies
+from workers.idle_clock.reconcile import reconcile_repository
 
 OPTIONS = LifecycleOptions(max_deletions=100)
 

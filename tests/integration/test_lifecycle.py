@@ -11,12 +11,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.integration.conftest import commit, create_branch, eventually, upload
-from workers.celery_factory import create_celery
-from workers.lifecycle import execute, plan
-from workers.lifecycle_runner import LifecycleOptions, run_repository
+from workers.celery.app import create_celery
+from workers.branch_lifecycle.run import execute, plan
+from workers.branch_lifecycle.runner import LifecycleOptions, run_repository
 from workers.metrics import Metrics
-from workers.policies import parse_policies
-from workers.policy_store import get_policies, set_policies
+from workers.branch_lifecycle.policies import parse_policies
+from workers.branch_lifecycle.store import get_policies, set_policies
 from workers.settings import load_settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -342,13 +342,13 @@ def test_scheduled_run_on_the_celery_worker(env, lakefs, clock, repo, celery_wor
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     app = create_celery(load_settings())
-    a = app.send_task("workers.tasks.lifecycle_run_repository", args=(repo,))
-    b = app.send_task("workers.tasks.lifecycle_run_repository", args=(repo,))
+    a = app.send_task("workers.branch_lifecycle.tasks.run_repository", args=(repo,))
+    b = app.send_task("workers.branch_lifecycle.tasks.run_repository", args=(repo,))
     results = [a.get(timeout=60), b.get(timeout=60)]
     deleted = [o for r in results for o in r["outcomes"] if o["result"] == "deleted"]
     assert [o["branch_id"] for o in deleted] == ["cel-1"]
     eventually(lambda: "cel-1" not in branches(lakefs, repo))
-    beat = app.send_task("workers.tasks.lifecycle_run_all").get(timeout=120)
+    beat = app.send_task("workers.branch_lifecycle.tasks.run_all").get(timeout=120)
     ours = [r for r in beat if r["repository_id"] == repo]
     assert ours == [{"repository_id": repo, "dry_run": False, "locked_out": False, "outcomes": [],
                      "skipped": {"default-branch": 1}}]
@@ -389,7 +389,7 @@ def test_restored_branch_survives_the_next_run(cli, lakefs, clock, repo):
 
 
 def test_lakefs_down_mid_run_deletes_nothing_and_says_so(lakefs, clock, repo):
-    from workers.lakefs_client import make_lakefs_for  # noqa: PLC0415
+    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415
 
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["dn-*"], "max_age": "1d"}]})
     for i in range(3):
@@ -405,7 +405,7 @@ def test_lakefs_down_mid_run_deletes_nothing_and_says_so(lakefs, clock, repo):
 def test_redis_down_mid_run_deletes_nothing(lakefs, clock, repo):
     import redis as redis_lib  # noqa: PLC0415
 
-    from workers.clock import ClockStore  # noqa: PLC0415
+    from workers.idle_clock.store import ClockStore  # noqa: PLC0415
 
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["rd-*"], "max_age": "1d"}]})
     born(lakefs, clock, repo, "rd-1")
@@ -429,7 +429,7 @@ def test_corrupt_stored_policies_are_a_clear_error(cli, lakefs, repo, receiver):
     import requests  # noqa: PLC0415
 
     from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY  # noqa: PLC0415
-    from workers.policy_store import METADATA_KEY  # noqa: PLC0415
+    from workers.branch_lifecycle.store import METADATA_KEY  # noqa: PLC0415
 
     lakefs.call("meta", lakefs.internal.set_repository_metadata, repo,
                 lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: "{not json"}))

@@ -9,7 +9,7 @@ import redis
 import requests
 
 from tests.services import WEBHOOK_SECRET, ReceiverServer, RedisServer, janitor_env
-from workers.clock import ClockStore
+from workers.idle_clock.store import ClockStore
 
 HEADERS = {"X-Lakefs-Janitor-Secret": WEBHOOK_SECRET}
 

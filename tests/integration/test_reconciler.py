@@ -10,9 +10,9 @@ import requests
 
 from tests.integration.conftest import commit, create_branch, upload
 from tests.services import free_port
-from workers import hooks_install
-from workers.celery_factory import create_celery
-from workers.reconciler import reconcile_repository
+from workers.idle_clock import hooks_install
+from workers.celery.app import create_celery
+from workers.idle_clock.reconcile import reconcile_repository
 from workers.settings import load_settings
 
 
@@ -126,7 +126,7 @@ def test_reconcile_cli_and_celery_worker(cli, env, lakefs, clock, repo, celery_w
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     app = create_celery(load_settings())
-    result = app.send_task("workers.tasks.reconcile_repository", args=(repo,)).get(timeout=60)
+    result = app.send_task("workers.idle_clock.tasks.reconcile_repository", args=(repo,)).get(timeout=60)
     assert result == {"repository_id": repo, "branches_seen": 2, "writes": 1, "complete": True, "locked_out": False}
     assert clock.get(repo, "via-worker").last_write_src == "reconciler"
     metrics = requests.get(celery_worker.metrics_url, timeout=5).text

@@ -9,8 +9,8 @@ import pytest
 
 from tests.integration.conftest import commit, create_branch, eventually
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, WEBHOOK_SECRET, LakeFSServer, MotoS3Server
-from workers.lakefs_client import make_lakefs_for
-from workers.reconciler import reconcile_repository
+from workers.lakefs.client import make_lakefs_for
+from workers.idle_clock.reconcile import reconcile_repository
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def s3_lakefs():
 
 
 def test_s3_backed_repository_feeds_the_idle_clock(s3_lakefs, clock, receiver):
-    from workers.hooks_install import action_file, install  # noqa: PLC0415
+    from workers.idle_clock.hooks_install import action_file, install  # noqa: PLC0415
 
     s3, server, lakefs = s3_lakefs
     lakefs.call("create repository", lakefs.repositories.create_repository,

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from workers.cli import main
-from workers.hooks_install import action_file
+from workers.idle_clock.hooks_install import action_file
 from workers.metrics import Metrics
 from workers.settings import CONFIG_FILE_ENV, ENV_PREFIX, LakeFSConnection, Settings, load_settings
 
@@ -307,7 +307,7 @@ def test_example_action_file_is_what_hooks_install_writes():
     assert yaml.safe_load(text) == yaml.safe_load(expected)
     body = "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))
     assert body == expected, (
-        f"{rel(EXAMPLE_ACTION)} differs from workers.hooks_install.action_file({EXAMPLE_URL!r}); regenerate its "
+        f"{rel(EXAMPLE_ACTION)} differs from workers.idle_clock.hooks_install.action_file({EXAMPLE_URL!r}); regenerate its "
         "body (below the comments) from that function")
 
 
@@ -525,8 +525,8 @@ def test_commands_parse_with_the_real_command_lines():
             command.make_context(command.name, list(args))  # raises on unknown options or bad values
             seen.add(command.name)
         elif program == "celery":
-            assert args[:2] == ["-A", "workers.celery_app"], where
-            assert importlib.util.find_spec("workers.celery_app") is not None
+            assert args[:2] == ["-A", "workers.celery.worker"], where
+            assert importlib.util.find_spec("workers.celery.worker") is not None
             name, *rest = args[2:]
             obj = CLIContext(app=Celery(set_as_current=False), no_color=True, workdir=None, quiet=True)
             celery_cli.commands[name].make_context(name, rest, obj=obj)

@@ -2,8 +2,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from workers.evaluation import BranchState, Decision, evaluate, last_activity, written_since
-from workers.policies import Policy
+from workers.branch_lifecycle.evaluation import BranchState, Decision, evaluate, last_activity, written_since
+from workers.branch_lifecycle.policies import Policy
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -2,7 +2,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from workers.events import EVENT_TYPES, EventError, clock_update, parse_event
+from workers.idle_clock.events import EVENT_TYPES, EventError, clock_update, parse_event
 
 
 def payload(**over):

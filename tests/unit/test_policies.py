@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from workers.policies import (
+from workers.branch_lifecycle.policies import (
     Policy,
     PolicyError,
     PolicyValidationError,

@@ -5,7 +5,7 @@ from celery.schedules import crontab
 from click.testing import CliRunner
 
 from workers.cli import main
-from workers.schedule import beat_schedule
+from workers.celery.app import beat_schedule
 from workers.settings import Settings
 
 CONN = {"endpoint_url": "http://127.0.0.1:8000", "access_key_id": "A", "secret_access_key": "S"}
@@ -14,7 +14,7 @@ CONN = {"endpoint_url": "http://127.0.0.1:8000", "access_key_id": "A", "secret_a
 def test_beat_schedule_follows_settings():
     s = Settings(lakefs=CONN, lifecycle_schedule="15 3 * * 1-5", reconcile_schedule="*/10 * * * *")
     schedule = beat_schedule(s)
-    assert schedule["branch-lifecycle"]["task"] == "workers.tasks.lifecycle_run_all"
+    assert schedule["branch-lifecycle"]["task"] == "workers.branch_lifecycle.tasks.run_all"
     assert schedule["branch-lifecycle"]["schedule"] == crontab(minute="15", hour="3", day_of_week="1-5")
     assert schedule["reconcile-idle-clock"]["schedule"] == crontab(minute="*/10")
 

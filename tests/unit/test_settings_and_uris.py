@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from workers.hooks_install import InstallError, action_file
+from workers.idle_clock.hooks_install import InstallError, action_file
 from workers.settings import SettingsError, load_settings
 from workers.uris import URIError, parse_branch_uri, parse_repository_uri
 

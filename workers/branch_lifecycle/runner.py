@@ -7,16 +7,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import redis
 import requests
 
-from workers.clock import ClockStore
+from workers.idle_clock.store import ClockStore
 from workers.durations import parse_duration
-from workers.lakefs_client import LakeFS
+from workers.lakefs.client import LakeFS
 from workers.locks import named_lock, release_quietly
-from workers.lifecycle import Plan, RunReport, decision_dict, execute, pending_within, plan
+from workers.branch_lifecycle.run import Plan, RunReport, decision_dict, execute, pending_within, plan
 from workers.metrics import Metrics
 from workers.settings import Settings
 
@@ -57,9 +57,20 @@ def _still_ours(lock: redis.lock.Lock) -> Callable[[], bool]:
     return check
 
 
+class FutureRunRefused(ValueError):
+    """A real run dated in the future: it would delete branches that are not idle yet."""
+
+
+# Clocks of two hosts may disagree a little; more than this ahead is a date typed by someone.
+FUTURE_TOLERANCE = timedelta(seconds=5)
+
+
 def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, options: LifecycleOptions,
-                   dry_run: bool = False, metrics: Metrics | None = None,
+                   *, dry_run: bool = False, metrics: Metrics | None = None,
                    notify: Notifier = post_json) -> RunReport:
+    if not dry_run and now > datetime.now(UTC) + FUTURE_TOLERANCE:
+        raise FutureRunRefused(f"a run dated {now.isoformat()} is in the future and would delete branches that are "
+                               "not idle yet; only a dry run may look ahead")
     if dry_run:  # deletes nothing, writes nothing: no reason to hold up a real run
         the_plan = plan(lakefs, clock, repository_id, now, adopt_untracked=options.adopt_untracked,
                         max_stats=options.max_stats)

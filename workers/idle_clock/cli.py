@@ -1,55 +1,21 @@
-"""``lakefs-janitor``: the command line, lakectl-style (``lakefs://repo`` URIs)."""
+"""Idle-clock commands: `hooks install`, `reconcile`, `branches`."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
-import tempfile
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
 from rich.table import Table
 
-from workers.cli_common import Runtime, console, friendly_errors, pass_runtime, repository_argument
-from workers.clock import BranchClock, ClockStore
+from workers.cli.common import Runtime, console, friendly_errors, pass_runtime, repository_argument
 from workers.durations import format_duration
-from workers.lakefs_client import LakeFS
-from workers.lifecycle_cli import branch_lifecycle
-from workers.settings import CONFIG_FILE_ENV
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), envvar=CONFIG_FILE_ENV,
-              help="YAML settings file (env: LAKEFS_JANITOR_CONFIG).")
-@click.version_option(package_name="lakefs-janitor")
-def main(config_file: str | None) -> None:
-    """Branch lifecycle, idle clock and garbage collection for lakeFS."""
-    if config_file:
-        os.environ[CONFIG_FILE_ENV] = config_file
+from workers.idle_clock.store import BranchClock, ClockStore
+from workers.lakefs.client import LakeFS
 
 
-@main.command()
-@click.option("--bind", default="127.0.0.1:8080", show_default=True, help="host:port to listen on.")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64))
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Threads per worker (gthread): more throughput, wider latency spread; see bench/README.md.")
-@pass_runtime
-@friendly_errors
-def serve(rt: Runtime, bind: str, workers: int, threads: int) -> None:
-    """Run the webhook receiver and policy API under gunicorn."""
-    if rt.settings.webhook_secret is None:
-        raise click.ClickException("LAKEFS_JANITOR_WEBHOOK_SECRET is not set: the receiver would accept nobody")
-    env = dict(os.environ)
-    env.setdefault("PROMETHEUS_MULTIPROC_DIR", os.path.join(tempfile.gettempdir(), f"lakefs-janitor-metrics-{os.getpid()}"))
-    # No control socket: gunicorn would put one at the same path in $HOME for every instance on the host.
-    args = [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers), "--threads", str(threads),
-            "--no-control-socket", "--config", "python:webhook.gunicorn_conf", "--access-logfile", "-",
-            "webhook.wsgi:app"]
-    os.execve(sys.executable, args, env)
-
-
-@main.group()
+@click.group()
 def hooks() -> None:
     """lakeFS action hooks that feed the idle clock."""
 
@@ -64,7 +30,7 @@ def hooks() -> None:
 @friendly_errors
 def hooks_install(rt: Runtime, repository: str, receiver_url: str, secret_env: str, branch: str | None) -> None:
     """Commit _lakefs_actions/lakefs-janitor.yaml to the repository (idempotent)."""
-    from workers.hooks_install import InstallError, action_file, install  # noqa: PLC0415
+    from workers.idle_clock.hooks_install import InstallError, action_file, install  # noqa: PLC0415
 
     try:
         result = install(rt.lakefs, repository, action_file(receiver_url, secret_env), branch)
@@ -78,13 +44,13 @@ def hooks_install(rt: Runtime, repository: str, receiver_url: str, secret_env: s
     click.echo(f"lakeFS must have {secret_env} set to the service's LAKEFS_JANITOR_WEBHOOK_SECRET.")
 
 
-@main.command()
+@click.command()
 @repository_argument
 @pass_runtime
 @friendly_errors
 def reconcile(rt: Runtime, repository: str) -> None:
     """Compare every branch with what was last seen and record writes no hook reported, now."""
-    from workers.reconciler import reconcile_repository  # noqa: PLC0415
+    from workers.idle_clock.reconcile import reconcile_repository  # noqa: PLC0415
 
     s = rt.settings
     report = reconcile_repository(rt.lakefs, rt.clock, repository, datetime.now(UTC),
@@ -130,7 +96,7 @@ def branch_rows(lakefs: LakeFS, clock: ClockStore, repository: str, now: datetim
     return rows
 
 
-@main.command()
+@click.command()
 @repository_argument
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @pass_runtime
@@ -153,7 +119,6 @@ def format_duration_seconds(seconds: int | None) -> str:
     return "unknown" if seconds is None else format_duration(timedelta(seconds=max(seconds, 0)))
 
 
-main.add_command(branch_lifecycle)
 
-if __name__ == "__main__":
-    main()
+
+COMMANDS = (hooks, reconcile, branches)

@@ -11,14 +11,14 @@ import lakefs_sdk
 import yaml
 from rich.table import Table
 
-from workers.cli_common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
+from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
 from workers.durations import format_duration
-from workers.evaluation import Decision
-from workers.lakefs_client import Conflict, NotFound
-from workers.lifecycle import decision_dict, deletions, last_deletion, plan
-from workers.lifecycle_runner import LifecycleOptions, run_repository
-from workers.policies import PolicyValidationError, canonical, load_policy_text
-from workers.policy_store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
+from workers.branch_lifecycle.evaluation import Decision
+from workers.lakefs.client import Conflict, NotFound
+from workers.branch_lifecycle.run import decision_dict, deletions, last_deletion, plan
+from workers.branch_lifecycle.runner import FutureRunRefused, LifecycleOptions, run_repository
+from workers.branch_lifecycle.policies import PolicyValidationError, canonical, load_policy_text
+from workers.branch_lifecycle.store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
 from workers.uris import URIError, parse_branch_uri
 
 
@@ -133,11 +133,11 @@ def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | Non
 def run_cmd(rt: Runtime, repository: str, dry_run: bool, now_text: str | None, as_json: bool) -> None:
     """Evaluate the policies now and delete what they select."""
     now = parse_now(now_text)
-    if not dry_run and now > datetime.now(UTC) + timedelta(seconds=5):
-        # A clock moved forward would delete branches before their time; it is for looking, not for doing.
-        raise click.BadParameter("a --now in the future can only be used with --dry-run", param_hint="--now")
     options = LifecycleOptions.from_settings(rt.settings)
-    report = run_repository(rt.lakefs, rt.clock, repository, now, options, dry_run)
+    try:
+        report = run_repository(rt.lakefs, rt.clock, repository, now, options, dry_run=dry_run)
+    except FutureRunRefused:
+        raise click.BadParameter("a --now in the future can only be used with --dry-run", param_hint="--now") from None
     if report.locked_out:
         raise click.ClickException(f"another lifecycle run for lakefs://{repository} is in progress; try later")
     if as_json:
@@ -188,3 +188,5 @@ def history_cmd(rt: Runtime, repository: str, limit: int) -> None:
     """Branches the lifecycle deleted, newest first (YAML)."""
     click.echo(yaml.safe_dump(deletions(rt.clock, repository, limit), sort_keys=False) or "[]")
 
+
+COMMANDS = (branch_lifecycle,)

@@ -7,9 +7,24 @@ import shutil
 
 from celery import Celery
 
-from workers.runtime import Services
-from workers.schedule import beat_schedule
+from workers.branch_lifecycle import schedule as branch_lifecycle_schedule
+from workers.idle_clock import schedule as idle_clock_schedule
+from workers.services import Services
 from workers.settings import Settings
+
+# Each domain declares its beat entries and tasks beside each other; the app merges them.
+DOMAINS = (idle_clock_schedule, branch_lifecycle_schedule)
+TASK_MODULES = ("workers.idle_clock.tasks", "workers.branch_lifecycle.tasks")
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict]:
+    merged: dict[str, dict] = {}
+    for domain in DOMAINS:
+        entries = domain.beat_schedule(settings)
+        if clash := merged.keys() & entries.keys():
+            raise ValueError(f"beat entries declared twice: {sorted(clash)}")
+        merged.update(entries)
+    return merged
 
 
 def create_celery(settings: Settings, services: Services | None = None) -> Celery:
@@ -27,7 +42,7 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
         result_expires=24 * 3600,
         beat_schedule=beat_schedule(settings),
         broker_connection_retry_on_startup=True,
-        imports=("workers.tasks",),
+        imports=TASK_MODULES,
     )
     app.janitor = services or Services(settings)  # type: ignore[attr-defined]
     if settings.worker_metrics_port:

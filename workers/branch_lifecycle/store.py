@@ -10,13 +10,16 @@ import json
 from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import lakefs_sdk
 import redis
 
-from workers.lakefs_client import LakeFS, LakeFSError
+from workers.lakefs.errors import LakeFSError
 from workers.locks import named_lock
-from workers.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
+from workers.branch_lifecycle.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
+
+if TYPE_CHECKING:
+    from workers.lakefs.client import LakeFS
 
 METADATA_KEY = "lakefs_janitor.branch_lifecycle.v1"
 
@@ -85,7 +88,7 @@ def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy],
     with lock or nullcontext():
         _check(lakefs, repository_id, if_match)
         lakefs.call("write repository metadata", lakefs.internal.set_repository_metadata, repository_id,
-                    lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: body}))
+                    _sdk().RepositoryMetadataSet(metadata={METADATA_KEY: body}))
     return StoredPolicies(list(policies), etag(policies))
 
 
@@ -95,5 +98,11 @@ def clear_policies(lakefs: LakeFS, repository_id: str, if_match: str | None = No
     with lock or nullcontext():
         _check(lakefs, repository_id, if_match)
         lakefs.call("delete repository metadata", lakefs.internal.delete_repository_metadata, repository_id,
-                    lakefs_sdk.RepositoryMetadataKeys(keys=[METADATA_KEY]))
+                    _sdk().RepositoryMetadataKeys(keys=[METADATA_KEY]))
     return StoredPolicies([], etag([]))
+
+
+def _sdk():
+    import lakefs_sdk  # noqa: PLC0415 - the receiver loads this module; the SDK only when a policy is written
+
+    return lakefs_sdk

@@ -17,49 +17,20 @@ import lakefs_sdk
 import urllib3
 from lakefs_sdk.exceptions import ApiException
 
+from workers.lakefs.errors import (
+    BY_STATUS,
+    Conflict,
+    Forbidden,
+    LakeFSError,
+    NotFound,
+    PreconditionFailed,
+    Unauthorized,
+    Unavailable,
+)
 from workers.settings import LakeFSConnection
 
-
-class LakeFSError(RuntimeError):
-    """A lakeFS call failed; ``status`` is the HTTP status or None when lakeFS was not reached."""
-
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-
-class NotFound(LakeFSError):
-    pass
-
-
-class Unauthorized(LakeFSError):
-    pass
-
-
-class Forbidden(LakeFSError):
-    pass
-
-
-class Conflict(LakeFSError):
-    pass
-
-
-class PreconditionFailed(LakeFSError):
-    """412: a pre-* hook refused the operation, or an If-Match precondition did not hold."""
-
-
-class Unavailable(LakeFSError):
-    """lakeFS could not be reached or answered 5xx/429: worth retrying later."""
-
-
-_BY_STATUS: dict[int, type[LakeFSError]] = {
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    412: PreconditionFailed,
-    429: Unavailable,
-}
+__all__ = ["Conflict", "Forbidden", "LakeFS", "LakeFSError", "NotFound", "PreconditionFailed", "Unauthorized",
+           "Unavailable", "make_lakefs", "make_lakefs_for", "translate_errors"]
 
 
 def _message(exc: ApiException) -> str:
@@ -76,7 +47,7 @@ def translate_errors(what: str) -> Iterator[None]:
         yield
     except ApiException as exc:
         status = exc.status or 0
-        cls = _BY_STATUS.get(status, Unavailable if status >= 500 else LakeFSError)
+        cls = BY_STATUS.get(status, Unavailable if status >= 500 else LakeFSError)
         raise cls(f"{what}: lakeFS answered {status}: {_message(exc)}", status) from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise Unavailable(f"{what}: lakeFS is unreachable: {exc}") from None

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from workers.durations import format_duration
-from workers.policies import Policy
+from workers.branch_lifecycle.policies import Policy
 
 Action = Literal["delete", "keep", "skip"]
 

@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 import yaml
 
-from workers.lakefs_client import Forbidden, LakeFS, LakeFSError, NotFound, PreconditionFailed
+from workers.idle_clock.events import CLOCK_EVENTS
+from workers.lakefs.client import Forbidden, LakeFS, LakeFSError, NotFound, PreconditionFailed
 
 ACTION_PATH = "_lakefs_actions/lakefs-janitor.yaml"
 ACTION_NAME = "lakefs-janitor"
 # lakeFS substitutes {{ ENV.X }} in headers only for variables with this prefix (no S: LAKEFSACTION_).
 DEFAULT_SECRET_ENV = "LAKEFSACTION_JANITOR_SECRET"
-EVENTS = ("post-create-branch", "post-delete-branch", "post-commit", "post-merge", "post-revert", "post-cherry-pick")
+EVENTS = tuple(CLOCK_EVENTS)  # exactly the events the receiver records
 
 
 class InstallError(RuntimeError):

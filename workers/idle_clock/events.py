@@ -19,8 +19,19 @@ EventType = Literal[
 
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
 
-# Events whose branch has just been written (imports arrive as post-commit).
-WRITE_EVENTS = frozenset({"post-commit", "post-merge", "post-revert", "post-cherry-pick"})
+ClockKind = Literal["create", "write", "delete"]
+
+# The events that move the idle clock, and how: the one table both the receiver and `hooks install` (which
+# subscribes lakeFS to exactly these) read. Imports arrive as post-commit; tags and pre-hooks never count.
+CLOCK_EVENTS: dict[str, ClockKind] = {
+    "post-create-branch": "create",
+    "post-delete-branch": "delete",
+    "post-commit": "write",
+    "post-merge": "write",
+    "post-revert": "write",
+    "post-cherry-pick": "write",
+}
+WRITE_EVENTS = frozenset(event for event, kind in CLOCK_EVENTS.items() if kind == "write")
 
 
 class LakeFSEvent(BaseModel):
@@ -74,7 +85,7 @@ def parse_event(payload: Any) -> LakeFSEvent:
 
 @dataclass(frozen=True)
 class ClockUpdate:
-    kind: Literal["create", "write", "delete"]
+    kind: ClockKind
     repository_id: str
     branch_id: str
     at: datetime
@@ -83,16 +94,8 @@ class ClockUpdate:
 
 def clock_update(event: LakeFSEvent) -> ClockUpdate | None:
     """What an event does to the idle clock; None for events that do not touch it (pre-*, tags)."""
-    if not event.branch_id:
-        return None
-    kind: Literal["create", "write", "delete"]
-    if event.event_type == "post-create-branch":
-        kind = "create"
-    elif event.event_type == "post-delete-branch":
-        kind = "delete"
-    elif event.event_type in WRITE_EVENTS:
-        kind = "write"
-    else:
+    kind = CLOCK_EVENTS.get(event.event_type)
+    if kind is None or not event.branch_id:
         return None
     head = event.commit_id if kind != "delete" else None
     return ClockUpdate(kind, event.repository_id, event.branch_id, event.event_time, head)

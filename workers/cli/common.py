@@ -12,9 +12,9 @@ import click
 import redis
 from rich.console import Console
 
-from workers.clock import ClockStore
-from workers.lakefs_client import LakeFS, LakeFSError
-from workers.runtime import Services
+from workers.idle_clock.store import ClockStore
+from workers.lakefs.client import LakeFS, LakeFSError
+from workers.services import Services
 from workers.settings import Settings, SettingsError, load_settings
 from workers.uris import URIError, parse_repository_uri
 

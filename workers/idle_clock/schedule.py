@@ -1,4 +1,4 @@
-"""The beat schedule: one declaration, next to the tasks it fires."""
+"""Beat entries of the idle clock, next to the tasks they fire."""
 
 from __future__ import annotations
 
@@ -10,11 +10,7 @@ from workers.settings import Settings
 def beat_schedule(settings: Settings) -> dict[str, dict]:
     return {
         "reconcile-idle-clock": {
-            "task": "workers.tasks.reconcile_all",
+            "task": "workers.idle_clock.tasks.reconcile_all",
             "schedule": crontab.from_string(settings.reconcile_schedule),
-        },
-        "branch-lifecycle": {
-            "task": "workers.tasks.lifecycle_run_all",
-            "schedule": crontab.from_string(settings.lifecycle_schedule),
         },
     }

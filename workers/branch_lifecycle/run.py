@@ -14,14 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from workers.clock import Activity, BranchClock, ClockStore
-from workers.evaluation import (
+from workers.idle_clock.store import Activity, BranchClock, ClockStore
+from workers.branch_lifecycle.evaluation import (
     BranchState,
     Decision,
     evaluate,
     written_since,
 )
-from workers.lakefs_client import (
+from workers.lakefs.client import (
     LakeFS,
     LakeFSError,
     NotFound,
@@ -29,9 +29,9 @@ from workers.lakefs_client import (
     Unavailable,
 )
 from workers.metrics import Metrics
-from workers.policies import Policy
-from workers.policy_store import get_policies
-from workers.reconciler import DetectedWrite, look_at_branch
+from workers.branch_lifecycle.policies import Policy
+from workers.branch_lifecycle.store import get_policies
+from workers.idle_clock.reconcile import DetectedWrite, look_at_branch
 
 log = logging.getLogger(__name__)
 DELETION_LOG_LENGTH = 10_000

@@ -1,0 +1,42 @@
+"""Thin Celery tasks of the branch lifecycle: one repository, or every repository in turn."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from celery import Task, shared_task
+
+from workers.celery.base import RETRYABLE, services
+
+
+@shared_task(bind=True, name="workers.branch_lifecycle.tasks.run_repository", autoretry_for=RETRYABLE,
+             retry_backoff=True, max_retries=3, acks_late=True)
+def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -> dict:
+    from workers.branch_lifecycle.runner import LifecycleOptions, run_repository  # noqa: PLC0415
+
+    s = services(self)
+    report = run_repository(s.lakefs, s.clock, repository_id, datetime.now(UTC),
+                            LifecycleOptions.from_settings(s.settings), dry_run=dry_run, metrics=s.metrics)
+    return _summary(report)
+
+
+@shared_task(bind=True, name="workers.branch_lifecycle.tasks.run_all", autoretry_for=RETRYABLE,
+             retry_backoff=True, max_retries=3, acks_late=True)
+def run_all_task(self: Task) -> list[dict] | str:
+    from workers.branch_lifecycle.runner import LifecycleOptions, run_all  # noqa: PLC0415
+
+    s = services(self)
+    reports = run_all(s.lakefs, s.clock, datetime.now(UTC), LifecycleOptions.from_settings(s.settings),
+                      metrics=s.metrics)
+    return "skipped: another lifecycle run holds the lock" if reports is None else [_summary(r) for r in reports]
+
+
+def _summary(report) -> dict:
+    return {
+        "repository_id": report.repository_id,
+        "dry_run": report.dry_run,
+        "locked_out": report.locked_out,
+        "outcomes": [{"branch_id": o.branch_id, "result": o.result, "policy_id": o.policy_id}
+                     for o in report.outcomes],
+        "skipped": report.skipped,
+    }

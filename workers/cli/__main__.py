@@ -1,0 +1,3 @@
+from workers.cli.main import main
+
+main()
