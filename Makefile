@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both install what they need first.
-.PHONY: install demo test bench-webhook bench-lifecycle
+.PHONY: install demo test test-unit lint bench-webhook bench-lifecycle
 
 install:
 	scripts/install.sh
@@ -7,8 +7,15 @@ install:
 demo: install
 	.venv/bin/python scripts/demo.py
 
-test: install
+test: install lint
 	scripts/run-tests.sh
+
+# Seconds, no services: pure domain logic, deploy files, import rules.
+test-unit: install lint
+	scripts/run-tests.sh tests/unit
+
+lint: install
+	.venv/bin/ruff check .
 
 bench-webhook: install
 	.venv/bin/python bench/webhook.py

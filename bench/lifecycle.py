@@ -61,18 +61,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import machine  # noqa: E402
-
 import lakefs_sdk
 import redis
 
+from bench import machine
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer
-from workers.idle_clock.store import ClockStore
 from workers.branch_lifecycle.evaluation import BranchState, evaluate
-from workers.lakefs.client import LakeFS, make_lakefs_for
-from workers.branch_lifecycle.run import plan
 from workers.branch_lifecycle.policies import parse_policies
+from workers.branch_lifecycle.run import plan
 from workers.branch_lifecycle.store import get_policies, set_policies
+from workers.idle_clock.store import ClockStore
+from workers.lakefs.client import LakeFS, make_lakefs_for
 
 RESULTS = ROOT / "bench" / "results"
 GOAL = 1.2

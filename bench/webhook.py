@@ -58,11 +58,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import machine  # noqa: E402
-
 import redis
 import requests
 
+from bench import machine
 from tests.services import (
     WEBHOOK_SECRET,
     ReceiverServer,

@@ -7,9 +7,9 @@ access key), so lakeFS decides who may read or change a repository's policies.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 from contextlib import contextmanager
 from functools import wraps
+from typing import TYPE_CHECKING
 
 from flask import Blueprint, jsonify, request
 

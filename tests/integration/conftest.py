@@ -25,6 +25,7 @@ from tests.services import (
 from workers.idle_clock.store import ClockStore
 from workers.lakefs.client import LakeFS, make_lakefs_for
 
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "/integration/" in str(item.fspath):

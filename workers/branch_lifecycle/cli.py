@@ -11,14 +11,14 @@ import lakefs_sdk
 import yaml
 from rich.table import Table
 
-from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
-from workers.durations import format_duration
 from workers.branch_lifecycle.evaluation import Decision
-from workers.lakefs.client import Conflict, NotFound
+from workers.branch_lifecycle.policies import PolicyValidationError, canonical, load_policy_text
 from workers.branch_lifecycle.run import decision_dict, deletions, last_deletion, plan
 from workers.branch_lifecycle.runner import FutureRunRefused, LifecycleOptions, run_repository
-from workers.branch_lifecycle.policies import PolicyValidationError, canonical, load_policy_text
 from workers.branch_lifecycle.store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
+from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
+from workers.durations import format_duration
+from workers.lakefs.client import Conflict, NotFound
 from workers.uris import URIError, parse_branch_uri
 
 

@@ -372,7 +372,7 @@ def _load_json_or_yaml(text: str) -> object:
         _fail(f"duplicate key {_quote(e.args[0])}: each field may appear once per mapping")
     except json.JSONDecodeError as json_error:
         try:  # flow-style YAML such as `[{patterns: [a]}]` also starts with a bracket
-            return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+            return yaml.load(text, Loader=_StrictLoader)
         except yaml.YAMLError:
             _fail(f"line {json_error.lineno}, column {json_error.colno}: invalid JSON: {json_error.msg}")
     return None
@@ -380,7 +380,7 @@ def _load_json_or_yaml(text: str) -> object:
 
 def _load_yaml(text: str) -> object:
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or str(error)

@@ -14,13 +14,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from workers.idle_clock.store import Activity, BranchClock, ClockStore
 from workers.branch_lifecycle.evaluation import (
     BranchState,
     Decision,
     evaluate,
     written_since,
 )
+from workers.branch_lifecycle.policies import Policy
+from workers.branch_lifecycle.store import get_policies
+from workers.idle_clock.reconcile import DetectedWrite, look_at_branch
+from workers.idle_clock.store import Activity, BranchClock, ClockStore
 from workers.lakefs.client import (
     LakeFS,
     LakeFSError,
@@ -29,9 +32,6 @@ from workers.lakefs.client import (
     Unavailable,
 )
 from workers.metrics import Metrics
-from workers.branch_lifecycle.policies import Policy
-from workers.branch_lifecycle.store import get_policies
-from workers.idle_clock.reconcile import DetectedWrite, look_at_branch
 
 log = logging.getLogger(__name__)
 DELETION_LOG_LENGTH = 10_000

@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 import redis
 import requests
 
-from workers.idle_clock.store import ClockStore
+from workers.branch_lifecycle.run import Plan, RunReport, decision_dict, execute, pending_within, plan
 from workers.durations import parse_duration
+from workers.idle_clock.store import ClockStore
 from workers.lakefs.client import LakeFS
 from workers.locks import named_lock, release_quietly
-from workers.branch_lifecycle.run import Plan, RunReport, decision_dict, execute, pending_within, plan
 from workers.metrics import Metrics
 from workers.settings import Settings
 

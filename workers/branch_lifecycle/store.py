@@ -7,16 +7,16 @@ against whoever's credentials the given client carries. The ETag is a hash of th
 from __future__ import annotations
 
 import json
-from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import redis
 
+from workers.branch_lifecycle.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
 from workers.lakefs.errors import LakeFSError
 from workers.locks import named_lock
-from workers.branch_lifecycle.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
 
 if TYPE_CHECKING:
     from workers.lakefs.client import LakeFS

@@ -13,6 +13,7 @@ from workers.cli.common import Runtime, friendly_errors, pass_runtime
 from workers.idle_clock import cli as idle_clock_cli
 from workers.settings import CONFIG_FILE_ENV
 
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), envvar=CONFIG_FILE_ENV,
               help="YAML settings file (env: LAKEFS_JANITOR_CONFIG).")

@@ -11,8 +11,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from workers.idle_clock.store import BranchClock, ClockStore
 from workers.idle_clock.events import WRITE_EVENTS
+from workers.idle_clock.store import BranchClock, ClockStore
 from workers.lakefs.client import LakeFS, LakeFSError, NotFound
 from workers.locks import named_lock, release_quietly
 from workers.metrics import Metrics

@@ -11,12 +11,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.integration.conftest import commit, create_branch, eventually, upload
-from workers.celery.app import create_celery
+from workers.branch_lifecycle.policies import parse_policies
 from workers.branch_lifecycle.run import execute, plan
 from workers.branch_lifecycle.runner import LifecycleOptions, run_repository
-from workers.metrics import Metrics
-from workers.branch_lifecycle.policies import parse_policies
 from workers.branch_lifecycle.store import get_policies, set_policies
+from workers.celery.app import create_celery
+from workers.metrics import Metrics
 from workers.settings import load_settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -307,7 +307,7 @@ def test_warning_window_posts_once_and_sets_the_gauge(lakefs, clock, repo):
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(204)
             self.end_headers()

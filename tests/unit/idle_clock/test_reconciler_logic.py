@@ -2,8 +2,8 @@
 
 from datetime import UTC, datetime, timedelta
 
-from workers.idle_clock.store import BranchClock
 from workers.idle_clock.reconcile import StagedState, _fingerprint, detect_writes
+from workers.idle_clock.store import BranchClock
 
 T = datetime(2026, 5, 1, tzinfo=UTC)
 LOOKED = T + timedelta(days=1)  # the previous look

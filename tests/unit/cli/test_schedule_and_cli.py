@@ -4,8 +4,8 @@ import pytest
 from celery.schedules import crontab
 from click.testing import CliRunner
 
-from workers.cli import main
 from workers.celery.app import beat_schedule
+from workers.cli import main
 from workers.settings import Settings
 
 CONN = {"endpoint_url": "http://127.0.0.1:8000", "access_key_id": "A", "secret_access_key": "S"}

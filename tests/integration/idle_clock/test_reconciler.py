@@ -10,8 +10,8 @@ import requests
 
 from tests.integration.conftest import commit, create_branch, upload
 from tests.services import free_port
-from workers.idle_clock import hooks_install
 from workers.celery.app import create_celery
+from workers.idle_clock import hooks_install
 from workers.idle_clock.reconcile import reconcile_repository
 from workers.settings import load_settings
 

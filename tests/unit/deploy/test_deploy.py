@@ -26,7 +26,7 @@ from workers.idle_clock.hooks_install import action_file
 from workers.metrics import Metrics
 from workers.settings import CONFIG_FILE_ENV, ENV_PREFIX, LakeFSConnection, Settings, load_settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
 OWN = [p for p in sorted(DEPLOY.rglob("*")) if p.is_file() and "lakefs-build" not in p.relative_to(DEPLOY).parts]
 YAML_FILES = [p for p in OWN if p.suffix in (".yaml", ".yml")]
@@ -200,7 +200,7 @@ def test_dashboard_panels():
 def test_dashboard_panels_do_not_overlap():
     boxes = [(p["title"], p["gridPos"]) for p in all_panels(dashboard()["panels"])]
     for i, (a_title, a) in enumerate(boxes):
-        assert 0 <= a["x"] and a["x"] + a["w"] <= 24, a_title
+        assert a["x"] >= 0 and a["x"] + a["w"] <= 24, a_title
         for b_title, b in boxes[i + 1:]:
             apart = (a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"]
                      or a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"])

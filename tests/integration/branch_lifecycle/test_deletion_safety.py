@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 
 from tests.integration.conftest import commit, create_branch, upload
+from workers.branch_lifecycle.policies import parse_policies
 from workers.branch_lifecycle.run import plan
 from workers.branch_lifecycle.runner import LifecycleOptions, run_repository
-from workers.branch_lifecycle.policies import parse_policies
 from workers.branch_lifecycle.store import set_policies
 from workers.idle_clock.reconcile import reconcile_repository
 
@@ -205,3 +205,44 @@ def test_branch_created_without_a_create_hook_is_adopted_by_the_reconciler(lakef
     adopted = {d.branch_id: d for d in plan(lakefs, clock, repo, datetime.now(UTC),
                                             adopt_untracked=True).decisions}["feature-race"]
     assert adopted.action == "delete" and adopted.age >= timedelta(minutes=5)
+
+
+class CountingStats:
+    """The real client, counting the staged-object stats a run asks lakeFS for."""
+
+    def __init__(self, lakefs):
+        self._lakefs, self.stats = lakefs, 0
+
+    def __getattr__(self, name):
+        return getattr(self._lakefs, name)
+
+    def call(self, what, fn, *args, **kwargs):
+        if what == "stat staged object":
+            self.stats += 1
+        return self._lakefs.call(what, fn, *args, **kwargs)
+
+    def paginate(self, what, fn, *args, **kwargs):
+        return self._lakefs.paginate(what, fn, *args, **kwargs)
+
+
+def test_staged_stats_budget_reaches_the_pre_delete_look(lakefs, clock, repo, env):
+    from workers.settings import load_settings  # noqa: PLC0415
+
+    hooked_branch(lakefs, clock, repo, "feature-b", datetime.now(UTC) - timedelta(minutes=5))
+    for i in range(3):
+        upload(lakefs, repo, "feature-b", f"s{i}.txt")
+    idle_policy(lakefs, repo, "feature-*", "10s")
+    import os  # noqa: PLC0415
+
+    old = dict(os.environ)
+    os.environ.update({**env, "LAKEFS_JANITOR_RECONCILE_MAX_STAGED_STATS": "0"})
+    try:
+        options = LifecycleOptions.from_settings(load_settings())
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    counting = CountingStats(lakefs)
+    run_repository(counting, clock, repo, datetime.now(UTC), options, dry_run=True)
+    assert counting.stats == 0
+    run_repository(counting, clock, repo, datetime.now(UTC), LifecycleOptions(max_stats=2), dry_run=True)
+    assert counting.stats == 2  # the budget, at the look that keeps the branch (its staged uploads are news)

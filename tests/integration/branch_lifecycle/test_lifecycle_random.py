@@ -24,13 +24,13 @@ from datetime import UTC, datetime
 import lakefs_sdk
 import pytest
 
-from workers.idle_clock import hooks_install
-from workers.lakefs.client import LakeFSError
+from workers.branch_lifecycle.policies import parse_policies
 from workers.branch_lifecycle.run import plan
 from workers.branch_lifecycle.runner import LifecycleOptions, run_repository
-from workers.branch_lifecycle.policies import parse_policies
 from workers.branch_lifecycle.store import set_policies
+from workers.idle_clock import hooks_install
 from workers.idle_clock.reconcile import reconcile_repository
+from workers.lakefs.client import LakeFSError
 
 REPOS = int(os.environ.get("LAKEFS_JANITOR_RANDOM_REPOS", "20"))
 SEED = int(os.environ.get("LAKEFS_JANITOR_RANDOM_SEED", str(random.randrange(1 << 30))))

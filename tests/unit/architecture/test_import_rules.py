@@ -1,0 +1,92 @@
+"""Imports run one way, `webhook → workers → spark_jobs`, and the receiver stays light.
+
+Read from the source (no imports executed), so a module that breaks the rule fails here even if nothing imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+PACKAGES = ("webhook", "workers", "spark_jobs")
+SHARED = ("workers.settings", "workers.durations", "workers.uris", "workers.locks", "workers.metrics", "workers.lakefs")
+DOMAINS = ("workers.idle_clock", "workers.branch_lifecycle", "workers.gc")
+# A domain may build on another only in this direction (a lifecycle run looks at a branch as the reconciler does).
+DOMAIN_MAY_IMPORT = {"workers.branch_lifecycle": ("workers.idle_clock",), "workers.gc": ("workers.idle_clock",)}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            found[name] = path
+    return found
+
+
+def imported(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def violations() -> list[str]:
+    found = []
+    for name, path in modules().items():
+        for target in imported(path):
+            top = target.split(".")[0]
+            if top == "spark_jobs" or top not in PACKAGES:
+                if under(name, "spark_jobs") and top in ("workers", "webhook"):
+                    found.append(f"{name} imports {target}: spark_jobs ships alone to Spark")
+                continue
+            if under(name, "spark_jobs"):
+                found.append(f"{name} imports {target}: spark_jobs ships alone to Spark")
+            elif under(name, "workers") and top == "webhook":
+                found.append(f"{name} imports {target}: workers never import webhook")
+            elif any(under(name, s) for s in SHARED) and any(under(target, d) for d in DOMAINS):
+                found.append(f"{name} imports {target}: shared modules import no domain")
+            else:
+                for domain in DOMAINS:
+                    if under(name, domain):
+                        others = [d for d in DOMAINS if d != domain and under(target, d)]
+                        allowed = DOMAIN_MAY_IMPORT.get(domain, ())
+                        found += [f"{name} imports {target}: {domain} may not import {o}" for o in others
+                                  if o not in allowed]
+    return found
+
+
+def test_imports_run_one_way():
+    assert violations() == []
+
+
+def test_the_rule_catches_a_breaking_import():
+    # The check itself must be able to fail: a spark_jobs module importing workers is reported.
+    bad = ROOT / "spark_jobs" / "_import_rule_probe.py"
+    bad.write_text("import workers.settings\n")
+    try:
+        assert any("_import_rule_probe" in v for v in violations())
+    finally:
+        bad.unlink()
+
+
+def test_receiver_loads_neither_celery_nor_the_lakefs_sdk():
+    env = {**os.environ, "LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:9", "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": "a",
+           "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": "b", "LAKEFS_JANITOR_WEBHOOK_SECRET": "s",
+           "LAKEFS_JANITOR_CONFIG": "", "HOME": str(ROOT / "tests")}
+    code = ("import sys, webhook.wsgi; "
+            "print(sorted(m for m in ('celery', 'kombu', 'lakefs_sdk', 'pyspark') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stderr
