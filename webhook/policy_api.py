@@ -16,7 +16,7 @@ from flask import Blueprint, jsonify, request
 from webhook.context import services
 from webhook.errors import error_response
 from workers.branch_lifecycle.policies import PolicyValidationError, canonical, parse_policies
-from workers.branch_lifecycle.store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
+from workers.branch_lifecycle.store import LifecycleRecords, StaleETag, clear_policies, get_policies, set_policies
 
 if TYPE_CHECKING:
     from workers.lakefs.client import LakeFS
@@ -101,7 +101,7 @@ def delete(lakefs: LakeFS, repository: str):
 
 
 def _edit_lock(repository: str):
-    return edit_lock(services().redis, services().settings.key_prefix, repository)
+    return LifecycleRecords(services().redis, services().settings.key_prefix).edit_lock(repository)
 
 
 def _stale(exc: StaleETag):

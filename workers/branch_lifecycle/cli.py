@@ -13,9 +13,9 @@ from rich.table import Table
 
 from workers.branch_lifecycle.evaluation import Decision
 from workers.branch_lifecycle.policies import PolicyValidationError, canonical, load_policy_text
-from workers.branch_lifecycle.run import decision_dict, deletions, last_deletion, plan
+from workers.branch_lifecycle.run import decision_dict, plan
 from workers.branch_lifecycle.runner import FutureRunRefused, LifecycleOptions, run_repository
-from workers.branch_lifecycle.store import StaleETag, clear_policies, edit_lock, get_policies, set_policies
+from workers.branch_lifecycle.store import LifecycleRecords, StaleETag, clear_policies, get_policies, set_policies
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
 from workers.durations import format_duration
 from workers.lakefs.client import Conflict, NotFound
@@ -64,7 +64,7 @@ def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str 
     precondition = None if force else (if_match or get_policies(rt.lakefs, repository).etag)
     try:
         stored = set_policies(rt.lakefs, repository, policies, precondition,
-                              edit_lock(rt.clock.redis, rt.clock.prefix, repository))
+                              LifecycleRecords.beside(rt.clock).edit_lock(repository))
     except StaleETag as exc:
         raise click.ClickException(f"{exc} (--force to overwrite)") from None
     _print_policies(stored)
@@ -83,7 +83,7 @@ def _read(path: str) -> str:
 @friendly_errors
 def clear_cmd(rt: Runtime, repository: str) -> None:
     """Remove every policy (idempotent)."""
-    clear_policies(rt.lakefs, repository, lock=edit_lock(rt.clock.redis, rt.clock.prefix, repository))
+    clear_policies(rt.lakefs, repository, lock=LifecycleRecords.beside(rt.clock).edit_lock(repository))
     click.echo(f"cleared branch lifecycle policies of lakefs://{repository}")
 
 
@@ -162,7 +162,7 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
         uri = parse_branch_uri(branch_uri)
     except URIError as exc:
         raise click.BadParameter(str(exc)) from None
-    record = last_deletion(rt.clock, uri.repository_id, uri.ref)
+    record = LifecycleRecords.beside(rt.clock).last_deletion(uri.repository_id, uri.ref)
     if record is None or not record.get("head") or record.get("status") not in ("deleted", "pending"):
         raise click.ClickException(f"no lifecycle deletion of {branch_uri} is recorded")
     try:
@@ -186,7 +186,7 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
 @friendly_errors
 def history_cmd(rt: Runtime, repository: str, limit: int) -> None:
     """Branches the lifecycle deleted, newest first (YAML)."""
-    click.echo(yaml.safe_dump(deletions(rt.clock, repository, limit), sort_keys=False) or "[]")
+    click.echo(yaml.safe_dump(LifecycleRecords.beside(rt.clock).deletions(repository, limit), sort_keys=False) or "[]")
 
 
 COMMANDS = (branch_lifecycle,)

@@ -21,7 +21,7 @@ from workers.branch_lifecycle.evaluation import (
     written_since,
 )
 from workers.branch_lifecycle.policies import Policy
-from workers.branch_lifecycle.store import get_policies
+from workers.branch_lifecycle.store import LifecycleRecords, get_policies
 from workers.idle_clock.reconcile import DetectedWrite, look_at_branch
 from workers.idle_clock.store import Activity, BranchClock, ClockStore
 from workers.lakefs.client import (
@@ -34,7 +34,6 @@ from workers.lakefs.client import (
 from workers.metrics import Metrics
 
 log = logging.getLogger(__name__)
-DELETION_LOG_LENGTH = 10_000
 
 
 @dataclass
@@ -258,40 +257,17 @@ def _deleted(clock: ClockStore, the_plan: Plan, decision: Decision, head: str | 
     return Outcome(decision.branch_id, "deleted", decision.policy_id, decision.detail)
 
 
-def _deletions_key(clock: ClockStore, repository_id: str) -> str:
-    return f"{clock.prefix}:deletions:{repository_id}"
-
-
-def _last_deletion_key(clock: ClockStore, repository_id: str) -> str:
-    return f"{clock.prefix}:deleted-heads:{repository_id}"
-
-
 def record_deletion(clock: ClockStore, repository_id: str, branch_id: str, head: str | None, decision: Decision,
                     now: datetime, status: str = "deleted") -> None:
-    """Keep the branch's last HEAD per branch (for restore) and, once deleted, in the history list."""
+    """Keep the branch's last HEAD (for restore) and, once deleted, log it in the history list."""
     entry = {
         "repository_id": repository_id, "branch_id": branch_id, "head": head, "policy_id": decision.policy_id,
         "deleted_at": datetime.now(UTC).isoformat(), "evaluated_at": now.isoformat(), "reason": decision.detail,
         "status": status,
     }
-    text = json.dumps(entry, sort_keys=True)
-    if status == "deleted":
-        log.warning("lifecycle: deleted branch %s", text)  # enough to restore it by hand: repository, branch, HEAD
-    pipe = clock.redis.pipeline()
-    if status == "deleted":
-        pipe.lpush(_deletions_key(clock, repository_id), text)
-        pipe.ltrim(_deletions_key(clock, repository_id), 0, DELETION_LOG_LENGTH - 1)
-    pipe.hset(_last_deletion_key(clock, repository_id), branch_id, text)
-    pipe.execute()
-
-
-def deletions(clock: ClockStore, repository_id: str, limit: int = 100) -> list[dict]:
-    return [json.loads(x) for x in clock.redis.lrange(_deletions_key(clock, repository_id), 0, limit - 1)]
-
-
-def last_deletion(clock: ClockStore, repository_id: str, branch_id: str) -> dict | None:
-    raw = clock.redis.hget(_last_deletion_key(clock, repository_id), branch_id)
-    return json.loads(raw) if raw else None
+    if status == "deleted":  # enough to restore it by hand: repository, branch, HEAD
+        log.warning("lifecycle: deleted branch %s", json.dumps(entry, sort_keys=True))
+    LifecycleRecords.beside(clock).record_deletion(entry, logged=status == "deleted")
 
 
 def pending_within(the_plan: Plan, window: timedelta) -> list[Decision]:

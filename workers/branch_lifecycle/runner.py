@@ -13,10 +13,11 @@ import redis
 import requests
 
 from workers.branch_lifecycle.run import Plan, RunReport, decision_dict, execute, pending_within, plan
+from workers.branch_lifecycle.store import LifecycleRecords
 from workers.durations import parse_duration
 from workers.idle_clock.store import ClockStore
 from workers.lakefs.client import LakeFS
-from workers.locks import named_lock, release_quietly
+from workers.locks import release_quietly
 from workers.metrics import Metrics
 from workers.settings import Settings
 
@@ -76,7 +77,7 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: d
                         max_stats=options.max_stats)
         return execute(lakefs, clock, the_plan, dry_run=True, max_deletions=options.max_deletions,
                        max_stats=options.max_stats)
-    lock = named_lock(clock.redis, clock.prefix, f"lifecycle:{repository_id}", options.lock_seconds)
+    lock = LifecycleRecords.beside(clock).run_lock(repository_id, options.lock_seconds)
     if not lock.acquire():
         log.info("lifecycle: another run holds the lock for %s; skipped", repository_id)
         return RunReport(repository_id, dry_run, locked_out=True)
@@ -110,27 +111,24 @@ def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, notify: 
     upcoming = [d for d in pending_within(the_plan, window) if d.action == "keep"]
     if not (options.notify_url and upcoming):
         return
-    fresh = []
-    for d in upcoming:  # one warning per branch and deletion time, however many runs see it
-        key = f"{clock.prefix}:warned:{the_plan.repository_id}:{d.branch_id}:{int(d.delete_at.timestamp())}"
-        ttl = int(window.total_seconds()) + 86400
-        if clock.redis.set(key, d.delete_at.isoformat(), nx=True, ex=ttl):
-            fresh.append((key, d))
+    records = LifecycleRecords.beside(clock)
+    ttl = int(window.total_seconds()) + 86400
+    fresh = [d for d in upcoming if records.first_warning(the_plan.repository_id, d.branch_id, d.delete_at, ttl)]
     if not fresh:
         return
     body = {"repository_id": the_plan.repository_id, "evaluated_at": the_plan.now.isoformat(),
-            "branches": [decision_dict(d) for _, d in fresh]}
+            "branches": [decision_dict(d) for d in fresh]}
     try:
         notify(options.notify_url, body)
     except requests.RequestException as exc:
         log.warning("lifecycle: warning POST to %s failed (%s); will retry next run", options.notify_url, exc)
-        clock.redis.delete(*[key for key, _ in fresh])
+        records.forget_warnings(the_plan.repository_id, [(d.branch_id, d.delete_at) for d in fresh])
 
 
 def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, options: LifecycleOptions,
             metrics: Metrics | None = None) -> list[RunReport] | None:
     """Every repository in turn; None when another run (another worker or beat replica) holds the lock."""
-    lock = named_lock(clock.redis, clock.prefix, "lifecycle-all", options.lock_seconds)
+    lock = LifecycleRecords.beside(clock).run_lock(None, options.lock_seconds)
     if not lock.acquire():
         return None
     try:

@@ -10,15 +10,20 @@ import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import redis
+from redis.lock import Lock
 
 from workers.branch_lifecycle.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
 from workers.lakefs.errors import LakeFSError
 from workers.locks import named_lock
 
+DELETION_LOG_LENGTH = 10_000
+
 if TYPE_CHECKING:
+    from workers.idle_clock.store import ClockStore
     from workers.lakefs.client import LakeFS
 
 METADATA_KEY = "lakefs_janitor.branch_lifecycle.v1"
@@ -73,10 +78,63 @@ def _check(lakefs: LakeFS, repository_id: str, if_match: str | None) -> None:
         raise StaleETag(if_match, current)
 
 
-def edit_lock(client: redis.Redis, prefix: str, repository_id: str) -> AbstractContextManager:
-    """Serialises the ETag check and the write among everyone who edits through lakefs-janitor: lakeFS has no
-    conditional write for repository metadata, so without it two writers holding the same ETag could both win."""
-    return named_lock(client, prefix, f"policies:{repository_id}", 30, blocking_timeout=10)
+class LifecycleRecords:
+    """The lifecycle's own Redis keys: deletion log, last deleted HEAD per branch, warnings sent, locks."""
+
+    def __init__(self, client: redis.Redis, prefix: str):
+        self.redis = client
+        self.prefix = prefix
+
+    @classmethod
+    def beside(cls, clock: ClockStore) -> LifecycleRecords:
+        """In the same Redis, under the same prefix, as the idle clock."""
+        return cls(clock.redis, clock.prefix)
+
+    def edit_lock(self, repository_id: str) -> AbstractContextManager:
+        """Serialises the ETag check and the write among everyone who edits through lakefs-janitor: lakeFS has no
+        conditional write for repository metadata, so without it two writers holding the same ETag could both win."""
+        return named_lock(self.redis, self.prefix, f"policies:{repository_id}", 30, blocking_timeout=10)
+
+    def run_lock(self, repository_id: str | None, seconds: float) -> Lock:
+        """One real run per repository (or, with None, one pass over all of them) across workers and replicas."""
+        name = "lifecycle-all" if repository_id is None else f"lifecycle:{repository_id}"
+        return named_lock(self.redis, self.prefix, name, seconds)
+
+    def _deletions(self, repository_id: str) -> str:
+        return f"{self.prefix}:deletions:{repository_id}"
+
+    def _last_deleted(self, repository_id: str) -> str:
+        return f"{self.prefix}:deleted-heads:{repository_id}"
+
+    def record_deletion(self, entry: dict, *, logged: bool) -> None:
+        """The last record per branch (for restore) and, for a done deletion, the history list."""
+        text = json.dumps(entry, sort_keys=True)
+        pipe = self.redis.pipeline()
+        if logged:
+            pipe.lpush(self._deletions(entry["repository_id"]), text)
+            pipe.ltrim(self._deletions(entry["repository_id"]), 0, DELETION_LOG_LENGTH - 1)
+        pipe.hset(self._last_deleted(entry["repository_id"]), entry["branch_id"], text)
+        pipe.execute()
+
+    def deletions(self, repository_id: str, limit: int = 100) -> list[dict]:
+        return [json.loads(x) for x in self.redis.lrange(self._deletions(repository_id), 0, limit - 1)]
+
+    def last_deletion(self, repository_id: str, branch_id: str) -> dict | None:
+        raw = self.redis.hget(self._last_deleted(repository_id), branch_id)
+        return json.loads(raw) if raw else None
+
+    def _warned(self, repository_id: str, branch_id: str, delete_at: datetime) -> str:
+        return f"{self.prefix}:warned:{repository_id}:{branch_id}:{int(delete_at.timestamp())}"
+
+    def first_warning(self, repository_id: str, branch_id: str, delete_at: datetime, ttl_seconds: int) -> bool:
+        """True once per branch and deletion time, however many runs see it coming."""
+        key = self._warned(repository_id, branch_id, delete_at)
+        return bool(self.redis.set(key, delete_at.isoformat(), nx=True, ex=ttl_seconds))
+
+    def forget_warnings(self, repository_id: str, due: list[tuple[str, datetime]]) -> None:
+        """A warning that could not be sent is sent again by the next run."""
+        if due:
+            self.redis.delete(*[self._warned(repository_id, b, at) for b, at in due])
 
 
 def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy], if_match: str | None = None,

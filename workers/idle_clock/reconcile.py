@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from workers.idle_clock.events import WRITE_EVENTS
 from workers.idle_clock.store import BranchClock, ClockStore
 from workers.lakefs.client import LakeFS, LakeFSError, NotFound
-from workers.locks import named_lock, release_quietly
+from workers.locks import release_quietly
 from workers.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -62,10 +62,6 @@ def _fingerprint(entries: list | tuple) -> str:
     if not entries:
         return ""
     return hashlib.sha256(json.dumps(list(entries), sort_keys=True).encode()).hexdigest()
-
-
-def _cursor_key(clock: ClockStore, repository_id: str) -> str:
-    return f"{clock.prefix}:reconcile-cursor:{repository_id}"
 
 
 def staged_state(lakefs: LakeFS, repository_id: str, branch_id: str, max_stats: int) -> StagedState:
@@ -158,7 +154,7 @@ def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, 
                          max_branches: int = 5000, max_stats: int = 1000,
                          metrics: Metrics | None = None) -> ReconcileReport:
     # Overlapping passes would share (and overwrite) one cursor; the lock expires should a worker die.
-    lock = named_lock(clock.redis, clock.prefix, f"reconcile:{repository_id}", RECONCILE_LOCK_SECONDS)
+    lock = clock.reconcile_lock(repository_id, RECONCILE_LOCK_SECONDS)
     if not lock.acquire():
         return ReconcileReport(repository_id, complete=False, locked_out=True)
     try:
@@ -170,9 +166,7 @@ def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, 
 def _reconcile(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, max_branches: int,
                max_stats: int, metrics: Metrics | None) -> ReconcileReport:
     report = ReconcileReport(repository_id)
-    cursor_key = _cursor_key(clock, repository_id)
-    cursor = clock.redis.get(cursor_key)
-    cursor = cursor.decode() if isinstance(cursor, bytes) else (cursor or "")
+    cursor = clock.reconcile_cursor(repository_id)
     seen: set[str] = set()
     for branch_id, head in lakefs.branch_heads(repository_id, after=cursor, show_hidden=True):
         if report.branches_seen >= max_branches:
@@ -182,11 +176,11 @@ def _reconcile(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datet
         seen.add(branch_id)
         _reconcile_branch(lakefs, clock, repository_id, branch_id, head, now, max_stats, report, metrics)
     if report.complete:
-        clock.redis.delete(cursor_key)
+        clock.set_reconcile_cursor(repository_id, None)
         if not cursor:  # a whole pass from the start: anything not listed is gone
             _forget_missing(clock, repository_id, seen, now, report)
     else:
-        clock.redis.set(cursor_key, max(seen))
+        clock.set_reconcile_cursor(repository_id, max(seen))
     return report
 
 

@@ -13,6 +13,9 @@ from datetime import UTC, datetime
 from typing import Literal
 
 import redis
+from redis.lock import Lock
+
+from workers.locks import named_lock
 
 Source = Literal["webhook", "reconciler", "restored"]
 
@@ -205,6 +208,23 @@ class ClockStore:
             return {}
         raw = self.redis.hmget(self._index(repository_id), branch_ids)
         return {branch_id: _activity(value) for branch_id, value in zip(branch_ids, raw, strict=True)}
+
+    def reconcile_lock(self, repository_id: str, seconds: float) -> Lock:
+        """One reconcile pass per repository at a time (passes share a cursor)."""
+        return named_lock(self.redis, self.prefix, f"reconcile:{repository_id}", seconds)
+
+    def _cursor(self, repository_id: str) -> str:
+        return f"{self.prefix}:reconcile-cursor:{repository_id}"
+
+    def reconcile_cursor(self, repository_id: str) -> str:
+        """The last branch a bounded reconcile pass reached ('' to start from the first)."""
+        return _str(self.redis.get(self._cursor(repository_id))) or ""
+
+    def set_reconcile_cursor(self, repository_id: str, branch_id: str | None) -> None:
+        if branch_id:
+            self.redis.set(self._cursor(repository_id), branch_id)
+        else:
+            self.redis.delete(self._cursor(repository_id))
 
     def known_branches(self, repository_id: str) -> set[str]:
         return {_str(b) for b in self.redis.hkeys(self._index(repository_id))}

@@ -90,3 +90,17 @@ def test_receiver_loads_neither_celery_nor_the_lakefs_sdk():
             "print(sorted(m for m in ('celery', 'kombu', 'lakefs_sdk', 'pyspark') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_only_stores_spell_redis_keys_or_reach_into_a_store_client():
+    # Keys are built from the prefix; reaching into another object's Redis client means spelling its keys.
+    offenders = []
+    for name, path in modules().items():
+        # webhook.health only pings the Redis client: no key.
+        if name.endswith(".store") or name in ("workers.locks", "workers.services", "webhook.health"):
+            continue
+        text = path.read_text()
+        for needle in ("prefix}:", ".redis.", "clock.redis", "clock.prefix"):
+            if needle in text:
+                offenders.append(f"{name}: {needle}")
+    assert offenders == []
