@@ -17,3 +17,7 @@ def child_exit(server, worker):
 
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.mark_process_dead(worker.pid)
+
+
+# The `?secret=` form of the shared secret never reaches a log line.
+logger_class = "webhook.redact.RedactingLogger"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+import json
+from datetime import UTC, datetime
+
+from flask import Blueprint, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
 
 from webhook.auth import secret_ok
 from webhook.context import services
@@ -17,19 +21,19 @@ def _event_label(payload: object) -> str:
     return value if value in EVENT_TYPES else "invalid"
 
 
-@bp.post("/webhooks/lakefs")
+@bp.route("/webhooks/lakefs", methods=["POST"], provide_automatic_options=False)
 def receive():
     metrics = services().metrics
     secret = services().settings.webhook_secret
     if not secret_ok(secret.get_secret_value() if secret else None):
         metrics.webhook_events.labels("unknown", "unauthorized").inc()
         return error_response(401, "missing or wrong shared secret")
-    payload = request.get_json(silent=True)
-    if payload is None:
+    payload, problem = _read_json()
+    if problem is not None:
         metrics.webhook_events.labels("invalid", "rejected").inc()
-        return error_response(400, "body is not JSON (expected a lakeFS action payload, Content-Type: application/json)")
+        return problem
     try:
-        event = parse_event(payload)
+        event = parse_event(payload, now=datetime.now(UTC))
     except EventError as exc:
         metrics.webhook_events.labels(_event_label(payload), "rejected").inc()
         return error_response(422, "not a valid lakeFS event", details=exc.errors)
@@ -44,6 +48,30 @@ def receive():
         raise
     metrics.webhook_events.labels(event.event_type, "recorded" if changed else "stale").inc()
     return jsonify({"status": "recorded" if changed else "stale"}), 200
+
+
+def _read_json() -> tuple[object, Response | None]:
+    """The body as JSON, or the 4xx that says why not. lakeFS sends UTF-8 JSON; anything else is refused."""
+    charset = request.mimetype_params.get("charset", "utf-8").lower()
+    if charset not in ("utf-8", "utf8"):
+        return None, error_response(415, f"charset {charset[:40]!r} is not supported: send UTF-8 JSON")
+    try:
+        raw = request.get_data(cache=True)
+    except HTTPException:
+        raise  # werkzeug's own 4xx (413, disconnects) go through the JSON error handler
+    except Exception:  # the server's HTTP parser (broken chunked framing) raises its own types
+        return None, error_response(400, "the request body could not be read: broken HTTP framing "
+                                         "(e.g. malformed chunked encoding)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, error_response(400, f"body is not valid UTF-8 (byte {exc.start})")
+    try:
+        return json.loads(text), None
+    except RecursionError:
+        return None, error_response(400, "body is JSON nested too deeply")
+    except ValueError as exc:
+        return None, error_response(400, f"body is not JSON ({exc}); expected a lakeFS action payload")
 
 
 def _apply(update) -> bool:

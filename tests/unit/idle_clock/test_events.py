@@ -45,7 +45,18 @@ def test_unknown_fields_are_tolerated():
     ([], "(body)", "JSON object"),
     (payload(event_type="post-boom"), "event_type", "unknown event type 'post-boom'"),
     (payload(event_time="2026-03-01T10:00:00"), "event_time", "timezone"),
-    (payload(repository_id=""), "repository_id", "at least 1"),
+    (payload(repository_id=""), "repository_id", "not a valid lakeFS repository id"),
+    (payload(repository_id="other:branch:x"), "repository_id", "not a valid lakeFS repository id"),
+    (payload(repository_id="Repo"), "repository_id", "not a valid lakeFS repository id"),
+    (payload(branch_id="a:b"), "branch_id", "not a valid lakeFS branch id"),
+    (payload(branch_id="-x"), "branch_id", "not a valid lakeFS branch id"),
+    (payload(branch_id="caf\u00e9"), "branch_id", "not a valid lakeFS branch id"),  # Go's \w is ASCII
+    (payload(branch_id="\ud800"), "branch_id", "lone surrogate"),
+    (payload(commit_message="ok \udfff"), "commit_message", "lone surrogate"),
+    (payload(commit_metadata={"\ud800": "v"}), "commit_metadata.(key)", "lone surrogate"),
+    (payload(event_time="0001-01-01T00:00:00+01:00"), "event_time", "converted to UTC"),
+    (payload(event_time="9999-12-31T23:59:59-01:00"), "event_time", "converted to UTC"),
+    (payload(event_time="1969-12-31T23:59:59Z"), "event_time", "before 1970"),
     ({"event_type": "post-commit", "event_time": "2026-03-01T10:00:00Z"}, "repository_id", "Field required"),
     (payload(commit_metadata={"a": 1}), "commit_metadata.a", "string"),
 ])
@@ -57,3 +68,20 @@ def test_invalid_payloads_name_the_field(body, field, needle):
 
 def test_event_without_branch_is_ignored():
     assert clock_update(parse_event(payload(branch_id=None))) is None
+
+
+def test_event_time_more_than_a_day_ahead_is_refused():
+    now = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    assert parse_event(payload(event_time="2026-03-02T09:59:00Z"), now=now)
+    with pytest.raises(EventError) as err:
+        parse_event(payload(event_time="2026-03-02T10:01:00Z"), now=now)
+    assert err.value.errors[0]["field"] == "event_time" and "a day ahead" in err.value.errors[0]["message"]
+
+
+def test_deeply_nested_values_are_checked_without_recursion():
+    deep: object = "\ud800"
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(EventError) as err:
+        parse_event(payload(extra=deep))
+    assert "lone surrogate" in err.value.errors[0]["message"]
