@@ -75,11 +75,23 @@ def events(draw) -> object:
     return {k: v for k, v in body.items() if k not in drop}
 
 
+good_events = st.fixed_dictionaries({
+    "event_type": st.sampled_from(EVENT_TYPES[:6]),
+    "event_time": st.integers(min_value=-10**6, max_value=0).map(lambda s: (NOW + timedelta(seconds=s)).isoformat()),
+    "repository_id": st.sampled_from(REPOS),
+    "branch_id": st.sampled_from(BRANCHES),
+    "commit_id": st.text(alphabet="0123456789abcdef", min_size=1, max_size=64),
+})
+
+
 def nested(depth: int) -> bytes:
     return b'{"a":' * depth + b"1" + b"}" * depth
 
 
 bodies = st.one_of(
+    good_events.map(lambda e: json.dumps(e).encode()),
+    good_events.map(lambda e: json.dumps(e).encode()),
+    good_events.map(lambda e: json.dumps(e).encode()),
     events().map(lambda e: json.dumps(e).encode()),
     events().map(lambda e: json.dumps(e).encode()),
     events().map(lambda e: json.dumps(e).encode()),
@@ -90,12 +102,12 @@ bodies = st.one_of(
     events().map(lambda e: json.dumps(e).encode("utf-16")),
 )
 headers = st.fixed_dictionaries({}, optional={
-    "Content-Type": st.sampled_from(["application/json", "application/json; charset=utf-8", "text/plain",
+    "Content-Type": st.sampled_from(["application/json"] * 4 + ["application/json; charset=utf-8", "text/plain",
                                      "application/json; charset=latin-1", "application/json; charset=utf-16",
                                      "multipart/form-data; boundary=x", ""]),
 })
 secrets = st.sampled_from(["header", "header", "header", "query", "wrong", "none"])
-methods = st.sampled_from(["POST"] * 8 + ["GET", "PUT", "DELETE", "OPTIONS", "PATCH"])
+methods = st.sampled_from(["POST"] * 20 + ["GET", "PUT", "DELETE", "OPTIONS", "PATCH"])
 
 
 @pytest.fixture(scope="module")
