@@ -1,0 +1,90 @@
+"""Which commits garbage collection retains: the seed's rule, over the commit graph (pure).
+
+Per branch, walk first parents from HEAD; keep every commit created after ``now - retention(branch)`` and the first
+one before it (the branch's HEAD as of that many days ago); a HEAD is always kept. A commit that is no commit's
+first parent and no branch's HEAD (the tip of a deleted or merged-and-deleted branch) follows the default
+retention, and is itself kept only if it was created inside that window.
+
+lakeFS computes a retained set too, but its walks share visited commits in commit-id order and can stop early
+(reference: lakefs-facts §8); this function walks every starting point in full, so it never keeps less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+DAY = 86400
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    id: str
+    parents: tuple[str, ...]
+    creation_date: int  # Unix seconds, as lakeFS reports it
+    meta_range_id: str = ""
+
+    @property
+    def first_parent(self) -> str | None:
+        return self.parents[0] if self.parents else None
+
+
+@dataclass(frozen=True)
+class GCRules:
+    default_retention_days: int
+    branch_retention_days: Mapping[str, int] = field(default_factory=dict)
+
+    def days(self, branch_id: str | None) -> int:
+        if branch_id is not None and branch_id in self.branch_retention_days:
+            return self.branch_retention_days[branch_id]
+        return self.default_retention_days
+
+
+@dataclass(frozen=True)
+class Retained:
+    """The retained commits, and for each the reason (the branch or leaf whose walk kept it first)."""
+
+    commits: frozenset[str]
+    why: Mapping[str, str]
+
+
+def ancestry_leaves(commits: Mapping[str, Commit], branch_heads: Iterable[str]) -> set[str]:
+    """Commits that are no commit's first parent and no branch HEAD."""
+    first_parents = {c.first_parent for c in commits.values() if c.first_parent}
+    return set(commits) - first_parents - set(branch_heads)
+
+
+def walk(commits: Mapping[str, Commit], start: str, threshold: int, *, keep_start: bool) -> list[str]:
+    """The commits one walk keeps: from ``start`` along first parents, each commit's parent while the commit is
+    newer than ``threshold``. Stops at a commit missing from the graph (not fetched, or the root)."""
+    kept: list[str] = []
+    current = commits.get(start)
+    if current is None:
+        return [start] if keep_start else []
+    if keep_start or current.creation_date > threshold:
+        kept.append(current.id)
+    while current is not None and current.creation_date > threshold and current.first_parent:
+        kept.append(current.first_parent)
+        current = commits.get(current.first_parent)
+    return kept
+
+
+def retained_commits(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str], rules: GCRules,
+                     now: datetime) -> Retained:
+    """The seed's retained set. ``branch_heads`` maps every branch (hidden ones included) to its HEAD."""
+    now_s = int(now.timestamp())
+    why: dict[str, str] = {}
+    for branch_id, head in sorted(branch_heads.items()):
+        threshold = now_s - rules.days(branch_id) * DAY
+        for commit_id in walk(commits, head, threshold, keep_start=True):
+            why.setdefault(commit_id, f"branch {branch_id}")
+    default = now_s - rules.default_retention_days * DAY
+    for leaf in sorted(ancestry_leaves(commits, branch_heads.values())):
+        for commit_id in walk(commits, leaf, default, keep_start=False):
+            why.setdefault(commit_id, f"dangling leaf {leaf[:12]}")
+    return Retained(frozenset(why), why)
+
+
+def threshold_of(rules: GCRules, branch_id: str | None, now: datetime) -> datetime:
+    return now - timedelta(days=rules.days(branch_id))
