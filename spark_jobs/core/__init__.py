@@ -1,0 +1,1 @@
+"""Pure GC logic shared by the in-process and the Spark engines (no imports from workers/ or webhook/)."""
