@@ -54,7 +54,9 @@ class HistoryShape:
 class Generated:
     repository_id: str
     storage_namespace: str
+    salt: str = ""  # names this repository's slices
     commit_ids: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # logical paths written so far
     physical_addresses: list[str] = field(default_factory=list)  # every address ever staged (live or garbage)
 
     @property
@@ -68,8 +70,9 @@ class MetadataOnly:
     def __init__(self, storage_namespace: str) -> None:
         self.namespace = storage_namespace.rstrip("/")
 
-    def write(self, slice_id: str, size: int) -> tuple[str, str]:
-        return f"{self.namespace}/data/{slice_id}/{uuid.uuid4().hex}", uuid.uuid4().hex
+    def put(self, lakefs, repository_id: str, branch_id: str, path: str, slice_id: str, size: int) -> str:
+        address = f"{self.namespace}/data/{slice_id}/{uuid.uuid4().hex}"
+        return _stage(lakefs, repository_id, branch_id, path, address, uuid.uuid4().hex, size)
 
 
 class S3Objects:
@@ -83,10 +86,23 @@ class S3Objects:
         self.prefix = prefix.strip("/")
         self.namespace = storage_namespace.rstrip("/")
 
-    def write(self, slice_id: str, size: int) -> tuple[str, str]:
+    def put(self, lakefs, repository_id: str, branch_id: str, path: str, slice_id: str, size: int) -> str:
         key = f"{self.prefix}/data/{slice_id}/{uuid.uuid4().hex}".lstrip("/")
-        etag = self.client.put_object(Bucket=self.bucket, Key=key, Body=b"g" * size)["ETag"].strip('"')
-        return f"s3://{self.bucket}/{key}", etag
+        etag = self.client.put_object(Bucket=self.bucket, Key=key, Body=_content(size))["ETag"].strip('"')
+        return _stage(lakefs, repository_id, branch_id, path, f"s3://{self.bucket}/{key}", etag, size)
+
+
+class LakeFSUpload:
+    """Objects uploaded through lakeFS (``upload_object``): relative addresses in lakeFS's own data/<slice>/
+    layout, the common case. About as fast as S3Objects against moto, which is the bottleneck of both."""
+
+    def put(self, lakefs, repository_id: str, branch_id: str, path: str, slice_id: str, size: int) -> str:
+        return lakefs.upload(repository_id, branch_id, path, _content(size)).physical_address
+
+
+def _content(size: int) -> bytes:
+    # Unique bytes: lakeFS compares entries by size + ETag, so an overwrite with equal bytes is "no changes".
+    return uuid.uuid4().bytes * (size // 16) + uuid.uuid4().bytes[: size % 16]
 
 
 def _slice_name(index: int, salt: str) -> str:
@@ -96,16 +112,19 @@ def _slice_name(index: int, salt: str) -> str:
 
 def stage_many(lakefs, *, repository_id: str, branch_id: str, paths: Iterable[str], writer,
                salt: str, start_index: int = 0, size: int = 100, threads: int = 16) -> list[str]:
-    """Stage one new object per path (written by ``writer``); returns their physical addresses."""
+    """Write one new object per path (``writer.put``) on the branch; returns their physical addresses."""
     def one(item: tuple[int, str]) -> str:
         index, path = item
-        address, checksum = writer.write(_slice_name(start_index + index, salt), size)
-        lakefs.internal.stage_object(repository_id, branch_id, path, lakefs_sdk.ObjectStageCreation(
-            physical_address=address, checksum=checksum, size_bytes=size))
-        return address
+        return writer.put(lakefs, repository_id, branch_id, path, _slice_name(start_index + index, salt), size)
 
     with ThreadPoolExecutor(threads) as pool:
         return list(pool.map(one, enumerate(paths)))
+
+
+def _stage(lakefs, repository_id: str, branch_id: str, path: str, address: str, checksum: str, size: int) -> str:
+    lakefs.internal.stage_object(repository_id, branch_id, path, lakefs_sdk.ObjectStageCreation(
+        physical_address=address, checksum=checksum, size_bytes=size))
+    return address
 
 
 def _base_path(i: int) -> str:
@@ -118,29 +137,41 @@ def generate(lakefs, *, repository_id: str, storage_namespace: str, shape: Histo
     """Create the repository and its history; the last commit is dated ``end``, each earlier one ``step`` before."""
     lakefs.repositories.create_repository(lakefs_sdk.RepositoryCreation(
         name=repository_id, storage_namespace=storage_namespace, default_branch=branch_id))
-    out = Generated(repository_id, storage_namespace)
-    rng = random.Random(shape.seed)
-    salt = uuid.uuid4().hex[:6]
+    out = Generated(repository_id, storage_namespace, salt=uuid.uuid4().hex[:6])
     first_date = end - step * shape.commits
     base = [_base_path(i) for i in range(shape.objects)]
+    out.paths = list(base)
     out.physical_addresses += stage_many(lakefs, repository_id=repository_id, branch_id=branch_id, paths=base,
-                                         writer=writer, salt=salt, threads=threads)
+                                         writer=writer, salt=out.salt, threads=threads)
     out.commit_ids.append(_commit(lakefs, repository_id, branch_id, "base", first_date))
-    progress(f"base commit: {shape.objects} objects")
-    staged = shape.objects
+    progress(f"{repository_id}: base commit, {shape.objects} objects")
+    extend(lakefs, out, shape=shape, writer=writer, first=first_date + step, step=step, branch_id=branch_id,
+           progress=progress, threads=threads)
+    return out
+
+
+def extend(lakefs, repo: Generated, *, shape: HistoryShape, writer, first: datetime,
+           step: timedelta = timedelta(hours=1), branch_id: str = "main",
+           progress: Callable[[str], None] = lambda _msg: None, threads: int = 16) -> Generated:
+    """Add ``shape.commits`` commits of ``shape.changed_per_commit`` files to a generated repository, the first
+    dated ``first``."""
+    rng = random.Random(shape.seed + len(repo.commit_ids))
+    base = [p for p in repo.paths if p.startswith("tables/")]
     for n in range(1, shape.commits + 1):
         if shape.pattern == "random":
             paths = rng.sample(base, min(shape.changed_per_commit, len(base)))
         else:  # "zz/" sorts after "tables/": new partitions land at the end of the key space
-            paths = [f"zz/events/n={n:06d}/part-{k:04d}.parquet" for k in range(shape.changed_per_commit)]
-        out.physical_addresses += stage_many(lakefs, repository_id=repository_id, branch_id=branch_id,
-                                             paths=paths, writer=writer, salt=salt, start_index=staged,
-                                             threads=threads)
-        staged += len(paths)
-        out.commit_ids.append(_commit(lakefs, repository_id, branch_id, f"change {n}", first_date + step * n))
+            seq = len(repo.commit_ids)
+            paths = [f"zz/events/n={seq:06d}/part-{k:04d}.parquet" for k in range(shape.changed_per_commit)]
+            repo.paths += paths
+        repo.physical_addresses += stage_many(lakefs, repository_id=repo.repository_id, branch_id=branch_id,
+                                              paths=paths, writer=writer, salt=repo.salt,
+                                              start_index=len(repo.physical_addresses), threads=threads)
+        repo.commit_ids.append(_commit(lakefs, repo.repository_id, branch_id, f"change {n}",
+                                       first + step * (n - 1)))
         if n % 100 == 0:
-            progress(f"{n}/{shape.commits} commits")
-    return out
+            progress(f"{repo.repository_id}: {n}/{shape.commits} commits")
+    return repo
 
 
 def _commit(lakefs, repository_id: str, branch_id: str, message: str, date: datetime) -> str:
@@ -165,7 +196,7 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=10)
     parser.add_argument("--changed", type=int, default=10)
     parser.add_argument("--pattern", choices=["random", "append"], default="random")
-    parser.add_argument("--with-data", action="store_true", help="write every object to S3 (else metadata only)")
+    parser.add_argument("--writer", choices=["metadata", "s3", "upload"], default="metadata")
     args = parser.parse_args()
     s3 = MotoS3Server().start()
     server = None
@@ -174,7 +205,8 @@ def main() -> int:
         server = LakeFSServer(s3=s3).start()
         lakefs = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
         namespace = "s3://bench/gen"
-        writer = S3Objects(s3.client(), namespace) if args.with_data else MetadataOnly(namespace)
+        writer = {"metadata": lambda: MetadataOnly(namespace), "s3": lambda: S3Objects(s3.client(), namespace),
+                  "upload": LakeFSUpload}[args.writer]()
         started = time.monotonic()
         made = generate(lakefs, repository_id="gen", storage_namespace=namespace, writer=writer,
                         shape=HistoryShape(args.objects, args.commits, args.changed, args.pattern),
