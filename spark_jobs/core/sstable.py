@@ -30,6 +30,10 @@ try:  # hardware CRC32C; without it checksums cannot be verified cheaply
 except ImportError:  # pragma: no cover - the package is a dependency; keep the reader usable without it
     _crc32c = None
 
+_snappy_decompress = cramjam.snappy.decompress_raw
+_crc32c_value = _crc32c.value if _crc32c is not None else None
+_unpack_u32 = struct.Struct("<I").unpack_from
+
 __all__ = [
     "Entry",
     "content_id",
@@ -171,32 +175,34 @@ class _Table:
         self.verify = verify_checksums and self.checksum_type == _CHECKSUM_CRC32C and _crc32c is not None
         self._properties: dict[str, bytes] | None = None
 
-    def block(self, handle: tuple[int, int], what: str) -> bytes:
-        """The contents of one block (decompressed, checksum verified)."""
+    def block(self, handle: tuple[int, int], what: str = "data") -> bytes:
+        """The contents of one block (decompressed, checksum verified). Called once per 4 KiB block: the happy
+        path formats no strings and calls nothing it need not."""
         offset, size = handle
         data = self.data
         end = offset + size
         if end + _TRAILER_LEN > self.footer_start:
             raise SSTableError(f"{what} block [{offset}, +{size}) runs past the end of the file (truncated?)")
-        ctype = data[end]
         if self.verify:
-            crc = _crc32c.value(data[offset:end + 1])
-            masked = (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
-            if masked != struct.unpack_from("<I", data, end + 1)[0]:
+            crc = _crc32c_value(data[offset:end + 1])
+            if (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF != _unpack_u32(data, end + 1)[0]:
                 raise SSTableError(f"checksum mismatch in {what} block at offset {offset} (corrupt file)")
-        if ctype == _NO_COMPRESSION:
-            return data[offset:end]
+        ctype = data[end]
         if ctype == _SNAPPY:
             # Snappy expands at most ~21x (a 3-byte copy makes 64 bytes): a larger claimed length is corruption,
             # refused before cramjam allocates it
-            claimed, _ = _uvarint(data, offset, end, f"{what} block Snappy header")
+            claimed = data[offset]
+            if claimed >= 0x80:
+                claimed, _ = _uvarint(data, offset, end, f"{what} block Snappy header")
             if claimed > 24 * size + 64:
                 raise SSTableError(f"corrupt Snappy header in {what} block at offset {offset}: "
                                    f"claims {claimed} bytes from {size}")
             try:
-                return bytes(cramjam.snappy.decompress_raw(data[offset:end]))
+                return bytes(_snappy_decompress(data[offset:end]))
             except Exception as exc:  # cramjam raises its own DecompressionError
                 raise SSTableError(f"corrupt Snappy data in {what} block at offset {offset}: {exc}") from None
+        if ctype == _NO_COMPRESSION:
+            return data[offset:end]
         raise SSTableError(f"unsupported compression type {ctype} in {what} block at offset {offset}")
 
     def properties(self) -> dict[str, bytes]:
@@ -228,22 +234,42 @@ class _Table:
         """Handles of every data block, in key order (walking a two-level index through its partitions)."""
         index_blocks = [self.index]
         if self.two_level():
-            index_blocks = [_index_value(v) for _, v in _block_entries(self.block(self.index, "top-level index"),
-                                                                       "top-level index")]
+            index_blocks = _index_handles(self.block(self.index, "top-level index"), "top-level index")
         handles: list[tuple[int, int]] = []
         for ih in index_blocks:
-            handles.extend(_index_value(v) for _, v in _block_entries(self.block(ih, "index"), "index"))
+            handles.extend(_index_handles(self.block(ih, "index"), "index"))
         return handles
 
     def data_blocks(self) -> Iterator[bytes]:
+        block = self.block
         for handle in self.data_handles():
-            yield self.block(handle, "data")
+            yield block(handle)
 
 
-def _index_value(value: bytes) -> tuple[int, int]:
-    # pebble may append encoded block properties after the handle; lakeFS configures none, and they are ignored
-    offset, size, _ = _block_handle(value, 0, len(value), "index entry")
-    return offset, size
+def _index_handles(block: bytes, what: str) -> list[tuple[int, int]]:
+    """The block handles an index block holds, in order; keys (separators) are skipped, not rebuilt.
+    pebble may append encoded block properties after a handle; lakeFS configures none, and they are ignored."""
+    end = _restarts_end(block, what)
+    out = []
+    append = out.append
+    pos = 0
+    while pos < end:
+        if end - pos >= 3 and block[pos] < 0x80 and block[pos + 1] < 0x80 and block[pos + 2] < 0x80:
+            vstart = pos + 3 + block[pos + 1]  # the usual short key and value: no calls
+            vend = vstart + block[pos + 2]
+        else:
+            _, pos = _uvarint(block, pos, end, what)
+            unshared, pos = _uvarint(block, pos, end, what)
+            vlen, pos = _uvarint(block, pos, end, what)
+            vstart = pos + unshared
+            vend = vstart + vlen
+        if vend > end:
+            raise SSTableError(f"{what} block: entry at {pos} runs past the block's entries")
+        offset, pos = _uvarint(block, vstart, vend, what)
+        size, _ = _uvarint(block, pos, vend, what)
+        append((offset, size))
+        pos = vend
+    return out
 
 
 def _restarts_end(block: bytes, what: str) -> int:
@@ -502,91 +528,131 @@ def range_addresses(data: bytes, *, verify_checksums: bool = True) -> list[tuple
 def _block_addresses(b: bytes, out: list[tuple[str, int]]) -> None:
     """Append (address, address_type) for every entry of one decompressed data block.
 
-    One loop per block with the common one- and two-byte varints inlined; keys are skipped, not rebuilt (the
-    address does not depend on them), and the Entry protobuf is walked field by field up to address_type.
-    Any inconsistency falls back to the careful decoder, which raises a precise SSTableError.
+    The inner loop handles the shape lakeFS always writes, inline: one-byte key lengths, a one- or two-byte
+    value length, a 32-byte identity, and Entry fields in Go's marshalling order (1 address, 2 last_modified,
+    3 size, 4 e_tag, 5 metadata*, 6 address_type, 7 content_type) with one-byte lengths. Keys are skipped, not
+    rebuilt: the address does not depend on them. An entry is accepted only if that walk ends exactly where
+    the value ends; any other entry (long metadata, unknown fields, other order) leaves the inner loop at its
+    first byte and goes through _entry_address, the careful decoder, which accepts any valid encoding and raises
+    a precise SSTableError otherwise; then the fast loop resumes.
     """
     end = _restarts_end(b, "data")
     append = out.append
     p = 0
     try:
         while p < end:
-            # entry header: shared key bytes (unused), unshared key bytes, value length
-            x = b[p]
-            if x < 0x80:
-                p += 1
-            else:
-                _, p = _uvarint(b, p, end, "data")
-            x = b[p]
-            if x < 0x80:
-                unshared = x
-                p += 1
-            else:
-                unshared, p = _uvarint(b, p, end, "data")
-            x = b[p]
-            if x < 0x80:
-                vlen = x
-                p += 1
-            elif b[p + 1] < 0x80:
-                vlen = (x & 0x7F) | (b[p + 1] << 7)
-                p += 2
-            else:
-                vlen, p = _uvarint(b, p, end, "data")
-            q = p + unshared  # value start
-            p = q + vlen  # next entry
-            if p > end or unshared < 8:
-                raise SSTableError("data block entry runs past the block")
-            # value: zigzag len + identity (skipped), zigzag len + data
-            x = b[q]
-            if x < 0x80 and not x & 1:
-                q += 1 + (x >> 1)
-            else:
-                n, q = _zigzag_len(b, q, p, "value identity")
-                q += n
-            x = b[q]
-            if x < 0x80:
-                dlen = x
-                q += 1
-            elif b[q + 1] < 0x80:
-                dlen = (x & 0x7F) | (b[q + 1] << 7)
-                q += 2
-            else:
-                dlen, q = _uvarint(b, q, p, "value data")
-            if q + (dlen >> 1) != p or dlen & 1:
-                raise SSTableError("value data length does not match the value")
-            # Entry protobuf in b[q:p]: fields in any order; stop early once both are seen
-            address = None
-            atype = 0
-            while q < p:
-                tag = b[q]
-                q += 1
-                if tag == 0x0A:  # 1: address
-                    n = b[q]
-                    if n < 0x80:
-                        q += 1
-                    else:
-                        n, q = _uvarint(b, q, p, "Entry.address")
-                    address = b[q:q + n]
-                    q += n
-                elif tag == 0x30:  # 6: address_type
-                    atype = b[q]
-                    q += 1
-                    if atype >= 0x80:
-                        atype, q = _uvarint(b, q - 1, p, "Entry.address_type")
-                    break  # 7 (content_type) is all that may follow
+            while p < end:
+                # header: shared key bytes (unused), unshared key bytes, value length
+                u = b[p + 1]
+                x = b[p + 2]
+                if b[p] >= 0x80 or u >= 0x80 or u < 8:
+                    break
+                if x < 0x80:
+                    q = p + 3 + u
+                    nxt = q + x
                 else:
-                    wire = tag & 7
-                    if tag >= 0x80 or wire not in (0, 2):  # Entry has no field >= 16 and no fixed-width field
-                        raise SSTableError(f"unexpected protobuf tag {tag:#x} in Entry")
-                    n = b[q]
-                    if n < 0x80:
+                    y = b[p + 3]
+                    if y >= 0x80:
+                        break
+                    q = p + 4 + u
+                    nxt = q + ((x & 0x7F) | (y << 7))
+                # value: zigzag 32 + identity (skipped), zigzag data length (1-2 bytes), data = Entry
+                if b[q] != 0x40:
+                    break
+                x = b[q + 33]
+                if x < 0x80:
+                    q += 34
+                else:
+                    y = b[q + 34]
+                    if y >= 0x80:
+                        break
+                    x = (x & 0x7F) | (y << 7)
+                    q += 35
+                if q + (x >> 1) != nxt or x & 1 or b[q] != 0x0A:
+                    break
+                n = b[q + 1]  # 1: address
+                if n >= 0x80:
+                    break
+                a = q + 2
+                q = ae = a + n
+                if q < nxt and b[q] == 0x12:  # 2: last_modified (Timestamp message)
+                    n = b[q + 1]
+                    if n >= 0x80:
+                        break
+                    q += 2 + n
+                if q < nxt and b[q] == 0x18:  # 3: size (varint)
+                    q += 1
+                    while b[q] >= 0x80:
                         q += 1
-                    else:
-                        n, q = _uvarint(b, q, p, "Entry")
-                    if wire == 2:
-                        q += n
-            if q > p or address is None:
-                raise SSTableError("Entry has no address or overruns its value")
-            append((address.decode(), atype))
+                    q += 1
+                if q < nxt and b[q] == 0x22:  # 4: e_tag
+                    n = b[q + 1]
+                    if n >= 0x80:
+                        break
+                    q += 2 + n
+                while q < nxt and b[q] == 0x2A and b[q + 1] < 0x80:  # 5: metadata entries
+                    q += 2 + b[q + 1]
+                atype = 0
+                if q < nxt and b[q] == 0x30:  # 6: address_type
+                    atype = b[q + 1]
+                    if atype >= 0x80:
+                        break
+                    q += 2
+                if q < nxt and b[q] == 0x3A:  # 7: content_type
+                    n = b[q + 1]
+                    if n >= 0x80:
+                        break
+                    q += 2 + n
+                if q != nxt:  # anything unexpected: the careful decoder takes this entry
+                    break
+                append((b[a:ae].decode(), atype))
+                p = nxt
+            else:
+                break
+            p = _entry_address(b, p, end, append)
+        if p != end:  # checked once here rather than per entry: the whole block is refused
+            raise SSTableError("data block: last entry runs past the block's entries")
     except (IndexError, UnicodeDecodeError):
         raise SSTableError("malformed data block (entry overruns the block or address is not UTF-8)") from None
+
+
+def _entry_address(b: bytes, p: int, end: int, append) -> int:
+    """The careful path of _block_addresses for the entry at p: append its (address, address_type), return
+    where the next entry starts."""
+    _, p = _uvarint(b, p, end, "data block")
+    unshared, p = _uvarint(b, p, end, "data block")
+    vlen, p = _uvarint(b, p, end, "data block")
+    q = p + unshared
+    p = q + vlen
+    if p > end or unshared < 8:
+        raise SSTableError("data block entry runs past the block, or its key has no internal-key trailer")
+    n, q = _zigzag_len(b, q, p, "value identity")
+    n, q = _zigzag_len(b, q + n, p, "value data")
+    if q + n != p:
+        raise SSTableError(f"value has {p - q - n} bytes after its data")
+    address = None
+    atype = 0
+    while q < p:
+        tag, q = _uvarint(b, q, p, "Entry")
+        wire = tag & 7
+        if wire == 0:
+            v, q = _uvarint(b, q, p, "Entry")
+            if tag == 0x30:
+                atype = v
+        elif wire == 2:
+            n, q = _uvarint(b, q, p, "Entry")
+            if q + n > p:
+                raise SSTableError(f"field {tag >> 3} of Entry runs past the value")
+            if tag == 0x0A:
+                address = b[q:q + n]
+            q += n
+        elif wire in (1, 5):
+            q += 8 if wire == 1 else 4
+        else:
+            raise SSTableError(f"unsupported protobuf wire type {wire} in Entry")
+    if q != p:
+        raise SSTableError("Entry overruns its value")
+    if address is None:
+        raise SSTableError("Entry has no address")
+    append((address.decode(), atype))
+    return p
