@@ -9,6 +9,7 @@ for lakectl needs no extra lakeFS configuration.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ class SparkSettings(BaseModel):
     @field_validator("master")
     @classmethod
     def _master(cls, value: str) -> str:
-        if not value.startswith(("local", "spark://", "yarn", "k8s://", "mesos://")):
+        local = re.fullmatch(r"local(\[(\d+|\*)(,\d+)?\])?", value)
+        if not local and not value.startswith(("spark://", "k8s://", "mesos://")) and value != "yarn":
             raise ValueError(f"{value!r} is not a Spark master (local[*], spark://host:port, yarn, k8s://...)")
         return value
 
