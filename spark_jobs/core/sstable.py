@@ -510,9 +510,117 @@ def iter_entries(data: bytes) -> Iterator[Entry]:
             yield decode_entry(_user_key(key), _split_value(value)[1])
 
 
-def range_entries(data: bytes) -> list[tuple[bytes, str, int, int]]:
+def range_entries(data: bytes, *, verify_checksums: bool = True) -> list[tuple[bytes, str, int, int]]:
     """(path, address, address_type, size) of every entry of a range file."""
-    return [(e.path, e.address, e.address_type, e.size) for e in iter_entries(data)]
+    table = _Table(data, verify_checksums=verify_checksums)
+    _expect_type(table, b"ranges")
+    out: list[tuple[bytes, str, int, int]] = []
+    for block in table.data_blocks():
+        _block_entries_fast(block, out)
+    return out
+
+
+def _block_entries_fast(b: bytes, out: list[tuple[bytes, str, int, int]]) -> None:
+    """range_entries for one block: _block_addresses's walk plus the key (prefix-decompressed, trailer stripped)
+    and the size; an entry of another shape goes through _block_entries + decode_entry."""
+    end = _restarts_end(b, "data")
+    append = out.append
+    key = b""
+    p = 0
+    try:
+        while p < end:
+            while p < end:
+                shared = b[p]
+                u = b[p + 1]
+                x = b[p + 2]
+                if (shared | u) >= 0x80 or shared > len(key):
+                    break
+                if x < 0x80:
+                    q = p + 3 + u
+                    nxt = q + x
+                else:
+                    y = b[p + 3]
+                    if y >= 0x80:
+                        break
+                    q = p + 4 + u
+                    nxt = q + ((x & 0x7F) | (y << 7))
+                k = key[:shared] + b[q - u:q]
+                if b[q] != 0x40 or len(k) < 8 or k[-8] != _KIND_SET:
+                    break
+                x = b[q + 33]
+                if x < 0x80:
+                    q += 34
+                else:
+                    y = b[q + 34]
+                    if y >= 0x80:
+                        break
+                    x = (x & 0x7F) | (y << 7)
+                    q += 35
+                if q + (x >> 1) != nxt or x & 1 or b[q] != 0x0A:
+                    break
+                n = b[q + 1]  # 1: address
+                if not 0 < n < 0x80:
+                    break
+                a = q + 2
+                q = ae = a + n
+                if q < nxt and b[q] == 0x12:  # 2: last_modified
+                    n = b[q + 1]
+                    if n >= 0x80:
+                        break
+                    q += 2 + n
+                size = 0
+                if q < nxt and b[q] == 0x18:  # 3: size
+                    x = b[q + 1]
+                    q += 2
+                    size = x & 0x7F
+                    shift = 7
+                    while x >= 0x80:
+                        x = b[q]
+                        q += 1
+                        size |= (x & 0x7F) << shift
+                        shift += 7
+                    if size >> 63:
+                        break
+                if q < nxt and b[q] == 0x22:  # 4: e_tag
+                    n = b[q + 1]
+                    if n >= 0x80:
+                        break
+                    q += 2 + n
+                while q < nxt and b[q] == 0x2A and b[q + 1] < 0x80:  # 5: metadata entries
+                    q += 2 + b[q + 1]
+                atype = 0
+                if q < nxt and b[q] == 0x30:  # 6: address_type
+                    atype = b[q + 1]
+                    if atype >= 0x80:
+                        break
+                    q += 2
+                if q < nxt and b[q] == 0x3A:  # 7: content_type
+                    n = b[q + 1]
+                    if n >= 0x80:
+                        break
+                    q += 2 + n
+                if q != nxt:
+                    break
+                append((k[:-8], b[a:ae].decode(), atype, size))
+                key = k
+                p = nxt
+            else:
+                break
+            # the careful path for this one entry
+            shared, p = _uvarint(b, p, end, "data block")
+            unshared, p = _uvarint(b, p, end, "data block")
+            vlen, p = _uvarint(b, p, end, "data block")
+            if shared > len(key) or p + unshared + vlen > end:
+                raise SSTableError("data block entry does not fit the block or its previous key")
+            key = key[:shared] + b[p:p + unshared]
+            p += unshared
+            e = decode_entry(_user_key(key), _split_value(b[p:p + vlen])[1])
+            append((e.path, e.address, e.address_type, e.size))
+            p += vlen
+        if p != end:
+            raise SSTableError("data block: last entry runs past the block's entries")
+    except (IndexError, UnicodeDecodeError):
+        raise SSTableError("malformed data block (entry overruns the block or address is not UTF-8)") from None
 
 
 def range_addresses(data: bytes, *, verify_checksums: bool = True) -> list[tuple[str, int]]:
@@ -571,7 +679,7 @@ def _block_addresses(b: bytes, out: list[tuple[str, int]]) -> None:
                 if q + (x >> 1) != nxt or x & 1 or b[q] != 0x0A:
                     break
                 n = b[q + 1]  # 1: address
-                if n >= 0x80:
+                if not 0 < n < 0x80:
                     break
                 a = q + 2
                 q = ae = a + n
@@ -652,7 +760,7 @@ def _entry_address(b: bytes, p: int, end: int, append) -> int:
             raise SSTableError(f"unsupported protobuf wire type {wire} in Entry")
     if q != p:
         raise SSTableError("Entry overruns its value")
-    if address is None:
+    if not address:
         raise SSTableError("Entry has no address")
     append((address.decode(), atype))
     return p

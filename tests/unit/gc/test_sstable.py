@@ -281,6 +281,9 @@ def test_fast_block_walk_equals_the_protobuf_decoder(fields: list[dict]) -> None
     sstable._block_addresses(block, out)
     expected_entries = [sstable.decode_entry(f["path"], sstable._split_value(v)[1]) for f, v in zip(fields, values)]
     assert out == [(e.address, e.address_type) for e in expected_entries]
+    full: list[tuple[bytes, str, int, int]] = []
+    sstable._block_entries_fast(block, full)
+    assert full == [(e.path, e.address, e.address_type, e.size) for e in expected_entries]
     assert [e.address for e in expected_entries] == [f["address"] for f in fields]
 
 
