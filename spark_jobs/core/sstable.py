@@ -24,14 +24,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import cramjam
-
-try:  # hardware CRC32C; without it checksums cannot be verified cheaply
-    import google_crc32c as _crc32c
-except ImportError:  # pragma: no cover - the package is a dependency; keep the reader usable without it
-    _crc32c = None
+import google_crc32c  # hardware CRC32C; a hard dependency: GC must not read unverified blocks by accident
 
 _snappy_decompress = cramjam.snappy.decompress_raw
-_crc32c_value = _crc32c.value if _crc32c is not None else None
+_crc32c_value = google_crc32c.value
 _unpack_u32 = struct.Struct("<I").unpack_from
 
 __all__ = [
@@ -172,7 +168,7 @@ class _Table:
         self.metaindex = (offset, size)
         offset, size, _ = _block_handle(data, pos, handles + 40, "footer")
         self.index = (offset, size)
-        self.verify = verify_checksums and self.checksum_type == _CHECKSUM_CRC32C and _crc32c is not None
+        self.verify = verify_checksums and self.checksum_type == _CHECKSUM_CRC32C
         self._properties: dict[str, bytes] | None = None
 
     def block(self, handle: tuple[int, int], what: str = "data") -> bytes:
