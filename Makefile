@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both install what they need first.
-.PHONY: install demo test test-unit lint bench-webhook bench-lifecycle
+.PHONY: install demo test test-unit lint bench-webhook bench-lifecycle bench-gc
 
 install:
 	scripts/install.sh
@@ -22,3 +22,8 @@ bench-webhook: install
 
 bench-lifecycle: install
 	.venv/bin/python bench/lifecycle.py
+
+# GC: mark growth and sweep on both engines (bench/gc/bench_gc.py), then SSTable read speed.
+bench-gc: install
+	.venv/bin/python bench/gc/bench_gc.py
+	.venv/bin/python bench/gc/sstable_bench.py

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything lakefs-janitor needs on a fresh Debian machine with Python 3.11, Java 17 and Go:
-# Debian packages (redis-server, wrk), a virtualenv in .venv with the project and its test tools,
+# Debian packages (redis-server, wrk), a virtualenv in .venv with the project, PySpark and its test tools,
 # and the lakeFS server built from its Go module. Downloads are cached under ~/.cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,7 @@ need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v wrk >/dev/null || need_apt+=(wrk)
 command -v promtool >/dev/null || need_apt+=(prometheus)  # promtool checks the alert rules and scrape configs
+command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)  # Spark's JVM (the GC's Spark engine)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing Debian packages: ${need_apt[*]}" >&2
@@ -23,6 +24,6 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,spark]'  # pip caches the wheel it builds from pyspark's sdist
 
 scripts/build-lakefs.sh >/dev/null

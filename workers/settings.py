@@ -9,6 +9,7 @@ for lakectl needs no extra lakeFS configuration.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,31 @@ def _check_cron(value: str) -> str:
     return value
 
 
+class SparkSettings(BaseModel):
+    """How the GC's Spark engine submits its jobs (``LAKEFS_JANITOR_SPARK__MASTER`` etc.)."""
+
+    model_config = {"extra": "forbid"}
+
+    master: str = Field(default="local[*]", description="local[N], local[*] or a cluster URL (spark://host:7077)")
+    spark_home: str | None = Field(default=None, description="Spark distribution; default: the pyspark package's")
+    python: str | None = Field(default=None, description="driver and executor Python; default: this interpreter")
+    # The seed's tuning keys, passed as spark.hadoop.lakefs.* and read by the jobs from the Hadoop configuration.
+    range_num_partitions: int = Field(default=50, gt=0)
+    address_num_partitions: int = Field(default=200, gt=0)
+    api_read_timeout_seconds: int = Field(default=10, gt=0)
+    api_connection_timeout_seconds: int = Field(default=10, gt=0)
+    conf: dict[str, str] = Field(default_factory=dict, description="extra --conf KEY=VALUE, applied last")
+    submit_timeout_seconds: float = Field(default=6 * 3600, gt=0, description="a job running longer is killed")
+
+    @field_validator("master")
+    @classmethod
+    def _master(cls, value: str) -> str:
+        local = re.fullmatch(r"local(\[(\d+|\*)(,\d+)?\])?", value)
+        if not local and not value.startswith(("spark://", "k8s://", "mesos://")) and value != "yarn":
+            raise ValueError(f"{value!r} is not a Spark master (local[*], spark://host:port, yarn, k8s://...)")
+        return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -112,6 +138,8 @@ class Settings(BaseSettings):
     lifecycle_lock_seconds: int = Field(default=3600, gt=0)
     lifecycle_warn_before: str | None = None
     lifecycle_notify_url: str | None = None
+
+    spark: SparkSettings = Field(default_factory=SparkSettings)
 
     @field_validator("reconcile_schedule", "lifecycle_schedule")
     @classmethod

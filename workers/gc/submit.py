@@ -1,0 +1,235 @@
+"""The GC's Spark engine from the worker's side: zip the spark_jobs package, `spark-submit` one of its entry points
+(spark_jobs/jobs/<entry>.py) to the master from settings, follow the job's events as it runs, and hand back
+what it reported. The caller (run/tasks) then reads the summary the job wrote to the storage namespace: the
+exit status and that summary together decide success.
+
+Credentials travel in a properties file readable only by us (never on the command line, where `ps` shows
+them); Spark redacts keys matching secret/access.key in its UI and logs.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import spark_jobs
+from spark_jobs.jobs import config as job_config
+from spark_jobs.jobs.protocol import parse_event
+from workers.settings import LakeFSConnection, SparkSettings
+
+PACKAGE_DIR = Path(spark_jobs.__file__).resolve().parent
+JOBS_DIR = PACKAGE_DIR / "jobs"
+STDERR_TAIL_LINES = 200
+SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")
+
+
+class SparkSubmitError(RuntimeError):
+    """spark-submit could not be started, or the job did not finish: the message says why."""
+
+
+@dataclass
+class JobOutcome:
+    returncode: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+    stderr_tail: str = ""
+
+    def last(self, kind: str) -> dict[str, Any] | None:
+        return next((e for e in reversed(self.events) if e.get("event") == kind), None)
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self.last("result")
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.last("error")
+
+    @property
+    def success(self) -> bool:
+        result = self.result
+        return self.returncode == 0 and result is not None and bool(result.get("success"))
+
+    def failure_reason(self) -> str:
+        if self.error:
+            return str(self.error.get("message") or self.error)
+        if self.returncode != 0:
+            lines = [line for line in self.stderr_tail.splitlines() if line.strip()]
+            # Spark's own log lines (yy/mm/dd hh:mm:ss LEVEL ...) rarely say why; Python's traceback does.
+            own = [line for line in lines if not SPARK_LOG_LINE.match(line)]
+            interesting = [line for line in own if "Error" in line or "Exception" in line] or own or lines
+            return f"spark-submit exited with {self.returncode}: " + " | ".join(interesting[-5:])
+        if self.result is None:
+            return "the job finished without reporting a result"
+        return "the job reported failure"
+
+
+def build_py_files(dest_dir: Path) -> Path:
+    """A zip of the spark_jobs package (Python sources only) for --py-files."""
+    target = dest_dir / "spark_jobs.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(PACKAGE_DIR.rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                archive.write(path, Path("spark_jobs") / path.relative_to(PACKAGE_DIR))
+    return target
+
+
+def spark_home(spark: SparkSettings) -> Path:
+    if spark.spark_home:
+        return Path(spark.spark_home)
+    try:
+        import pyspark  # noqa: PLC0415 - the Spark engine is an optional extra
+    except ImportError:
+        raise SparkSubmitError("the Spark engine needs pyspark: pip install 'lakefs-janitor[spark]', "
+                               "or set spark.spark_home to a Spark distribution") from None
+    return Path(pyspark.__file__).resolve().parent
+
+
+def check_java(env: Mapping[str, str]) -> None:
+    java_home = env.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return
+    if shutil.which("java", path=env.get("PATH")):
+        return
+    raise SparkSubmitError("Spark needs Java 17 (or 8/11): install it (Debian: openjdk-17-jre-headless) "
+                           "or set JAVA_HOME")
+
+
+def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnection | None = None,
+                   storage_options_json: str | None = None) -> dict[str, str]:
+    """Spark properties for a job: the seed's tuning keys, the lakeFS connection (as lakeFS's own Spark client
+    names it), then the user's extra conf, which wins."""
+    hadoop = {
+        job_config.RANGE_PARTITIONS: str(spark.range_num_partitions),
+        job_config.ADDRESS_PARTITIONS: str(spark.address_num_partitions),
+        job_config.API_READ_TIMEOUT: str(spark.api_read_timeout_seconds),
+        job_config.API_CONNECTION_TIMEOUT: str(spark.api_connection_timeout_seconds),
+    }
+    if lakefs is not None:
+        hadoop[job_config.API_URL] = lakefs.api_url
+        hadoop[job_config.API_ACCESS_KEY] = lakefs.access_key_id
+        hadoop[job_config.API_SECRET_KEY] = lakefs.secret_access_key.get_secret_value()
+    if storage_options_json:
+        hadoop[job_config.STORAGE_OPTIONS] = storage_options_json
+    props = {f"spark.hadoop.{k}": v for k, v in hadoop.items()}
+    props.update({
+        "spark.pyspark.python": python,
+        "spark.pyspark.driver.python": python,
+        "spark.ui.showConsoleProgress": "false",  # the job reports its own progress as events
+        "spark.ui.enabled": "false",
+    })
+    props.update(spark.conf)
+    return props
+
+
+def _escape(text: str) -> str:
+    return (text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+            .replace("=", "\\=").replace(":", "\\:").replace("#", "\\#").replace("!", "\\!"))
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> None:
+    """A Java properties file, created 0600 before anything is written to it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        for key, value in props.items():
+            out.write(f"{_escape(key)}={_escape(value)}\n")
+
+
+def submit_command(*, spark: SparkSettings, home: Path, entry: str, args: Sequence[str], py_files: Path,
+                   properties_file: Path, app_name: str) -> list[str]:
+    script = JOBS_DIR / f"{entry}.py"
+    if not script.exists():
+        raise SparkSubmitError(f"no Spark job named {entry!r} (expected {script})")
+    return [str(home / "bin" / "spark-submit"), "--master", spark.master, "--name", app_name,
+            "--properties-file", str(properties_file), "--py-files", str(py_files), str(script), *args]
+
+
+def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakefs: LakeFSConnection | None = None,
+            storage_options_json: str | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
+            env: Mapping[str, str] | None = None, app_name: str | None = None) -> JobOutcome:
+    """Submit spark_jobs/jobs/<entry>.py, pass each event it prints to on_event as it comes, and return the
+    outcome once spark-submit exits. Killed (with its JVM and Python children) after submit_timeout_seconds."""
+    home = spark_home(spark)
+    python = spark.python or sys.executable
+    run_env = dict(env if env is not None else os.environ)
+    check_java(run_env)
+    run_env["SPARK_HOME"] = str(home)
+    run_env["PYSPARK_PYTHON"] = python
+    run_env["PYSPARK_DRIVER_PYTHON"] = python
+    with tempfile.TemporaryDirectory(prefix="lakefs-janitor-spark-") as tmp:
+        tmp_dir = Path(tmp)
+        py_files = build_py_files(tmp_dir)
+        props_file = tmp_dir / "job.properties"
+        write_properties(props_file, job_properties(spark=spark, python=python, lakefs=lakefs,
+                                                    storage_options_json=storage_options_json))
+        command = submit_command(spark=spark, home=home, entry=entry, args=args, py_files=py_files,
+                                 properties_file=props_file, app_name=app_name or f"lakefs-janitor-{entry}")
+        try:
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    errors="replace", bufsize=1, env=run_env, cwd=tmp_dir, start_new_session=True)
+        except OSError as exc:
+            raise SparkSubmitError(f"cannot start spark-submit ({command[0]}): {exc.strerror}") from None
+        return _follow(proc, on_event, spark.submit_timeout_seconds)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def _follow(proc: subprocess.Popen, on_event: Callable[[dict[str, Any]], None] | None,
+            timeout: float) -> JobOutcome:
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+    reader = threading.Thread(target=_drain, args=(proc.stderr, tail), daemon=True)
+    reader.start()
+    timed_out = threading.Event()
+
+    def expire() -> None:
+        timed_out.set()
+        _kill(proc)
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    outcome = JobOutcome(returncode=-1)
+    try:
+        for line in proc.stdout:
+            event = parse_event(line.rstrip("\n"))
+            if event is None:
+                continue
+            outcome.events.append(event)
+            if on_event is not None:
+                on_event(event)
+        outcome.returncode = proc.wait()
+    except BaseException:
+        _kill(proc)  # an interrupted caller must not leave a JVM behind
+        raise
+    finally:
+        timer.cancel()
+        reader.join(10)
+    outcome.stderr_tail = "".join(tail)
+    if timed_out.is_set():
+        raise SparkSubmitError(f"the Spark job ran longer than {timeout:g}s and was killed")
+    return outcome
+
+
+def _drain(stream: Iterable[str], tail: collections.deque[str]) -> None:
+    for line in stream:
+        tail.append(line)
