@@ -27,8 +27,8 @@ def _quote(text: object) -> str:
     return json.dumps(text, ensure_ascii=False, default=repr)
 
 
-def parse_duration(text: str) -> timedelta:
-    """Parse "7d", "2w", "1w3d12h", "90m"... into a positive timedelta."""
+def parse_duration(text: str, *, allow_zero: bool = False) -> timedelta:
+    """Parse "7d", "2w", "1w3d12h", "90m"... into a positive timedelta (``allow_zero``: "0s" too)."""
     if not isinstance(text, str):
         raise DurationError(f"{_quote(text)} is not a duration: expected a string; {_ACCEPTED}")
     tokens = _tokenize(text)
@@ -42,7 +42,7 @@ def parse_duration(text: str) -> timedelta:
             raise DurationError(f"{_quote(text)} is not a duration: units must go from largest to smallest (w d h m s)")
         previous = position
         seconds += int(number) * _UNITS[unit]
-    if seconds == 0:
+    if seconds == 0 and not allow_zero:
         raise DurationError(f"{_quote(text)} is not a valid duration: it must be greater than zero")
     return _to_timedelta(seconds, text)
 

@@ -109,6 +109,40 @@ class SparkSettings(BaseModel):
         return value
 
 
+class GCSettings(BaseModel):
+    """Committed garbage collection (``LAKEFS_JANITOR_GC__MIN_AGE`` etc.)."""
+
+    model_config = {"extra": "forbid"}
+
+    schedule: str = Field(default="30 2 * * *", description="cron of the GC over every repository (daily)")
+    min_age: str | None = Field(default=None, description="safety cutoff; default: lakeFS's own grace_period (24h)")
+    engine: str = Field(default="auto", pattern="^(auto|inprocess|spark)$")
+    auto_spark_above_ranges: int = Field(default=2000, gt=0, description="--engine auto: Spark above this many ranges")
+    metadata_source: str = Field(default="storage", pattern="^(storage|lakefs)$",
+                                 description="read SSTables from the namespace, or through lakeFS's API")
+    local_blockstore_path: str | None = Field(default=None, description="lakeFS's blockstore.local.path")
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    threads: int = Field(default=8, gt=0, le=256, description="in-process engine: reads and deletes in parallel")
+    lock_seconds: int = Field(default=6 * 3600, gt=0, description="one GC per repository at a time; expiry")
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        return _check_cron(value)
+
+    @field_validator("min_age")
+    @classmethod
+    def _age(cls, value: str | None) -> str | None:
+        if value is not None:
+            from workers.durations import parse_duration  # noqa: PLC0415
+
+            parse_duration(value, allow_zero=True)
+        return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -140,6 +174,7 @@ class Settings(BaseSettings):
     lifecycle_notify_url: str | None = None
 
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    gc: GCSettings = Field(default_factory=GCSettings)
 
     @field_validator("reconcile_schedule", "lifecycle_schedule")
     @classmethod

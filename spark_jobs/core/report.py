@@ -1,0 +1,71 @@
+"""The run's record in the namespace, where lakeFS's own GC writes it, so tools that read its reports work:
+``_lakefs/retention/gc/unified/<run_id>/summary.json`` and ``deleted/`` (parquet, column ``address``).
+
+The mark writes it (``success`` true once the plan is complete) before anything is deleted; the sweep executes
+only a plan whose summary says it succeeded, and rewrites the summary with what it did.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import asdict, dataclass, field
+
+REPORT_PREFIX = "_lakefs/retention/gc/unified"
+
+
+@dataclass
+class Summary:
+    run_id: str
+    repository_id: str
+    success: bool
+    start_time: str
+    cutoff_time: str
+    num_deleted_objects: int
+    deleted_bytes: int = 0
+    retained_commits: int = 0
+    kept_objects: int = 0
+    candidates: int = 0
+    too_new: int = 0
+    phase: str = "mark"  # mark | swept
+    swept: int = 0
+    spared_by_recheck: int = 0
+    dry_run: bool = False
+    by_prefix: dict = field(default_factory=dict)
+    oldest_retained: dict = field(default_factory=dict)  # branch -> oldest retained commit on its first-parent line
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, data: bytes) -> Summary:
+        raw = json.loads(data)
+        known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
+        return cls(**known)
+
+    def dumps(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+
+def summary_key(run_id: str) -> str:
+    return f"{REPORT_PREFIX}/{run_id}/summary.json"
+
+
+def deleted_key(run_id: str) -> str:
+    return f"{REPORT_PREFIX}/{run_id}/deleted/part-00000.parquet"
+
+
+def deleted_parquet(addresses: list[str], sizes: list[int]) -> bytes:
+    import pyarrow as pa  # noqa: PLC0415 - only when a report is written
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    table = pa.table({"address": pa.array(addresses, pa.string()), "size": pa.array(sizes, pa.int64())})
+    out = io.BytesIO()
+    pq.write_table(table, out, compression="snappy")
+    return out.getvalue()
+
+
+def read_deleted(data: bytes) -> tuple[list[str], list[int]]:
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    table = pq.read_table(io.BytesIO(data))
+    sizes = table.column("size").to_pylist() if "size" in table.column_names else [0] * table.num_rows
+    return table.column("address").to_pylist(), sizes

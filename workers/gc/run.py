@@ -1,0 +1,314 @@
+"""Committed garbage collection of one repository, in process: mark (a stored plan), then sweep (that plan only).
+
+The rules are the pure functions of ``spark_jobs.core`` (the Spark engine runs the same ones on executors); this
+module gathers their inputs from lakeFS and the storage namespace and carries out the verdict.
+
+Safety, in the order it applies:
+- no GC rules on the repository: nothing is marked or deleted (never "delete everything");
+- retained = the seed's rule ∪ lakeFS's own retained set (``prepare_garbage_collection_commits``);
+- kept = every address a retained commit reaches ∪ every staged address on every branch (hidden ones too);
+- candidates: ``data/`` and legacy root objects only, never ``_lakefs/``, never outside the namespace, never newer
+  than the safety cutoff (modification time);
+- the mark writes its plan and summary first; the sweep runs only a successful plan, after re-reading every
+  branch HEAD and staged area, and deletes nothing a branch reaches now.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from spark_jobs.core import report
+from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
+from spark_jobs.core.mark import kept_keys, unique_range_ids
+from spark_jobs.core.plan import StoredObject, plan_deletions
+from spark_jobs.core.retention import Commit, GCRules, retained_commits
+from spark_jobs.core.storage import Namespace, StorageError, namespace_uris
+from workers.lakefs.client import LakeFS
+from workers.lakefs.errors import LakeFSError, NotFound
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str, int], None]  # (what, count so far)
+
+
+class GCError(RuntimeError):
+    """The run cannot go on; nothing was deleted by the failing phase. ``reason`` labels the failure metric."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+class NoRules(GCError):
+    def __init__(self, repository_id: str):
+        super().__init__(f"lakefs://{repository_id} has no GC rules: skipped (nothing is collected without them; "
+                         f"set them with `lakefs-janitor gc rules set lakefs://{repository_id} ...`)", "no-rules")
+
+
+@dataclass
+class MarkResult:
+    summary: report.Summary
+    deleted: list[StoredObject]
+    retained: set[str]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def new_run_id(now: datetime) -> str:
+    # Sorts newest first like lakeFS's descending xids: 9999999999 - seconds, then randomness.
+    return f"{9_999_999_999 - int(now.timestamp()):010d}-{secrets.token_hex(4)}"
+
+
+def get_rules(lakefs: LakeFS, repository_id: str) -> GCRules | None:
+    try:
+        # Raw JSON: lakeFS sends "branches": null when there are none, which the SDK's model refuses.
+        response = lakefs.call("get GC rules", lakefs.repositories.get_gc_rules_with_http_info, repository_id,
+                               _preload_content=False)
+    except NotFound:
+        return None
+    raw = json.loads(response.raw_data)
+    return GCRules(int(raw["default_retention_days"]),
+                   {b["branch_id"]: int(b["retention_days"]) for b in raw.get("branches") or []})
+
+
+def grace_period(lakefs: LakeFS) -> timedelta:
+    """lakeFS's own safety period for unlinked uploads (``grace_period``, 24 h by default)."""
+    try:
+        config = lakefs.call("get GC config", lakefs.internal.get_garbage_collection_config)
+        return timedelta(seconds=int(config.grace_period or 86400))
+    except (LakeFSError, TypeError, ValueError):
+        return timedelta(hours=24)
+
+
+def _commit(c) -> Commit:
+    return Commit(c.id, tuple(c.parents or ()), int(c.creation_date), c.meta_range_id or "")
+
+
+def _first_parent_line(lakefs: LakeFS, repository_id: str, ref: str, threshold: int, into: dict[str, Commit]) -> None:
+    """A ref's first-parent line down to the first commit at or before ``threshold`` (the last one retention can
+    keep), stopping early at commits already known."""
+    for c in lakefs.paginate("log commits", lakefs.refs.log_commits, repository_id, ref, first_parent=True,
+                             amount=1000):
+        seen = c.id in into
+        into[c.id] = _commit(c)
+        if c.creation_date <= threshold or seen:
+            return
+
+
+def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], repository_id: str,
+                    timeout: float = 600) -> dict[str, str]:
+    """lakeFS's own retained commits (commit id → metarange id) from ``prepare_garbage_collection_commits``."""
+    task = lakefs.call("prepare GC commits", lakefs.internal.prepare_garbage_collection_commits_async, repository_id)
+    deadline = time.monotonic() + timeout
+    while True:
+        status = lakefs.call("prepare GC commits status", lakefs.internal.prepare_garbage_collection_commits_status,
+                             repository_id, task.id)
+        if status.completed:
+            break
+        if time.monotonic() > deadline:
+            raise GCError(f"lakeFS did not finish preparing GC commits in {timeout:.0f}s", "lakefs-timeout")
+        time.sleep(0.2)
+    if status.error:
+        raise GCError(f"lakeFS failed to prepare GC commits: {status.error}", "lakefs-prepare")
+    location = status.result.gc_commits_location
+    key = relative_key(location, FULL, ns_uris)
+    if key is None:
+        raise GCError(f"lakeFS wrote its commit list outside the namespace ({location})", "lakefs-prepare")
+    rows = csv.DictReader(io.StringIO(ns.read(key).decode()))
+    return {r["commit_id"]: r.get("metarange_id", "") for r in rows if r.get("expired", "false") == "false"}
+
+
+def staged_keys(lakefs: LakeFS, repository_id: str, branches: list[str], ns_uris: tuple[str, ...]) -> set[str]:
+    """Every uncommitted address on every branch, hidden ones included (deletes need nothing kept)."""
+    keys: set[str] = set()
+    for branch in branches:
+        for diff in lakefs.paginate("list uncommitted changes", lakefs.branches.diff_branch, repository_id, branch):
+            if diff.type == "removed" or diff.path_type != "object":
+                continue
+            try:
+                stat = lakefs.call("stat staged object", lakefs.objects.stat_object, repository_id, branch, diff.path)
+            except NotFound:
+                continue
+            address = stat.physical_address
+            key = relative_key(address, FULL if "://" in address else RELATIVE, ns_uris)
+            if key is not None:
+                keys.add(key)
+    return keys
+
+
+def metadata_reader(lakefs: LakeFS, ns: Namespace, repository_id: str, source: str) -> tuple[Callable, Callable]:
+    """Readers of metarange and range files: from ``<ns>/_lakefs/<id>``, or through lakeFS's metadata-object
+    endpoint (for deployments that give the janitor no storage credentials for metadata)."""
+    if source == "storage":
+        return (lambda mid: ns.read(f"_lakefs/{mid}")), (lambda rid: ns.read(f"_lakefs/{rid}"))
+
+    def via_api(kind: str) -> Callable[[str], bytes]:
+        def read(object_id: str) -> bytes:
+            response = lakefs.call(f"read {kind}", lakefs.internal.get_metadata_object_with_http_info, repository_id,
+                                   object_id, kind, _preload_content=False)
+            return response.raw_data
+        return read
+
+    return via_api("meta_range"), via_api("range")
+
+
+def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, min_age: timedelta | None,
+         metadata_source: str = "storage", threads: int = 8, dry_run: bool = False, local_root: str | None = None,
+         progress: Progress | None = None) -> MarkResult:
+    progress = progress or (lambda what, n: None)
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    rules = get_rules(lakefs, repository_id)
+    if rules is None:
+        raise NoRules(repository_id)
+    cutoff = now - (min_age if min_age is not None else grace_period(lakefs))
+    ns_uris = namespace_uris(ns, local_root=local_root)
+    run_id = new_run_id(now)
+    heads = dict(lakefs.branch_heads(repository_id, show_hidden=True))
+    commits: dict[str, Commit] = {}
+    now_s = int(now.timestamp())
+    for branch, head in heads.items():
+        _first_parent_line(lakefs, repository_id, head, now_s - rules.days(branch) * 86400, commits)
+    theirs = lakefs_retained(lakefs, ns, ns_uris, repository_id)
+    for commit_id in theirs:  # dangling leaves only lakeFS knows of (deleted branches), with their lines
+        if commit_id not in commits:
+            _first_parent_line(lakefs, repository_id, commit_id, now_s - rules.default_retention_days * 86400,
+                               commits)
+    ours = retained_commits(commits=commits, branch_heads=heads, rules=rules, now=now)
+    retained = set(ours.commits) | set(theirs)
+    progress("commits", len(retained))
+    metaranges = {commits[c].meta_range_id if c in commits else theirs.get(c, "") for c in retained}
+    timings["commits"] = time.monotonic() - started
+
+    t = time.monotonic()
+    read_metarange, read_range = metadata_reader(lakefs, ns, repository_id, metadata_source)
+    with ThreadPoolExecutor(threads) as pool:
+        try:
+            range_ids = unique_range_ids(metaranges, read_metarange, map_=pool.map)
+            progress("ranges", len(range_ids))
+            kept = kept_keys(range_ids, read_range, ns_uris, map_=pool.map)
+        except (StorageError, LakeFSError) as exc:
+            raise GCError(f"reading committed metadata failed: {exc}", "metadata") from exc
+        except ValueError as exc:  # SSTableError: a corrupt range or metarange
+            raise GCError(f"committed metadata is unreadable: {exc}", "corrupt-metadata") from exc
+    kept |= staged_keys(lakefs, repository_id, list(heads), ns_uris)
+    timings["mark"] = time.monotonic() - t
+
+    t = time.monotonic()
+    try:
+        listed = list(ns.list_data())
+    except StorageError as exc:
+        raise GCError(str(exc), "storage-list") from exc
+    progress("objects listed", len(listed))
+    deleted, plan = plan_deletions(listed, kept, cutoff.timestamp())
+    timings["plan"] = time.monotonic() - t
+    summary = report.Summary(
+        run_id=run_id, repository_id=repository_id, success=True, start_time=now.isoformat(),
+        cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted, deleted_bytes=plan.deleted_bytes,
+        retained_commits=len(retained), kept_objects=plan.kept, candidates=plan.candidates, too_new=plan.too_new,
+        dry_run=dry_run, by_prefix=plan.by_prefix, oldest_retained=_oldest_retained(commits, heads, retained))
+    try:  # the plan is on record before anything can be deleted
+        ns.write(report.deleted_key(run_id), report.deleted_parquet([o.key for o in deleted],
+                                                                   [o.size for o in deleted]))
+        ns.write(report.summary_key(run_id), summary.dumps())
+    except StorageError as exc:
+        raise GCError(f"writing the plan failed: {exc}", "storage-write") from exc
+    return MarkResult(summary, deleted, retained, timings)
+
+
+def _oldest_retained(commits: dict[str, Commit], heads: dict[str, str], retained: set[str]) -> dict[str, str]:
+    out = {}
+    for branch, head in heads.items():
+        current, oldest = commits.get(head), head
+        while current is not None and current.first_parent in retained:
+            oldest = current.first_parent
+            current = commits.get(current.first_parent)
+        out[branch] = oldest
+    return out
+
+
+def load_plan(ns: Namespace, run_id: str) -> tuple[report.Summary, list[StoredObject]]:
+    try:
+        summary = report.Summary.parse(ns.read(report.summary_key(run_id)))
+    except StorageError as exc:
+        raise GCError(f"no GC plan {run_id!r} in {ns.uri}: {exc}", "no-plan") from exc
+    except ValueError as exc:
+        raise GCError(f"GC plan {run_id!r} has an unreadable summary: {exc}", "no-plan") from exc
+    if not summary.success:
+        raise GCError(f"GC plan {run_id} did not succeed; it will not be executed", "failed-plan")
+    keys, sizes = report.read_deleted(ns.read(report.deleted_key(run_id)))
+    return summary, [StoredObject(k, s, 0.0) for k, s in zip(keys, sizes, strict=True)]
+
+
+def reachable_now(lakefs: LakeFS, ns: Namespace, repository_id: str, *, retained: set[str], metadata_source: str,
+                  threads: int, local_root: str | None = None) -> set[str]:
+    """What branches reach right now and the mark did not account for: HEADs that moved (a reset to an old
+    commit during the run) and every staged address."""
+    ns_uris = namespace_uris(ns, local_root=local_root)
+    heads = dict(lakefs.branch_heads(repository_id, show_hidden=True))
+    moved = [h for h in heads.values() if h not in retained]
+    metaranges = {lakefs.call("get commit", lakefs.commits.get_commit, repository_id, h).meta_range_id for h in moved}
+    read_metarange, read_range = metadata_reader(lakefs, ns, repository_id, metadata_source)
+    with ThreadPoolExecutor(threads) as pool:
+        kept = kept_keys(unique_range_ids(metaranges, read_metarange, map_=pool.map), read_range, ns_uris,
+                         map_=pool.map)
+    return kept | staged_keys(lakefs, repository_id, list(heads), ns_uris)
+
+
+def sweep(lakefs: LakeFS, ns: Namespace, repository_id: str, run_id: str, *, retained: set[str] | None = None,
+          metadata_source: str = "storage", threads: int = 8, local_root: str | None = None,
+          progress: Progress | None = None) -> report.Summary:
+    progress = progress or (lambda what, n: None)
+    summary, planned = load_plan(ns, run_id)
+    if summary.repository_id != repository_id:
+        raise GCError(f"plan {run_id} belongs to lakefs://{summary.repository_id}, not {repository_id}", "no-plan")
+    if summary.dry_run:
+        raise GCError(f"plan {run_id} was a dry run; run a plan without --dry-run to sweep", "dry-run-plan")
+    try:
+        spare = reachable_now(lakefs, ns, repository_id, retained=retained or set(), metadata_source=metadata_source,
+                              threads=threads, local_root=local_root)
+    except (StorageError, LakeFSError, ValueError) as exc:
+        raise GCError(f"re-checking branches before the sweep failed: {exc}; nothing deleted", "recheck") from exc
+    doomed = [o.key for o in planned if o.key not in spare]
+    summary.spared_by_recheck = len(planned) - len(doomed)
+    if summary.spared_by_recheck:
+        log.warning("gc: %d planned objects became reachable during the run and are kept", summary.spared_by_recheck)
+    try:
+        deleted = 0
+        for i in range(0, len(doomed), 1000):
+            deleted += ns.delete(doomed[i:i + 1000])
+            progress("deleted", deleted)
+    except StorageError as exc:
+        summary.error = f"sweep stopped after {deleted} objects: {exc}"
+        summary.success = False
+        summary.swept = deleted
+        ns.write(report.summary_key(run_id), summary.dumps())
+        raise GCError(summary.error, "storage-delete") from exc
+    summary.phase, summary.swept = "swept", deleted
+    summary.num_deleted_objects = deleted
+    ns.write(report.summary_key(run_id), summary.dumps())
+    return summary
+
+
+def run(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime | None = None,
+        min_age: timedelta | None = None, dry_run: bool = False, metadata_source: str = "storage", threads: int = 8,
+        local_root: str | None = None, progress: Progress | None = None) -> tuple[report.Summary, MarkResult]:
+    """Mark, then (unless a dry run) sweep exactly that plan."""
+    if now is not None and not dry_run and now > datetime.now(UTC) + timedelta(seconds=5):
+        raise GCError("a run dated in the future would delete objects not yet expired; only --dry-run may look "
+                      "ahead", "future-now")
+    now = now or datetime.now(UTC)
+    marked = mark(lakefs, ns, repository_id, now=now, min_age=min_age, metadata_source=metadata_source,
+                  threads=threads, dry_run=dry_run, local_root=local_root, progress=progress)
+    if dry_run:
+        return marked.summary, marked
+    summary = sweep(lakefs, ns, repository_id, marked.summary.run_id, retained=marked.retained,
+                    metadata_source=metadata_source, threads=threads, local_root=local_root, progress=progress)
+    return summary, marked
