@@ -54,6 +54,21 @@ class Metrics:
             "lifecycle_last_success_timestamp_seconds", "End of the last successful lifecycle run",
             ["repository"], namespace=NS, registry=r, multiprocess_mode="max",
         )
+        # Committed garbage collection
+        self.gc_objects_deleted = Counter("gc_objects_deleted", "Objects the GC deleted from storage",
+                                          ["repository"], namespace=NS, registry=r)
+        self.gc_bytes_deleted = Counter("gc_bytes_deleted", "Bytes the GC deleted from storage", ["repository"],
+                                        namespace=NS, registry=r)
+        self.gc_objects_kept = Gauge("gc_objects_kept", "Namespace objects the last GC mark kept (reachable)",
+                                     ["repository"], namespace=NS, registry=r, multiprocess_mode="mostrecent")
+        self.gc_objects_too_new = Counter("gc_objects_too_new", "Unreachable objects spared by the safety cutoff",
+                                          ["repository"], namespace=NS, registry=r)
+        self.gc_phase_seconds = Histogram("gc_phase_seconds", "GC time by phase (commits, mark, plan, sweep)",
+                                          ["phase"], namespace=NS, registry=r, buckets=RUN_BUCKETS)
+        self.gc_last_success = Gauge("gc_last_success_timestamp_seconds", "End of the last successful GC run",
+                                     ["repository"], namespace=NS, registry=r, multiprocess_mode="max")
+        self.gc_failures = Counter("gc_failures", "GC runs that failed, by reason", ["repository", "reason"],
+                                   namespace=NS, registry=r)
 
 
 def multiprocess_enabled() -> bool:

@@ -8,13 +8,14 @@ import shutil
 from celery import Celery
 
 from workers.branch_lifecycle import schedule as branch_lifecycle_schedule
+from workers.gc import schedule as gc_schedule
 from workers.idle_clock import schedule as idle_clock_schedule
 from workers.services import Services
 from workers.settings import Settings
 
 # Each domain declares its beat entries and tasks beside each other; the app merges them.
-DOMAINS = (idle_clock_schedule, branch_lifecycle_schedule)
-TASK_MODULES = ("workers.idle_clock.tasks", "workers.branch_lifecycle.tasks")
+DOMAINS = (idle_clock_schedule, branch_lifecycle_schedule, gc_schedule)
+TASK_MODULES = ("workers.idle_clock.tasks", "workers.branch_lifecycle.tasks", "workers.gc.tasks")
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict]:
@@ -38,7 +39,9 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         # Unacked tasks are redelivered after this; keep it above the longest run.
-        broker_transport_options={"visibility_timeout": max(settings.lifecycle_lock_seconds * 2, 7200)},
+        # above the longest GC run too, so the broker never redelivers a running job
+        broker_transport_options={"visibility_timeout": max(settings.lifecycle_lock_seconds * 2,
+                                                            settings.gc.lock_seconds * 2, 7200)},
         result_expires=24 * 3600,
         beat_schedule=beat_schedule(settings),
         broker_connection_retry_on_startup=True,

@@ -10,6 +10,7 @@ import click
 
 from workers.branch_lifecycle import cli as branch_lifecycle_cli
 from workers.cli.common import Runtime, friendly_errors, pass_runtime
+from workers.gc import cli as gc_cli
 from workers.idle_clock import cli as idle_clock_cli
 from workers.settings import CONFIG_FILE_ENV
 
@@ -44,7 +45,7 @@ def serve(rt: Runtime, bind: str, workers: int, threads: int) -> None:
     os.execve(sys.executable, args, env)
 
 
-for command in (*idle_clock_cli.COMMANDS, *branch_lifecycle_cli.COMMANDS):
+for command in (*idle_clock_cli.COMMANDS, *branch_lifecycle_cli.COMMANDS, *gc_cli.COMMANDS):
     main.add_command(command)
 
 

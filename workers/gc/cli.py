@@ -1,0 +1,190 @@
+"""GC commands, lakectl-style: `gc run|plan|sweep|show lakefs://repo`, `gc rules get|set|clear lakefs://repo`."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import click
+import yaml
+from rich.table import Table
+
+from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
+from workers.durations import DurationError, parse_duration
+from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
+from workers.gc.run import GCError
+from workers.gc.runner import Busy, GCRequest, execute
+from workers.gc.store import GCRuns
+
+
+def _min_age(value: str | None) -> timedelta | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value, allow_zero=True)
+    except DurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--min-age") from None
+
+
+def _progress(what: str, count: int) -> None:
+    console.print(f"[dim]{what}: {count:,}[/dim]", highlight=False)
+
+
+def _go(rt: Runtime, request: GCRequest, as_json: bool):
+    if request.engine == "spark":
+        raise click.ClickException("the Spark engine is not wired to the CLI in this build; use --engine inprocess "
+                                   "(see README: Spark)")
+    try:
+        return execute(rt.lakefs, rt.settings.gc, request, runs=GCRuns(rt.services.redis, rt.settings.key_prefix),
+                       metrics=None, progress=None if as_json else _progress)
+    except Busy as exc:
+        raise click.ClickException(str(exc)) from None
+    except GCError as exc:
+        raise click.ClickException(f"GC of lakefs://{request.repository_id} failed ({exc.reason}): {exc}") from None
+
+
+def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
+    if as_json:
+        click.echo(json.dumps(summary.__dict__, indent=2, sort_keys=True, default=str))
+        return
+    verb = "would delete" if summary.dry_run or summary.phase == "mark" else "deleted"
+    count = summary.swept if summary.phase == "swept" else summary.num_deleted_objects
+    click.echo(f"run {summary.run_id}: {verb} {count:,} objects ({summary.deleted_bytes:,} bytes); "
+               f"kept {summary.kept_objects:,}, spared by the cutoff {summary.too_new:,}; "
+               f"{summary.retained_commits} retained commits; cutoff {summary.cutoff_time}")
+    if summary.spared_by_recheck:
+        click.echo(f"{summary.spared_by_recheck:,} planned objects became reachable during the run and were kept")
+    if by_prefix and summary.by_prefix:
+        table = Table("prefix", "objects", "bytes")
+        for prefix, (objects, size) in sorted(summary.by_prefix.items()):
+            table.add_row(prefix, f"{objects:,}", f"{size:,}")
+        table.add_row("[b]total[/b]", f"{summary.num_deleted_objects:,}", f"{summary.deleted_bytes:,}")
+        console.print(table)
+
+
+@click.group("gc")
+def gc() -> None:
+    """Committed garbage collection: retention from lakeFS's GC rules, mark, sweep."""
+
+
+@gc.command("run")
+@repository_argument
+@click.option("--min-age", default=None, help="Safety cutoff (e.g. 24h; 0s disables it). Default: lakeFS's grace "
+                                              "period, or LAKEFS_JANITOR_GC__MIN_AGE.")
+@click.option("--now", "now_text", default=None, help="Evaluate retention as of this ISO-8601 time.")
+@click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None)
+@click.option("--dry-run", is_flag=True, help="Mark and write the plan; delete nothing.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, engine: str | None,
+            dry_run: bool, as_json: bool) -> None:
+    """Mark what retained commits and staged entries reach, then delete the rest (exit 0 only on success)."""
+    chosen = engine or rt.settings.gc.engine
+    request = GCRequest(repository, "run", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
+                        dry_run=dry_run, engine="inprocess" if chosen == "auto" else chosen)
+    _print_summary(_go(rt, request, as_json), as_json)
+
+
+@gc.command("plan")
+@repository_argument
+@click.option("--min-age", default=None, help="Safety cutoff (e.g. 24h; 0s disables it).")
+@click.option("--now", "now_text", default=None, help="Evaluate retention as of this ISO-8601 time.")
+@click.option("--by-prefix", "by_prefix", is_flag=True, help="Break the plan down by prefix.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: bool,
+             as_json: bool) -> None:
+    """Mark only: store the plan (its id is the mark id for `gc sweep`) and show what it would delete."""
+    request = GCRequest(repository, "plan", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age))
+    summary = _go(rt, request, as_json)
+    _print_summary(summary, as_json, by_prefix)
+    if not as_json:
+        click.echo(f"mark id: {summary.run_id}  (execute with: lakefs-janitor gc sweep lakefs://{repository} "
+                   f"--mark-id {summary.run_id})")
+
+
+@gc.command("sweep")
+@repository_argument
+@click.option("--mark-id", required=True, help="The plan to execute (printed by `gc plan`).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def sweep_cmd(rt: Runtime, repository: str, mark_id: str, as_json: bool) -> None:
+    """Execute a stored, successful plan, after re-checking that no branch reaches what it deletes."""
+    _print_summary(_go(rt, GCRequest(repository, "sweep", mark_id=mark_id), as_json), as_json)
+
+
+@gc.command("show")
+@repository_argument
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def show_cmd(rt: Runtime, repository: str, limit: int, as_json: bool) -> None:
+    """Past GC runs of the repository, newest first."""
+    runs = GCRuns(rt.services.redis, rt.settings.key_prefix).history(repository, limit)
+    if as_json:
+        click.echo(json.dumps(runs, indent=2))
+        return
+    if not runs:
+        click.echo(f"no GC run of lakefs://{repository} is recorded")
+        return
+    table = Table("run", "started", "mode", "ok", "deleted", "bytes", "secs")
+    for r in runs:
+        table.add_row(str(r.get("run_id", "-"))[:17], str(r.get("started_at", ""))[:19], r.get("mode", ""),
+                      "yes" if r.get("success") else "no", f"{r.get('swept', 0):,}", f"{r.get('deleted_bytes', 0):,}",
+                      f"{r.get('seconds', 0):.1f}")
+    console.print(table)
+
+
+@gc.group("rules")
+def rules() -> None:
+    """lakeFS's own GC rules of a repository (retention days per branch)."""
+
+
+@rules.command("get")
+@repository_argument
+@pass_runtime
+@friendly_errors
+def rules_get(rt: Runtime, repository: str) -> None:
+    doc = get_rules_document(rt.lakefs, repository)
+    if doc is None:
+        raise click.ClickException(f"lakefs://{repository} has no GC rules")
+    click.echo(json.dumps(doc, indent=2))
+
+
+@rules.command("set")
+@repository_argument
+@click.option("-f", "--filename", "path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help='JSON or YAML: {"default_retention_days": 14, "branches": [{"branch_id": "main", '
+                   '"retention_days": 21}]}')
+@pass_runtime
+@friendly_errors
+def rules_set(rt: Runtime, repository: str, path: Path) -> None:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--filename") from None
+    except yaml.YAMLError as exc:
+        raise click.BadParameter(f"{path} is not JSON or YAML: {exc}", param_hint="--filename") from None
+    try:
+        parsed = parse_rules(document)  # validated before lakeFS is contacted
+    except RulesError as exc:
+        raise click.ClickException(str(exc)) from None
+    set_rules(rt.lakefs, repository, parsed)
+    click.echo(json.dumps(parsed.model_dump(), indent=2))
+
+
+@rules.command("clear")
+@repository_argument
+@pass_runtime
+@friendly_errors
+def rules_clear(rt: Runtime, repository: str) -> None:
+    clear_rules(rt.lakefs, repository)
+    click.echo(f"GC rules of lakefs://{repository} cleared")
+
+
+COMMANDS = (gc,)

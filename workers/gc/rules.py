@@ -1,0 +1,67 @@
+"""lakeFS's own GC rules of a repository (``/settings/gc_rules``), read, validated and written like lakectl's
+``gc get-config`` / ``set-config`` / ``delete-config``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workers.lakefs.client import LakeFS
+from workers.lakefs.errors import NotFound
+
+
+class BranchRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    branch_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_][-A-Za-z0-9_]*$")
+    retention_days: int = Field(ge=0)
+
+
+class RulesDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    default_retention_days: int = Field(ge=0)
+    branches: list[BranchRule] = Field(default_factory=list)
+
+
+class RulesError(ValueError):
+    pass
+
+
+def parse_rules(document: Any) -> RulesDocument:
+    try:
+        doc = RulesDocument.model_validate(document)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(document)'}: {e['msg']}"
+                             for e in exc.errors())
+        raise RulesError(f"invalid GC rules: {problems}") from None
+    seen = [b.branch_id for b in doc.branches]
+    if dupes := sorted({b for b in seen if seen.count(b) > 1}):
+        raise RulesError(f"invalid GC rules: branch {dupes[0]!r} appears more than once")
+    return doc
+
+
+def get_rules_document(lakefs: LakeFS, repository_id: str) -> dict | None:
+    try:
+        response = lakefs.call("get GC rules", lakefs.repositories.get_gc_rules_with_http_info, repository_id,
+                               _preload_content=False)
+    except NotFound:
+        return None
+    raw = json.loads(response.raw_data)
+    return {"default_retention_days": raw["default_retention_days"], "branches": raw.get("branches") or []}
+
+
+def set_rules(lakefs: LakeFS, repository_id: str, rules: RulesDocument) -> None:
+    import lakefs_sdk  # noqa: PLC0415
+
+    lakefs.call("set GC rules", lakefs.repositories.set_gc_rules, repository_id, lakefs_sdk.GarbageCollectionRules(
+        default_retention_days=rules.default_retention_days,
+        branches=[lakefs_sdk.GarbageCollectionRule(branch_id=b.branch_id, retention_days=b.retention_days)
+                  for b in rules.branches]))
+
+
+def clear_rules(lakefs: LakeFS, repository_id: str) -> None:
+    try:
+        lakefs.call("delete GC rules", lakefs.repositories.delete_gc_rules, repository_id)
+    except NotFound:
+        pass  # idempotent

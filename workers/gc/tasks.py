@@ -1,0 +1,40 @@
+"""Thin Celery tasks of the GC: one repository (under its lock), and the daily fan-out over all of them."""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+
+from workers.celery.base import RETRYABLE, services
+
+
+@shared_task(bind=True, name="workers.gc.tasks.run_repository", autoretry_for=RETRYABLE, retry_backoff=True,
+             max_retries=3, acks_late=True)
+def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -> dict:
+    from workers.gc.run import GCError, NoRules  # noqa: PLC0415
+    from workers.gc.runner import Busy, GCRequest, execute  # noqa: PLC0415
+    from workers.gc.store import GCRuns  # noqa: PLC0415
+
+    s = services(self)
+    request = GCRequest(repository_id, "run", dry_run=dry_run)
+    try:
+        summary = execute(s.lakefs, s.settings.gc, request, runs=GCRuns(s.redis, s.settings.key_prefix),
+                          metrics=s.metrics)
+    except NoRules as exc:
+        return {"repository_id": repository_id, "skipped": str(exc)}
+    except Busy as exc:
+        return {"repository_id": repository_id, "skipped": str(exc)}
+    except GCError as exc:
+        return {"repository_id": repository_id, "success": False, "reason": exc.reason, "error": str(exc)}
+    return {"repository_id": repository_id, "success": summary.success, "run_id": summary.run_id,
+            "deleted": summary.swept, "deleted_bytes": summary.deleted_bytes, "dry_run": summary.dry_run}
+
+
+@shared_task(bind=True, name="workers.gc.tasks.run_all", autoretry_for=RETRYABLE, retry_backoff=True,
+             max_retries=3, acks_late=True)
+def run_all_task(self: Task) -> list[str]:
+    from workers.idle_clock.reconcile import writable_repositories  # noqa: PLC0415
+
+    repos = writable_repositories(services(self).lakefs)
+    for repository_id in repos:
+        run_repository_task.apply_async((repository_id,))
+    return repos
