@@ -9,11 +9,17 @@ if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 here="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$cache"
 command -v go >/dev/null || { echo "go is not installed: lakeFS is built from its Go module" >&2; exit 1; }
-echo "building lakeFS $version from its Go module (first time only, a few minutes)..." >&2
+# One line for the whole build; go's own output (hundreds of "go: downloading" lines) goes to a log file.
+log="$cache/build-lakefs-$version.log"
+printf 'building lakeFS %s from its Go module (first time only, a few minutes) ... ' "$version" >&2
 start=$(date +%s)
-(cd "$here/deploy/lakefs-build" && go build -trimpath \
+if ! (cd "$here/deploy/lakefs-build" && go build -trimpath \
   -ldflags "-X github.com/treeverse/lakefs/pkg/version.Version=$version" \
-  -o "$bin.tmp" github.com/treeverse/lakefs/cmd/lakefs) >&2
+  -o "$bin.tmp" github.com/treeverse/lakefs/cmd/lakefs) >"$log" 2>&1; then
+  echo "failed; the last lines of $log:" >&2
+  tail -n 30 "$log" >&2
+  exit 1
+fi
 mv "$bin.tmp" "$bin"
-echo "built $bin in $(( $(date +%s) - start ))s" >&2
+echo "done in $(( $(date +%s) - start ))s" >&2
 echo "$bin"

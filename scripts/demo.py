@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -89,8 +90,9 @@ def main() -> int:
         janitor(env, "branch-lifecycle", "run", f"lakefs://{REPO}", "--dry-run", "--now", future)
         if args.keep:
             print("\nservices are running; environment for lakefs-janitor:")
-            for key in ("LAKECTL_SERVER_ENDPOINT_URL", "LAKEFS_JANITOR_REDIS_URL"):
-                print(f"  export {key}={env[key]}")
+            for key in sorted(k for k in env if k.startswith(("LAKECTL_", "LAKEFS_JANITOR_"))
+                              and k != "LAKECTL_CONFIG_FILE"):
+                print(f"  export {key}={shlex.quote(env[key])}")
             print("press Ctrl-C to stop")
             while True:
                 time.sleep(3600)

@@ -9,14 +9,22 @@ from pathlib import Path
 import click
 import lakefs_sdk
 import yaml
-from rich.table import Table
 
 from workers.branch_lifecycle.evaluation import Decision
 from workers.branch_lifecycle.policies import PolicyValidationError, canonical, load_policy_text
 from workers.branch_lifecycle.run import decision_dict, plan
 from workers.branch_lifecycle.runner import FutureRunRefused, LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import LifecycleRecords, StaleETag, clear_policies, get_policies, set_policies
-from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
+from workers.cli.common import (
+    Runtime,
+    console,
+    friendly_errors,
+    parse_now,
+    pass_runtime,
+    repository_argument,
+    short_time,
+    table,
+)
 from workers.durations import format_duration
 from workers.lakefs.client import Conflict, NotFound
 from workers.uris import URIError, parse_branch_uri
@@ -55,9 +63,10 @@ def get_cmd(rt: Runtime, repository: str, show_etag: bool) -> None:
 def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str | None) -> None:
     """Replace the policies; prints the canonical list with assigned ids."""
     text = click.get_text_stream("stdin").read() if path == "-" else _read(path)
-    repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
     try:
-        policies = load_policy_text(text, repo.default_branch)
+        load_policy_text(text, None)  # the file's own errors first, even when lakeFS is down
+        repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
+        policies = load_policy_text(text, repo.default_branch)  # then the patterns against the default branch
     except PolicyValidationError as exc:
         raise click.ClickException(f"{path}: invalid policies:\n{exc}") from None
     # Like lakectl: send the ETag we read as the precondition unless --force.
@@ -95,8 +104,22 @@ def _when(d: Decision, now: datetime) -> str:
     if d.action == "delete":
         return "now"
     if d.delete_at is None:
-        return f"never ({d.reason})"
-    return f"{d.delete_at.isoformat().replace('+00:00', 'Z')} (in {_fmt(d.delete_at - now)})"
+        return "never"
+    return f"{short_time(d.delete_at)} (in {_fmt(d.delete_at - now)})"
+
+
+# The table's "why" says what the other columns do not (the JSON output keeps the full sentence).
+_WHY = {
+    "default-branch": "default branch: exempt", "read-only": "read-only repository",
+    "no-creation-time": "no recorded creation time", "no-matching-policy": "no policy matches",
+    "thresholds-not-crossed": "thresholds not crossed yet", "unreported-write": "written since last look",
+}
+
+
+def _why(d: Decision) -> str:
+    if d.action == "delete":
+        return d.detail.removeprefix(f"policy {d.policy_id!r} applies: ")
+    return _WHY.get(d.reason, d.reason)
 
 
 @branch_lifecycle.command("preview")
@@ -117,10 +140,10 @@ def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | Non
     if not p.policies:
         click.echo(f"lakefs://{repository} has no branch lifecycle policies")
         return
-    table = Table("branch", "policy", "age", "idle", "deleted", "why")
+    rows = table("branch", "policy", "age", "idle", "deleted", "why")
     for d in p.decisions:
-        table.add_row(d.branch_id, d.policy_id or "-", _fmt(d.age), _fmt(d.idle), _when(d, now), d.detail)
-    console.print(table)
+        rows.add_row(d.branch_id, d.policy_id or "-", _fmt(d.age), _fmt(d.idle), _when(d, now), _why(d))
+    console.print(rows)
 
 
 @branch_lifecycle.command("run")
@@ -144,11 +167,12 @@ def run_cmd(rt: Runtime, repository: str, dry_run: bool, now_text: str | None, a
         click.echo(json.dumps({"repository_id": repository, "dry_run": dry_run, "skipped": report.skipped,
                                "outcomes": [o.__dict__ for o in report.outcomes]}, indent=2))
         return
+    width = max((len(o.branch_id) for o in report.outcomes), default=0)
     for o in report.outcomes:
-        click.echo(f"{o.result:<14} {o.branch_id}  policy={o.policy_id or '-'}  {o.detail}")
+        click.echo(f"{o.result:<14} {o.branch_id:<{width}}  policy={o.policy_id or '-'}  {o.detail}")
     done = report.count("would-delete") if dry_run else report.count("deleted")
     verb = "would delete" if dry_run else "deleted"
-    click.echo(f"{verb} {done} branch(es); left alone: "
+    click.echo(f"{verb} {done} branch{'es' if done != 1 else ''}; left alone: "
                + (", ".join(f"{n} {reason}" for reason, n in sorted(report.skipped.items())) or "none"))
 
 
@@ -161,7 +185,7 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
     try:
         uri = parse_branch_uri(branch_uri)
     except URIError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc), param_hint="lakefs://REPOSITORY/BRANCH") from None
     record = LifecycleRecords.beside(rt.clock).last_deletion(uri.repository_id, uri.ref)
     if record is None or not record.get("head") or record.get("status") not in ("deleted", "pending"):
         raise click.ClickException(f"no lifecycle deletion of {branch_uri} is recorded")

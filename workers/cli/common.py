@@ -10,7 +10,9 @@ from typing import Any
 
 import click
 import redis
+from rich import box
 from rich.console import Console
+from rich.table import Table
 
 from workers.idle_clock.store import ClockStore
 from workers.lakefs.client import LakeFS, LakeFSError
@@ -45,6 +47,20 @@ class Runtime:
 pass_runtime = click.make_pass_decorator(Runtime, ensure=True)
 
 
+def table(*headers: str) -> Table:
+    """A table that stays readable in an 80-column terminal: compact borders, and cells that wrap instead of
+    being cut with an ellipsis."""
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    for header in headers:
+        t.add_column(header, overflow="fold")
+    return t
+
+
+def short_time(value: datetime | None) -> str:
+    """UTC to the minute, one format everywhere in tables: 2026-01-31 12:00Z."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ") if value else "-"
+
+
 def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn the errors a person can act on into one clear line and exit 1, never a traceback."""
 
@@ -76,5 +92,6 @@ def parse_now(value: str | None) -> datetime:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not an ISO-8601 time (e.g. 2026-01-31T12:00:00Z)") from None
+        raise click.BadParameter(f"{value!r} is not an ISO-8601 time (e.g. 2026-01-31T12:00:00Z)",
+                                 param_hint="--now") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

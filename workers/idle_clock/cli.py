@@ -7,9 +7,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
-from rich.table import Table
 
-from workers.cli.common import Runtime, console, friendly_errors, pass_runtime, repository_argument
+from workers.cli.common import (
+    Runtime,
+    console,
+    friendly_errors,
+    pass_runtime,
+    repository_argument,
+    short_time,
+    table,
+)
 from workers.durations import format_duration
 from workers.idle_clock.store import BranchClock, ClockStore
 from workers.lakefs.client import LakeFS
@@ -56,13 +63,14 @@ def reconcile(rt: Runtime, repository: str) -> None:
     report = reconcile_repository(rt.lakefs, rt.clock, repository, datetime.now(UTC),
                                   s.reconcile_max_branches, s.reconcile_max_staged_stats)
     for write in report.writes:
-        click.echo(f"write   {write.branch_id}  {write.kind}  {write.at.isoformat()}")
+        click.echo(f"write   {write.branch_id}  {write.kind}  {_iso(write.at)}")
     for branch_id in report.forgotten:
         click.echo(f"gone    {branch_id}")
     if report.locked_out:
         raise click.ClickException(f"another reconcile of lakefs://{repository} is running; try again later")
     more = "" if report.complete else " (bound reached; the next run continues)"
-    click.echo(f"{report.branches_seen} branches examined, {len(report.writes)} writes detected{more}")
+    n, w = report.branches_seen, len(report.writes)
+    click.echo(f"{n} branch{'es' if n != 1 else ''} examined, {w} write{'s' if w != 1 else ''} detected{more}")
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -108,11 +116,13 @@ def branches(rt: Runtime, repository: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table("branch", "created", "last write", "idle for", "source")
+    out = table("branch", "created", "last write", "idle for", "source")
     for row in rows:
         idle = format_duration_seconds(row["idle_seconds"])
-        table.add_row(row["branch"], row["created_at"] or "unknown", row["last_write_at"] or "-", idle, row["source"])
-    console.print(table)
+        created = short_time(datetime.fromisoformat(row["created_at"])) if row["created_at"] else "unknown"
+        written = short_time(datetime.fromisoformat(row["last_write_at"])) if row["last_write_at"] else "-"
+        out.add_row(row["branch"], created, written, idle, row["source"])
+    console.print(out)
 
 
 def format_duration_seconds(seconds: int | None) -> str:

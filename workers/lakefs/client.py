@@ -40,8 +40,23 @@ def _message(exc: ApiException) -> str:
         return str(exc.body or exc.reason)
 
 
+def _why_unreachable(exc: BaseException) -> str:
+    """One short reason instead of urllib3's "HTTPConnectionPool(...): Max retries exceeded ..." text."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        reason = getattr(seen, "reason", None)
+        if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
+            return "connection refused"
+        if isinstance(seen, TimeoutError) or "timed out" in str(seen).lower():
+            return "timed out"
+        if "Name or service not known" in str(seen) or "nodename nor servname" in str(seen):
+            return "unknown host"
+        seen = reason if isinstance(reason, BaseException) else (seen.__cause__ or seen.__context__)
+    return type(exc).__name__
+
+
 @contextlib.contextmanager
-def translate_errors(what: str) -> Iterator[None]:
+def translate_errors(what: str, host: str | None = None) -> Iterator[None]:
     """Turn SDK and transport exceptions into LakeFSError subclasses that say what was being done."""
     try:
         yield
@@ -50,7 +65,8 @@ def translate_errors(what: str) -> Iterator[None]:
         cls = BY_STATUS.get(status, Unavailable if status >= 500 else LakeFSError)
         raise cls(f"{what}: lakeFS answered {status}: {_message(exc)}", status) from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise Unavailable(f"{what}: lakeFS is unreachable: {exc}") from None
+        where = f"lakeFS at {host.removesuffix('/api/v1')}" if host else "lakeFS"
+        raise Unavailable(f"{where} is unreachable: {_why_unreachable(exc)} ({what})") from None
 
 
 @dataclass
@@ -72,7 +88,7 @@ class LakeFS:
         self.experimental = lakefs_sdk.ExperimentalApi(self.api)
 
     def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        with translate_errors(what):
+        with translate_errors(what, self.api.configuration.host):
             return fn(*args, _request_timeout=self.timeout, **kwargs)
 
     def paginate(self, what: str, fn: Callable[..., Any], *args: Any, amount: int = 1000, **kwargs: Any) -> Iterator[Any]:
