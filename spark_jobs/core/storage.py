@@ -27,6 +27,7 @@ class StorageError(RuntimeError):
 class Namespace(Protocol):
     uri: str
 
+    def probe(self) -> None: ...
     def list_data(self) -> Iterator[StoredObject]: ...
     def read(self, key: str) -> bytes: ...
     def write(self, key: str, data: bytes) -> None: ...
@@ -49,6 +50,12 @@ class LocalNamespace:
 
     def _path(self, key: str) -> Path:
         return self.root / _check_key(key)
+
+    def probe(self) -> None:
+        """Fail early, and say why, when this is not lakeFS's folder for the namespace."""
+        if not (self.root / "_lakefs").is_dir():
+            raise StorageError(f"namespace {self.uri} is not at {self.root} (no _lakefs/ there): check the "
+                               "blockstore folder setting (lakeFS's blockstore.local.path)")
 
     def list_data(self) -> Iterator[StoredObject]:
         if not self.root.is_dir():
@@ -130,6 +137,10 @@ class S3Namespace:
         self.max_attempts = max_attempts
         self.sleep = sleep
         self.delete_requests = 0
+
+    def probe(self) -> None:
+        """Fail early, and say why, when the credentials cannot list the namespace."""
+        self._call("list", self.client.list_objects_v2, Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
 
     def _call(self, what: str, fn: Callable, **kwargs):
         from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415

@@ -168,6 +168,10 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     rules = get_rules(lakefs, repository_id)
     if rules is None:
         raise NoRules(repository_id)
+    try:
+        ns.probe()
+    except StorageError as exc:
+        raise GCError(str(exc), "storage-read") from exc
     cutoff = now - (min_age if min_age is not None else grace_period(lakefs))
     ns_uris = namespace_uris(ns, local_root=local_root)
     run_id = new_run_id(now)
@@ -176,7 +180,10 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     now_s = int(now.timestamp())
     for branch, head in heads.items():
         _first_parent_line(lakefs, repository_id, head, now_s - rules.days(branch) * 86400, commits)
-    theirs = lakefs_retained(lakefs, ns, ns_uris, repository_id)
+    try:
+        theirs = lakefs_retained(lakefs, ns, ns_uris, repository_id)
+    except StorageError as exc:
+        raise GCError(f"reading lakeFS's retained commits from the namespace failed: {exc}", "storage-read") from exc
     for commit_id in theirs:  # dangling leaves only lakeFS knows of (deleted branches), with their lines
         if commit_id not in commits:
             _first_parent_line(lakefs, repository_id, commit_id, now_s - rules.default_retention_days * 86400,

@@ -15,6 +15,7 @@ from workers.durations import parse_duration
 from workers.gc import run as engine
 from workers.gc.store import GCRuns
 from workers.lakefs.client import LakeFS
+from workers.lakefs.errors import LakeFSError
 from workers.locks import release_quietly
 from workers.metrics import Metrics
 from workers.settings import GCSettings
@@ -88,11 +89,14 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
             summary, marked = engine.run(lakefs, ns, repo, now=request.now, min_age=min_age_of(gc, request.min_age),
                                          dry_run=request.dry_run, **common)
             timings = marked.seconds
-    except engine.GCError as exc:
-        entry.update(success=False, error=str(exc), reason=exc.reason, seconds=round(time.monotonic() - started, 3))
+    except (engine.GCError, LakeFSError, StorageError) as exc:
+        reason = getattr(exc, "reason", "lakefs" if isinstance(exc, LakeFSError) else "storage")
+        entry.update(success=False, error=str(exc), reason=reason, seconds=round(time.monotonic() - started, 3))
         runs.record(repo, entry)
         if metrics:
-            metrics.gc_failures.labels(repo, exc.reason).inc()
+            metrics.gc_failures.labels(repo, reason).inc()
+        if isinstance(exc, StorageError):
+            raise engine.GCError(str(exc), reason) from exc
         raise
     finally:
         release_quietly(lock, f"gc {repo}")
