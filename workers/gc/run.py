@@ -59,6 +59,7 @@ class MarkResult:
     deleted: list[StoredObject]
     retained: set[str]
     seconds: dict[str, float] = field(default_factory=dict)
+    ranges: int = 0  # distinct range files read
 
 
 def new_run_id(now: datetime) -> str:
@@ -227,7 +228,7 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
         ns.write(report.summary_key(run_id), summary.dumps())
     except StorageError as exc:
         raise GCError(f"writing the plan failed: {exc}", "storage-write") from exc
-    return MarkResult(summary, deleted, retained, timings)
+    return MarkResult(summary, deleted, retained, timings, len(range_ids))
 
 
 def _oldest_retained(commits: dict[str, Commit], heads: dict[str, str], retained: set[str]) -> dict[str, str]:
