@@ -3,7 +3,12 @@
     .venv/bin/python bench/receiver_boot.py      (run from a checkout; prints one JSON line)
 """
 
-import gc, json, os, sys, time
+import gc
+import json
+import os
+import sys
+import time
+
 os.environ.update({"LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:9", "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": "a",
                    "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": "b", "LAKEFS_JANITOR_WEBHOOK_SECRET": "s",
                    "LAKECTL_CONFIG_FILE": os.devnull})

@@ -88,7 +88,7 @@ def main() -> int:
                               "append_ratio": round(t_app / t_one, 2), "one": info_one, "many": info_many,
                               "append": info_app}
 
-        e2e = generate(lakefs, repository_id="e2e", storage_namespace="s3://bench/e2e",
+        generate(lakefs, repository_id="e2e", storage_namespace="s3://bench/e2e",
                        writer=S3Objects(s3.client(), "s3://bench/e2e"),
                        shape=HistoryShape(args.e2e_objects, 20, 100), end=end, step=timedelta(days=1))
         rules(lakefs, "e2e", 3)
