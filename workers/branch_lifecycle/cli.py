@@ -26,7 +26,7 @@ from workers.cli.common import (
     table,
 )
 from workers.durations import format_duration
-from workers.lakefs.client import Conflict, NotFound
+from workers.lakefs.client import Conflict, LakeFSError, NotFound
 from workers.uris import URIError, parse_branch_uri
 
 
@@ -64,9 +64,19 @@ def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str 
     """Replace the policies; prints the canonical list with assigned ids."""
     text = click.get_text_stream("stdin").read() if path == "-" else _read(path)
     try:
-        load_policy_text(text, None)  # the file's own errors first, even when lakeFS is down
-        repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
-        policies = load_policy_text(text, repo.default_branch)  # then the patterns against the default branch
+        load_policy_text(text, None)  # the file's own errors, even when lakeFS is down
+    except PolicyValidationError as exc:
+        try:  # all mistakes at once: with lakeFS reachable, the patterns that match the default branch too
+            repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
+            load_policy_text(text, repo.default_branch)
+        except PolicyValidationError as full:
+            exc = full
+        except LakeFSError:
+            pass
+        raise click.ClickException(f"{path}: invalid policies:\n{exc}") from None
+    repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
+    try:
+        policies = load_policy_text(text, repo.default_branch)  # the patterns against the default branch
     except PolicyValidationError as exc:
         raise click.ClickException(f"{path}: invalid policies:\n{exc}") from None
     # Like lakectl: send the ETag we read as the precondition unless --force.

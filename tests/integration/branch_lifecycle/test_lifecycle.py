@@ -204,7 +204,7 @@ def test_dry_run_deletes_nothing(cli, lakefs, clock, repo):
     born(lakefs, clock, repo, "d-1")
     born(lakefs, clock, repo, "d-2")
     out = cli("branch-lifecycle", "run", f"lakefs://{repo}", "--dry-run", "--now", "2026-02-01T00:00:00Z").output
-    assert "would delete 2 branch(es)" in out
+    assert "would delete 2 branches;" in out
     assert branches(lakefs, repo) == {"main", "d-1", "d-2"}
     assert cli("branch-lifecycle", "history", f"lakefs://{repo}").output.strip() == "[]"
 
