@@ -57,9 +57,9 @@ class Service:
         self.proc: subprocess.Popen | None = None
         self.log = self.dir / f"{self.name}.log"
 
-    def _spawn(self, args: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         out = open(self.log, "ab")  # noqa: SIM115 - owned by the child for its lifetime
-        self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+        self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd or ROOT,
                                      start_new_session=True)
 
     def stop(self) -> None:
@@ -170,7 +170,8 @@ class LakeFSServer(Service):
         cfg.write_text(yaml.safe_dump(self.config()))
         env = {**os.environ, **self.extra_env}
         env = {k: v for k, v in env.items() if not k.startswith("LAKEFS_")}  # only our config file counts
-        self._spawn([lakefs_binary(), "run", "--local-settings", "-c", str(cfg)], env)
+        # In its temp dir: every GC prepare call leaves a gc.db folder (a 2 GiB sparse file) in lakeFS's cwd.
+        self._spawn([lakefs_binary(), "run", "--local-settings", "-c", str(cfg)], env, cwd=self.dir)
         wait_until(lambda: requests.get(f"{self.endpoint}/api/v1/healthcheck", timeout=1).status_code == 204,
                    90, "lakeFS", self.proc, self.dir / "lakefs-server.log")
         return self
