@@ -37,7 +37,8 @@ def run(*, api_config: LakeFSApiConfig, repository_id: str, mode: str, runner: R
         graph = load_graph(api, repository_id, local_root=local_root, storage_options_json=storage_options_json)
         config = JobContextConfig(api=api_config, repository_id=repository_id, metadata_from=metadata_from,
                                   storage=StorageConfig(graph.namespace, graph.local_root, storage_options_json))
-        out: dict[str, Any] = {"repository_id": repository_id, "mode": mode, "engine": engine}
+        out: dict[str, Any] = {"repository_id": repository_id, "mode": mode, "engine": engine,
+                               "storage_namespace": graph.namespace, "local_root": graph.local_root}
         if mode != "sweep":
             run_id = run_id or new_run_id(now)
             out["run_id"] = run_id
