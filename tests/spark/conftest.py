@@ -6,8 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer
 from tests.spark.cluster import SparkMaster, SparkWorker, spark_env
-from workers.settings import SparkSettings
+from workers.lakefs.client import LakeFS, make_lakefs_for
+from workers.settings import LakeFSConnection, SparkSettings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -46,3 +48,23 @@ def cluster_spark(spark_cluster: tuple[SparkMaster, SparkWorker]) -> SparkSettin
     master, _ = spark_cluster
     return SparkSettings(master=master.url, range_num_partitions=3, address_num_partitions=3,
                          conf={"spark.executor.memory": "512m", "spark.cores.max": "1"})
+
+
+@pytest.fixture(scope="session")
+def lakefs_server() -> Iterator[LakeFSServer]:
+    server = LakeFSServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def lakefs(lakefs_server: LakeFSServer) -> Iterator[LakeFS]:
+    client = make_lakefs_for(lakefs_server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def lakefs_conn(lakefs_server: LakeFSServer) -> LakeFSConnection:
+    return LakeFSConnection(endpoint_url=lakefs_server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                            secret_access_key=ADMIN_SECRET_KEY)

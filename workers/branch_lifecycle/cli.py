@@ -65,7 +65,7 @@ def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str 
     text = click.get_text_stream("stdin").read() if path == "-" else _read(path)
     try:
         load_policy_text(text, None)  # the file's own errors, even when lakeFS is down
-    except PolicyValidationError as exc:
+    except PolicyValidationError:
         try:  # all mistakes at once: with lakeFS reachable, the patterns that match the default branch too
             repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
             load_policy_text(text, repo.default_branch)

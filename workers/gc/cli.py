@@ -32,12 +32,10 @@ def _progress(what: str, count: int) -> None:
 
 
 def _go(rt: Runtime, request: GCRequest, as_json: bool):
-    if request.engine == "spark":
-        raise click.ClickException("the Spark engine is not wired to the CLI in this build; use --engine inprocess "
-                                   "(see README: Spark)")
     try:
         return execute(rt.lakefs, rt.settings.gc, request, runs=GCRuns(rt.services.redis, rt.settings.key_prefix),
-                       metrics=None, progress=None if as_json else _progress)
+                       metrics=None, progress=None if as_json else _progress, spark=rt.settings.spark,
+                       connection=rt.settings.lakefs)
     except Busy as exc:
         raise click.ClickException(str(exc)) from None
     except GCError as exc:

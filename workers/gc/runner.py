@@ -18,7 +18,7 @@ from workers.lakefs.client import LakeFS
 from workers.lakefs.errors import LakeFSError
 from workers.locks import release_quietly
 from workers.metrics import Metrics
-from workers.settings import GCSettings
+from workers.settings import GCSettings, LakeFSConnection, SparkSettings
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,64 @@ def min_age_of(gc: GCSettings, given: timedelta | None) -> timedelta | None:
     return parse_duration(gc.min_age, allow_zero=True) if gc.min_age else None
 
 
+def _spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, request: GCRequest,
+           progress: engine.Progress | None) -> Summary:
+    """The run as a Spark job (spark_jobs/jobs/gc.py through workers/gc/submit.py), its record read back."""
+    from workers.gc.submit import run_gc  # noqa: PLC0415 - Spark only when asked for
+
+    mode = {"run": "dry-run" if request.dry_run else "full", "plan": "mark", "sweep": "sweep"}[request.mode]
+    options: dict = {}
+    if gc.s3_endpoint_url:
+        options["client_kwargs"] = {"endpoint_url": gc.s3_endpoint_url, "region_name": gc.s3_region or "us-east-1"}
+    if gc.s3_access_key_id and gc.s3_secret_access_key:
+        options.update(key=gc.s3_access_key_id, secret=gc.s3_secret_access_key.get_secret_value())
+
+    def on_event(event: dict) -> None:
+        if progress and event.get("event") == "progress" and event.get("phase"):
+            progress(str(event["phase"]), int(event.get("count", 0) or 0))
+
+    try:
+        result = run_gc(spark=spark, lakefs=connection, repository_id=request.repository_id, mode=mode,
+                        now=request.now, min_age=min_age_of(gc, request.min_age), mark_id=request.mark_id,
+                        storage_options=options or None, metadata_from=gc.metadata_source, on_event=on_event)
+    except Exception as exc:  # the job's own GCError, or spark-submit failing: one failure reason either way
+        raise engine.GCError(str(exc), getattr(exc, "reason", "spark")) from exc
+    stored = result.get("stored_summary", {})
+    swept = (result.get("sweep") or {}).get("deleted", 0) if mode in ("full", "sweep") else 0
+    return Summary(run_id=result["run_id"], repository_id=request.repository_id, success=True,
+                   start_time=str(stored.get("start_time", "")), cutoff_time=str(stored.get("cutoff_time", "")),
+                   num_deleted_objects=int(stored.get("num_deleted_objects", 0)),
+                   deleted_bytes=int(stored.get("deleted_bytes", 0)),
+                   retained_commits=int(stored.get("retained_commits", 0)),
+                   kept_objects=int(stored.get("kept_addresses", 0)), candidates=int(stored.get("candidates", 0)),
+                   too_new=int(stored.get("skipped_recent", 0)),
+                   phase="swept" if mode in ("full", "sweep") else "mark", swept=int(swept),
+                   dry_run=mode == "dry-run")
+
+
+def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest,
+            progress: engine.Progress | None) -> tuple[Summary, dict[str, float]]:
+    repo = request.repository_id
+    ns = open_repository_namespace(lakefs, gc, repo)
+    common = {"metadata_source": gc.metadata_source, "threads": gc.threads, "local_root": gc.local_blockstore_path,
+              "progress": progress}
+    if request.mode == "sweep":
+        summary = engine.sweep(lakefs, ns, repo, request.mark_id or "", **common)
+        timings = {}
+    elif request.mode == "plan":
+        marked = engine.mark(lakefs, ns, repo, now=request.now or datetime.now(UTC),
+                             min_age=min_age_of(gc, request.min_age), dry_run=request.dry_run, **common)
+        summary, timings = marked.summary, marked.seconds
+    else:
+        summary, marked = engine.run(lakefs, ns, repo, now=request.now, min_age=min_age_of(gc, request.min_age),
+                                     dry_run=request.dry_run, **common)
+        timings = marked.seconds
+    return summary, timings
+
+
 def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns, metrics: Metrics | None = None,
-            progress: engine.Progress | None = None) -> Summary:
+            progress: engine.Progress | None = None, spark: SparkSettings | None = None,
+            connection: LakeFSConnection | None = None) -> Summary:
     """Run one request under the repository's lock; records history and metrics whatever the outcome."""
     repo = request.repository_id
     lock = runs.lock(repo, gc.lock_seconds)
@@ -75,20 +131,12 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
     entry = {"repository_id": repo, "mode": request.mode, "engine": request.engine, "dry_run": request.dry_run,
              "started_at": datetime.now(UTC).isoformat(), "policy": "gc rules"}
     try:
-        ns = open_repository_namespace(lakefs, gc, repo)
-        common = {"metadata_source": gc.metadata_source, "threads": gc.threads, "local_root": gc.local_blockstore_path,
-                  "progress": progress}
-        if request.mode == "sweep":
-            summary = engine.sweep(lakefs, ns, repo, request.mark_id or "", **common)
-            timings = {}
-        elif request.mode == "plan":
-            marked = engine.mark(lakefs, ns, repo, now=request.now or datetime.now(UTC),
-                                 min_age=min_age_of(gc, request.min_age), dry_run=request.dry_run, **common)
-            summary, timings = marked.summary, marked.seconds
+        if request.engine == "spark":
+            if spark is None or connection is None:
+                raise engine.GCError("the Spark engine needs the Spark settings and the lakeFS connection", "spark")
+            summary, timings = _spark(gc, spark, connection, request, progress), {}
         else:
-            summary, marked = engine.run(lakefs, ns, repo, now=request.now, min_age=min_age_of(gc, request.min_age),
-                                         dry_run=request.dry_run, **common)
-            timings = marked.seconds
+            summary, timings = _in_process(lakefs, gc, request, progress)
     except (engine.GCError, LakeFSError, StorageError) as exc:
         reason = getattr(exc, "reason", "lakefs" if isinstance(exc, LakeFSError) else "storage")
         entry.update(success=False, error=str(exc), reason=reason, seconds=round(time.monotonic() - started, 3))

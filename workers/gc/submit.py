@@ -10,6 +10,7 @@ them); Spark redacts keys matching secret/access.key in its UI and logs.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import threading
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +235,48 @@ def _follow(proc: subprocess.Popen, on_event: Callable[[dict[str, Any]], None] |
 def _drain(stream: Iterable[str], tail: collections.deque[str]) -> None:
     for line in stream:
         tail.append(line)
+
+
+def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, repository_id: str, mode: str,
+           now: datetime | None = None, min_age: timedelta | None = None, run_id: str | None = None,
+           mark_id: str | None = None, storage_options: Mapping[str, Any] | None = None,
+           metadata_from: str = "storage", on_event: Callable[[dict[str, Any]], None] | None = None,
+           env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A GC run on Spark (spark_jobs/jobs/gc.py). Success needs both a clean exit with a result event and the
+    records the job wrote in the namespace (summary.json, and sweep.json after a sweep) saying so; returns the
+    job's result with those records as read back."""
+    from spark_jobs.engine import report  # noqa: PLC0415
+    from spark_jobs.engine.engine import new_run_id  # noqa: PLC0415
+    from spark_jobs.engine.plan import GCError  # noqa: PLC0415
+    from spark_jobs.engine.storage import Namespace, StorageConfig  # noqa: PLC0415
+
+    now = now or datetime.now(UTC)
+    if mode != "sweep":
+        run_id = run_id or new_run_id(now)
+    args = ["--repository", repository_id, "--mode", mode, "--now", now.isoformat(),
+            "--metadata-from", metadata_from]
+    if min_age is not None:
+        args += ["--min-age-seconds", str(min_age.total_seconds())]
+    if run_id:
+        args += ["--run-id", run_id]
+    if mark_id:
+        args += ["--mark-id", mark_id]
+    options_json = json.dumps(dict(storage_options)) if storage_options else None
+    outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage_options_json=options_json,
+                      on_event=on_event, env=env, app_name=f"lakefs-janitor-gc-{repository_id}")
+    if not outcome.success:
+        reason = (outcome.error or {}).get("reason") or "spark_failed"
+        raise GCError(f"GC of {repository_id} on Spark failed: {outcome.failure_reason()}", reason)
+    result = dict(outcome.result)
+    ns = Namespace(StorageConfig(result["storage_namespace"], result.get("local_root"), options_json))
+    stored = report.read_summary(ns, result["run_id"])
+    if not stored.get("success") or stored.get("run_id") != result["run_id"]:
+        raise GCError(f"GC of {repository_id}: the job ended but its summary.json does not report success",
+                      "summary_missing")
+    result["stored_summary"] = stored
+    if mode in ("full", "sweep"):
+        sweep_record = json.loads(ns.read(f"{report.run_dir(result['run_id'])}/sweep.json"))
+        if not sweep_record.get("success"):
+            raise GCError(f"GC of {repository_id}: the sweep's record does not report success", "delete_failed")
+        result["stored_sweep"] = sweep_record
+    return result

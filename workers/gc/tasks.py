@@ -15,10 +15,11 @@ def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -
     from workers.gc.store import GCRuns  # noqa: PLC0415
 
     s = services(self)
-    request = GCRequest(repository_id, "run", dry_run=dry_run)
+    engine = "spark" if s.settings.gc.engine == "spark" else "inprocess"
+    request = GCRequest(repository_id, "run", dry_run=dry_run, engine=engine)
     try:
         summary = execute(s.lakefs, s.settings.gc, request, runs=GCRuns(s.redis, s.settings.key_prefix),
-                          metrics=s.metrics)
+                          metrics=s.metrics, spark=s.settings.spark, connection=s.settings.lakefs)
     except NoRules as exc:
         return {"repository_id": repository_id, "skipped": str(exc)}
     except Busy as exc:

@@ -1,0 +1,147 @@
+"""A small lakeFS REST client on `requests`, for the GC on the driver and on executors (spark_jobs ships alone,
+without lakefs_sdk). Plain configuration in, so it can be rebuilt on an executor from what the job was given.
+Idempotent GETs are retried on connection errors and 5xx with back-off; everything else fails with a clear
+LakeFSApiError naming the call."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+
+class LakeFSApiError(RuntimeError):
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = "lakefs_unavailable" if status is None or status >= 500 else "lakefs_error"
+
+
+@dataclass(frozen=True)
+class LakeFSApiConfig:
+    api_url: str  # .../api/v1
+    access_key: str
+    secret_key: str
+    connect_timeout: float = 10.0
+    read_timeout: float = 10.0
+    retries: int = 4
+
+
+class LakeFSApi:
+    def __init__(self, config: LakeFSApiConfig) -> None:
+        self.config = config
+        self.session = requests.Session()
+        self.session.auth = (config.access_key, config.secret_key)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _request(self, method: str, path: str, what: str, *, ok=(200,), retry: bool = True,
+                 **kwargs: Any) -> requests.Response:
+        url = f"{self.config.api_url.rstrip('/')}{path}"
+        attempts = self.config.retries + 1 if retry else 1
+        for attempt in range(attempts):
+            try:
+                resp = self.session.request(method, url, timeout=(self.config.connect_timeout,
+                                                                  self.config.read_timeout), **kwargs)
+            except requests.RequestException as exc:
+                if attempt + 1 < attempts:
+                    time.sleep(min(0.5 * 2 ** attempt, 8))
+                    continue
+                raise LakeFSApiError(f"{what}: lakeFS at {self.config.api_url} unreachable: {exc}") from None
+            if resp.status_code in ok:
+                return resp
+            if resp.status_code >= 500 and attempt + 1 < attempts:
+                time.sleep(min(0.5 * 2 ** attempt, 8))
+                continue
+            try:
+                message = resp.json().get("message", resp.text)
+            except ValueError:
+                message = resp.text
+            raise LakeFSApiError(f"{what}: lakeFS answered {resp.status_code}: {message}", resp.status_code)
+        raise AssertionError("unreachable")
+
+    def _get(self, path: str, what: str, **params: Any) -> Any:
+        return self._request("GET", path, what, params=params or None).json()
+
+    def _paginate(self, path: str, what: str, **params: Any) -> Iterator[dict[str, Any]]:
+        after = ""
+        while True:
+            page = self._get(path, what, after=after, amount=1000, **params)
+            yield from page.get("results", [])
+            pagination = page.get("pagination", {})
+            if not pagination.get("has_more"):
+                return
+            after = pagination["next_offset"]
+
+    @staticmethod
+    def _repo(repository_id: str) -> str:
+        return f"/repositories/{quote(repository_id, safe='')}"
+
+    def repository(self, repository_id: str) -> dict[str, Any]:
+        return self._get(self._repo(repository_id), f"get repository {repository_id}")
+
+    def gc_rules(self, repository_id: str) -> dict[str, Any] | None:
+        """The repository's GC rules, or None when it has none (lakeFS answers 404)."""
+        try:
+            return self._get(f"{self._repo(repository_id)}/settings/gc_rules", f"get GC rules of {repository_id}")
+        except LakeFSApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def gc_grace_period_seconds(self) -> int:
+        return int(self._get("/config/garbage-collection", "get GC config").get("grace_period", 86400))
+
+    def branches(self, repository_id: str) -> dict[str, str]:
+        """branch id -> HEAD commit id, hidden branches included."""
+        return {b["id"]: b["commit_id"] for b in self._paginate(
+            f"{self._repo(repository_id)}/branches", f"list branches of {repository_id}", show_hidden="true")}
+
+    def log(self, repository_id: str, ref: str) -> Iterator[dict[str, Any]]:
+        yield from self._paginate(f"{self._repo(repository_id)}/refs/{quote(ref, safe='')}/commits",
+                                  f"log {repository_id}@{ref}")
+
+    def commit(self, repository_id: str, commit_id: str) -> dict[str, Any]:
+        return self._get(f"{self._repo(repository_id)}/commits/{commit_id}", f"get commit {commit_id}")
+
+    def metadata_object(self, repository_id: str, kind: str, object_id: str) -> bytes:
+        """A range or metarange file's bytes through lakeFS (kind: range | meta_range)."""
+        return self._request("GET", f"{self._repo(repository_id)}/metadata/object/{kind}/{object_id}",
+                             f"read {kind} {object_id}").content
+
+    def prepare_commits(self, repository_id: str, *, timeout: float = 1200) -> dict[str, Any]:
+        """lakeFS's own retained-commits computation (async form; the blocking one fails on the local
+        blockstore). Returns {run_id, gc_commits_location, ...}."""
+        started = self._request("POST", f"{self._repo(repository_id)}/gc/prepare_commits/async",
+                                f"prepare GC commits of {repository_id}", ok=(202,), retry=False).json()
+        deadline = time.monotonic() + timeout
+        delay = 0.1
+        while time.monotonic() < deadline:
+            status = self._get(f"{self._repo(repository_id)}/gc/prepare_commits/status",
+                               "GC commits status", id=started["id"])
+            if status.get("completed"):
+                if status.get("error"):
+                    raise LakeFSApiError(f"prepare GC commits of {repository_id}: {status['error']}")
+                return status["result"]
+            time.sleep(delay)
+            delay = min(delay * 2, 2)
+        raise LakeFSApiError(f"prepare GC commits of {repository_id}: not done after {timeout:g}s")
+
+    def prepare_uncommitted(self, repository_id: str) -> tuple[str, list[str]]:
+        """(run id, parquet locations) of every staged address, all branches (hidden ones too)."""
+        token, locations, run_id = "", [], ""
+        while True:
+            body = {"continuation_token": token} if token else {}
+            out = self._request("POST", f"{self._repo(repository_id)}/gc/prepare_uncommited",
+                                f"prepare uncommitted of {repository_id}", ok=(201,), retry=False, json=body).json()
+            run_id = run_id or out.get("run_id", "")
+            if out.get("gc_uncommitted_location"):
+                locations.append(out["gc_uncommitted_location"])
+            token = out.get("continuation_token") or ""
+            if not token:
+                return run_id, locations

@@ -1,0 +1,250 @@
+"""The mark: what a GC run may delete, written as a plan before anything is deleted.
+
+retained commits -> unique metaranges -> unique ranges -> kept addresses (+ every staged address), subtracted
+from the namespace's data objects older than the safety cutoff. The per-unit steps (``unit_*``) run wherever the
+engine's Runner puts them; the rest runs on the driver / calling thread. Both engines call ``mark`` and get the
+same plan for the same repository, ``now`` and cutoff.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spark_jobs.core import sstable
+from spark_jobs.engine import addresses, report, retention
+from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
+from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.storage import Namespace, ObjectInfo, StorageConfig, StorageError
+
+
+class GCError(RuntimeError):
+    """A run that must not go on; ``reason`` is a short label for metrics."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class JobContextConfig:
+    """Everything an executor needs to rebuild its clients (picklable, no sockets)."""
+
+    api: LakeFSApiConfig
+    storage: StorageConfig
+    repository_id: str
+    metadata_from: str = "storage"  # or "lakefs": read ranges through lakeFS's metadata-object endpoint
+
+    def open(self) -> OpenContext:
+        return OpenContext(self)
+
+
+class OpenContext:
+    def __init__(self, config: JobContextConfig) -> None:
+        self.config = config
+        self.ns = Namespace(config.storage)
+        self._api: LakeFSApi | None = None
+        self.prefixes = addresses.namespace_prefixes(config.storage.namespace, config.storage.local_root)
+
+    @property
+    def api(self) -> LakeFSApi:
+        if self._api is None:
+            self._api = LakeFSApi(self.config.api)
+        return self._api
+
+    def read_metadata(self, kind: str, object_id: str) -> bytes:
+        if self.config.metadata_from == "lakefs":
+            return self.api.metadata_object(self.config.repository_id, kind, object_id)
+        return self.ns.read(f"_lakefs/{object_id}")
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.close()
+
+
+# Per-unit steps (run on executors or threads).
+def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[str]:
+    return sstable.metarange_range_ids(ctx.read_metadata("meta_range", metarange_id))
+
+
+def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
+    out = []
+    for address, address_type in sstable.range_addresses(ctx.read_metadata("range", range_id)):
+        relative = addresses.relative_address(address, address_type, ctx.prefixes)
+        if relative is not None:
+            out.append(relative)
+    return out
+
+
+def unit_list(ctx: OpenContext, unit: str) -> list[ObjectInfo]:
+    return ctx.ns.list_unit(unit)
+
+
+@dataclass
+class Graph:
+    namespace: str
+    local_root: str | None
+    rules: retention.GCRules
+    heads: dict[str, str]
+    commits: dict[str, retention.Commit]
+    lakefs_retained: set[str] = field(default_factory=set)
+
+
+def _first_full_address(api: LakeFSApi, repository_id: str, heads: dict[str, str]) -> str | None:
+    for branch_id in sorted(heads):
+        page = api._get(f"{api._repo(repository_id)}/refs/{branch_id}/objects/ls",  # noqa: SLF001
+                        f"list objects of {repository_id}@{branch_id}", amount=1)
+        for obj in page.get("results", []):
+            if obj.get("physical_address", "").startswith("local://"):
+                return obj["physical_address"]
+    return None
+
+
+def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = None,
+               storage_options_json: str | None = None) -> Graph:
+    repo = api.repository(repository_id)
+    namespace = repo["storage_namespace"]
+    body = api.gc_rules(repository_id)
+    if body is None:
+        raise GCError(f"repository {repository_id} has no GC rules: nothing is collected until they are set "
+                      f"(lakefs-janitor gc rules set lakefs://{repository_id} ...)", "no_rules")
+    rules = retention.GCRules.from_api(body)
+    heads = api.branches(repository_id)
+    commits: dict[str, retention.Commit] = {}
+    for head in sorted(set(heads.values())):
+        if head in commits:
+            continue
+        for c in api.log(repository_id, head):
+            if c["id"] in commits:
+                continue  # the log goes on past known commits (merges), so keep reading: ids dedupe it
+            commits[c["id"]] = retention.commit_from_api(c)
+    if namespace.startswith("local://") and not local_root:
+        found = _first_full_address(api, repository_id, heads)
+        local_root = addresses.local_root_from(namespace, found) if found else None
+    graph = Graph(namespace, local_root, rules, heads, commits)
+    # lakeFS's own retained set (it sees dangling commits of deleted branches, which the API cannot list):
+    # ours must contain it.
+    prepared = api.prepare_commits(repository_id)
+    location = prepared.get("gc_commits_location", "")
+    ns = Namespace(StorageConfig(namespace, local_root, storage_options_json))
+    relative = next((r for p in addresses.namespace_prefixes(namespace, local_root)
+                     if (r := addresses.relative_address(location, 2, [p])) is not None), None)
+    if relative is None:
+        raise GCError(f"lakeFS wrote its commits list outside the namespace: {location}", "lakefs_error")
+    if relative and not relative.endswith(".csv"):
+        relative = relative.rstrip("/") + "/commits.csv"
+    for row in csv.DictReader(io.StringIO(ns.read(relative).decode())):
+        if row.get("expired", "false").lower() == "false":
+            graph.lakefs_retained.add(row["commit_id"])
+            if row["commit_id"] not in commits:
+                commits[row["commit_id"]] = retention.commit_from_api(api.commit(repository_id, row["commit_id"]))
+    return graph
+
+
+def _uncommitted(api: LakeFSApi, ns: Namespace, repository_id: str, prefixes: list[str]) -> set[str]:
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    _run_id, locations = api.prepare_uncommitted(repository_id)
+    out: set[str] = set()
+    for location in sorted(set(locations)):
+        relative = next((r for p in prefixes if (r := addresses.relative_address(location, 2, [p])) is not None),
+                        None)
+        if relative is None:
+            raise GCError(f"lakeFS wrote uncommitted addresses outside the namespace: {location}", "lakefs_error")
+        for info in ns.fs.find(ns.path(relative), detail=True).values():
+            table = pq.read_table(io.BytesIO(ns.fs.cat_file(info["name"])), columns=["physical_address"])
+            for address in table.column("physical_address").to_pylist():
+                kind = addresses.FULL if "://" in address else 1
+                rel = addresses.relative_address(address, kind, prefixes)
+                if rel is not None:
+                    out.add(rel)
+    return out
+
+
+@dataclass
+class MarkRequest:
+    repository_id: str
+    run_id: str
+    now: datetime
+    min_age: timedelta | None = None  # None: lakeFS's own grace period
+    dry_run: bool = False
+    engine: str = "inprocess"
+    range_partitions: int = 50
+    address_partitions: int = 200
+
+
+def retained_metaranges(graph: Graph, now: datetime) -> tuple[set[str], list[str]]:
+    ours = retention.retained_commits(commits=graph.commits, branch_heads=graph.heads, rules=graph.rules, now=now)
+    kept = ours | graph.lakefs_retained
+    return kept, retention.metarange_ids(graph.commits, kept)
+
+
+def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, request: MarkRequest, graph: Graph,
+         progress: Callable[..., None] = lambda **_: None) -> dict[str, Any]:
+    """Compute and write the plan; returns its summary (also at <ns>/_lakefs/retention/gc/unified/<run_id>/)."""
+    started = time.monotonic()
+    ctx = config.open()
+    try:
+        min_age = request.min_age if request.min_age is not None else timedelta(
+            seconds=api.gc_grace_period_seconds())
+        cutoff = request.now - min_age
+        kept_commits, metaranges = retained_metaranges(graph, request.now)
+        progress(phase="commits", commits=len(graph.commits), retained=len(kept_commits),
+                 metaranges=len(metaranges))
+        t = time.monotonic()
+        range_ids = sorted(set(runner.map_units(metaranges, unit_metarange_ranges, config.open,
+                                                request.range_partitions)))
+        kept = set(runner.map_units(range_ids, unit_range_addresses, config.open, request.range_partitions))
+        progress(phase="ranges", ranges=len(range_ids), kept=len(kept))
+        uncommitted = _uncommitted(api, ctx.ns, request.repository_id, ctx.prefixes)
+        mark_seconds = time.monotonic() - t
+        t = time.monotonic()
+        units = ctx.ns.list_units()
+        candidates: list[ObjectInfo] = runner.map_units(units, unit_list, config.open, request.address_partitions)
+        progress(phase="listed", objects=len(candidates), units=len(units))
+        list_seconds = time.monotonic() - t
+        reachable = kept | uncommitted
+        cutoff_s = cutoff.timestamp()
+        deleted = sorted((c for c in candidates if c.address not in reachable and c.mtime < cutoff_s),
+                         key=lambda c: c.address)
+        skipped_recent = sum(1 for c in candidates if c.address not in reachable and c.mtime >= cutoff_s)
+        summary = {
+            # lakeFS's own summary.json fields
+            "run_id": request.run_id, "success": True,
+            "first_slice": units[0].removeprefix("data/").rstrip("/") if len(units) > 1 else "",
+            "start_time": datetime.now(UTC).isoformat(), "cutoff_time": cutoff.isoformat(),
+            "num_deleted_objects": len(deleted),
+            # ours
+            "repository_id": request.repository_id, "storage_namespace": graph.namespace,
+            "now": request.now.isoformat(), "min_age_seconds": min_age.total_seconds(),
+            "dry_run": request.dry_run, "engine": request.engine,
+            "commits": len(graph.commits), "retained_commits": len(kept_commits),
+            "lakefs_retained_commits": len(graph.lakefs_retained), "metaranges": len(metaranges),
+            "ranges": len(range_ids), "kept_addresses": len(kept), "uncommitted_addresses": len(uncommitted),
+            "candidates": len(candidates), "skipped_recent": skipped_recent,
+            "deleted_bytes": sum(c.size for c in deleted),
+            "seconds": {"mark": round(mark_seconds, 3), "list": round(list_seconds, 3)},
+        }
+        report.write_plan(ctx.ns, request.run_id, summary=summary, deleted=[c.address for c in deleted],
+                          ranges=range_ids)
+        summary["seconds"]["total"] = round(time.monotonic() - started, 3)
+        return summary
+    except StorageError as exc:
+        raise GCError(str(exc), "storage_error") from exc
+    finally:
+        ctx.close()
+
+
+def plan_fingerprint(summary: dict[str, Any], deleted: list[str]) -> dict[str, Any]:
+    """What two engines must agree on: the deleted set and the counts (not times, run ids or engine names)."""
+    skip = {"run_id", "start_time", "engine", "seconds"}
+    return {"deleted": sorted(deleted), **{k: v for k, v in summary.items() if k not in skip}}
+
+
+__all__ = ["GCError", "Graph", "JobContextConfig", "MarkRequest", "asdict", "load_graph", "mark",
+           "plan_fingerprint", "retained_metaranges"]

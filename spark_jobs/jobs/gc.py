@@ -1,0 +1,87 @@
+"""spark-submit entry point of the committed GC: the same run as the in-process engine (spark_jobs.engine.engine),
+with every per-unit step on executors: metaranges and ranges spread over lakefs.gc.range.num_partitions
+partitions, the namespace listed by slice and the deletions sent in batches of 1,000 over
+lakefs.gc.address.num_partitions partitions. The driver computes retention, the plan and the report, exactly
+as in-process, so both engines write the same plan.
+
+    spark-submit --py-files spark_jobs.zip spark_jobs/jobs/gc.py --repository REPO --mode full|mark|sweep|dry-run
+        [--now ISO-8601] [--min-age-seconds S] [--run-id ID] [--mark-id ID] [--metadata-from storage|lakefs]
+
+lakeFS connection, timeouts, partition counts and storage options come from the Hadoop configuration
+(spark.hadoop.lakefs.*), as workers/gc/submit.py passes them. Progress and the result are printed as events
+(spark_jobs/jobs/protocol.py); the plan and report are written to <ns>/_lakefs/retention/gc/unified/<run_id>/.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+
+class SparkRunner:
+    """spark_jobs.engine.parallel.Runner on Spark: one task per partition of units, one context per task."""
+
+    def __init__(self, sc) -> None:
+        self.sc = sc
+
+    def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
+                  make_context: Callable[[], Any], partitions: int) -> list[Any]:
+        from spark_jobs.jobs.distribute import flat_map_units, per_unit  # noqa: PLC0415
+
+        units = list(units)
+        if not units:
+            return []
+        return flat_map_units(self.sc, units, per_unit(make_context, fn), partitions).collect()
+
+
+def _parse_now(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def main(argv: list[str]) -> int:
+    from spark_jobs.engine.engine import MODES, run  # noqa: PLC0415
+    from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
+    from spark_jobs.jobs.config import JobConfigError, hadoop_config, spark_context  # noqa: PLC0415
+    from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415
+
+    parser = JobArgumentParser(prog="gc")
+    parser.add_argument("--repository", required=True)
+    parser.add_argument("--mode", choices=MODES, default="full")
+    parser.add_argument("--now", help="ISO-8601 time the retention is computed at (default: now)")
+    parser.add_argument("--min-age-seconds", type=float, help="safety cutoff (default: lakeFS's grace period)")
+    parser.add_argument("--run-id")
+    parser.add_argument("--mark-id")
+    parser.add_argument("--metadata-from", choices=["storage", "lakefs"], default="storage")
+    parser.add_argument("--local-root", help="root of lakeFS's local blockstore (default: found from addresses)")
+    args = parser.parse_args(argv)
+    sc = spark_context()
+    try:
+        config = hadoop_config(sc)
+        if not (config.api_url and config.access_key and config.secret_key):
+            raise JobConfigError("spark.hadoop.lakefs.api.url, .access_key and .secret_key must be set")
+        api = LakeFSApiConfig(config.api_url, config.access_key, config.secret_key,
+                              connect_timeout=config.connection_timeout_seconds,
+                              read_timeout=config.read_timeout_seconds)
+        emit("progress", phase="start", app_id=sc.applicationId, master=sc.master, config=config.public())
+        out = run(api_config=api, repository_id=args.repository, mode=args.mode, runner=SparkRunner(sc),
+                  now=_parse_now(args.now), run_id=args.run_id, mark_id=args.mark_id,
+                  min_age=timedelta(seconds=args.min_age_seconds) if args.min_age_seconds is not None else None,
+                  storage_options_json=config.storage_options_json, local_root=args.local_root,
+                  metadata_from=args.metadata_from, engine="spark",
+                  range_partitions=config.range_num_partitions, address_partitions=config.address_num_partitions,
+                  progress=lambda **fields: emit("progress", **fields))
+        emit("result", app_id=sc.applicationId, master=sc.master, **out)
+    finally:
+        sc.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    from spark_jobs.jobs.protocol import run_main
+
+    sys.exit(run_main(main, sys.argv[1:]))
