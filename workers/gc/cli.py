@@ -10,8 +10,10 @@ import click
 import yaml
 from rich.table import Table
 
+from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
 from workers.durations import DurationError, parse_duration
+from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
 from workers.gc.run import GCError
 from workers.gc.runner import Busy, GCRequest, execute
@@ -183,6 +185,64 @@ def rules_set(rt: Runtime, repository: str, path: Path) -> None:
 def rules_clear(rt: Runtime, repository: str) -> None:
     clear_rules(rt.lakefs, repository)
     click.echo(f"GC rules of lakefs://{repository} cleared")
+
+
+
+
+@gc.group("policy")
+def policy() -> None:
+    """Hudi-style cleaning policies of a repository: keep_commits, keep_versions, keep_for, savepoints."""
+
+
+def _print_cleaning(stored) -> None:
+    click.echo(json.dumps(stored.document(), indent=2))
+
+
+@policy.command("get")
+@repository_argument
+@click.option("--etag", "show_etag", is_flag=True, help="Also print the ETag (to stderr).")
+@pass_runtime
+@friendly_errors
+def policy_get(rt: Runtime, repository: str, show_etag: bool) -> None:
+    stored = get_cleaning(rt.lakefs, repository)
+    _print_cleaning(stored)
+    if show_etag:
+        click.echo(f"ETag: {stored.etag}", err=True)
+
+
+@policy.command("set")
+@repository_argument
+@click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Cleaning policies as YAML or JSON: {policies: [{patterns, keep_commits, ...}]}.")
+@click.option("--force", is_flag=True, help="Skip the ETag precondition.")
+@click.option("--if-match", default=None, help="Write only if the stored policies still have this ETag.")
+@pass_runtime
+@friendly_errors
+def policy_set(rt: Runtime, repository: str, path: Path, force: bool, if_match: str | None) -> None:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--file") from None
+    except yaml.YAMLError as exc:
+        raise click.BadParameter(f"{path} is not JSON or YAML: {exc}", param_hint="--file") from None
+    try:
+        policies = parse_cleaning_policies(document)  # validated before lakeFS is contacted
+    except CleaningPolicyError as exc:
+        raise click.ClickException(f"{path}: invalid cleaning policies:\n{exc}") from None
+    precondition = None if force else (if_match or get_cleaning(rt.lakefs, repository).etag)
+    try:
+        _print_cleaning(set_cleaning(rt.lakefs, repository, policies, if_match=precondition))
+    except StaleETag as exc:
+        raise click.ClickException(f"{exc} (--force to overwrite)") from None
+
+
+@policy.command("clear")
+@repository_argument
+@pass_runtime
+@friendly_errors
+def policy_clear(rt: Runtime, repository: str) -> None:
+    clear_cleaning(rt.lakefs, repository)
+    click.echo(f"cleaning policies of lakefs://{repository} cleared")
 
 
 COMMANDS = (gc,)

@@ -28,10 +28,13 @@ from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core import report
 from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
+from spark_jobs.core.cleaning import first_parent_line, latest_versions, policy_retained
 from spark_jobs.core.mark import kept_keys, unique_range_ids
 from spark_jobs.core.plan import StoredObject, plan_deletions
 from spark_jobs.core.retention import Commit, GCRules, retained_commits
+from spark_jobs.core.sstable import metarange_range_ids, range_entries
 from spark_jobs.core.storage import Namespace, StorageError, namespace_uris
+from workers.gc.cleaning_store import get_cleaning
 from workers.lakefs.client import LakeFS
 from workers.lakefs.errors import LakeFSError, NotFound
 
@@ -92,14 +95,15 @@ def _commit(c) -> Commit:
     return Commit(c.id, tuple(c.parents or ()), int(c.creation_date), c.meta_range_id or "")
 
 
-def _first_parent_line(lakefs: LakeFS, repository_id: str, ref: str, threshold: int, into: dict[str, Commit]) -> None:
+def _first_parent_line(lakefs: LakeFS, repository_id: str, ref: str, threshold: int, into: dict[str, Commit], *,
+                       whole: bool = False) -> None:
     """A ref's first-parent line down to the first commit at or before ``threshold`` (the last one retention can
-    keep), stopping early at commits already known."""
+    keep), stopping early at commits already known; ``whole``: down to the first commit."""
     for c in lakefs.paginate("log commits", lakefs.refs.log_commits, repository_id, ref, first_parent=True,
                              amount=1000):
         seen = c.id in into
         into[c.id] = _commit(c)
-        if c.creation_date <= threshold or seen:
+        if not whole and (c.creation_date <= threshold or seen):
             return
 
 
@@ -191,6 +195,16 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
                                commits)
     ours = retained_commits(commits=commits, branch_heads=heads, rules=rules, now=now)
     retained = set(ours.commits) | set(theirs)
+    cleaning = get_cleaning(lakefs, repository_id).policies
+    versions_keys: set[str] = set()
+    if cleaning:  # Hudi-style policies only add to what the GC rules retain
+        for branch, head in heads.items():
+            if any(p.matches(branch) for p in cleaning):
+                _first_parent_line(lakefs, repository_id, head, 0, commits, whole=True)
+        tags = {t.id: t.commit_id for t in lakefs.paginate("list tags", lakefs.tags.list_tags, repository_id)}
+        for commit_id in set(tags.values()) - commits.keys():
+            commits[commit_id] = _commit(lakefs.call("get commit", lakefs.commits.get_commit, repository_id, commit_id))
+        retained |= set(policy_retained(commits=commits, branch_heads=heads, tags=tags, policies=cleaning, now=now))
     progress("commits", len(retained))
     metaranges = {commits[c].meta_range_id if c in commits else theirs.get(c, "") for c in retained}
     timings["commits"] = time.monotonic() - started
@@ -206,6 +220,12 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
             raise GCError(f"reading committed metadata failed: {exc}", "metadata") from exc
         except ValueError as exc:  # SSTableError: a corrupt range or metarange
             raise GCError(f"committed metadata is unreadable: {exc}", "corrupt-metadata") from exc
+        if cleaning:
+            try:
+                versions_keys = _latest_versions(commits, heads, cleaning, read_metarange, read_range, ns_uris)
+            except (StorageError, LakeFSError, ValueError) as exc:
+                raise GCError(f"reading file versions for keep_versions failed: {exc}", "metadata") from exc
+    kept |= versions_keys
     kept |= staged_keys(lakefs, repository_id, list(heads), ns_uris)
     timings["mark"] = time.monotonic() - t
 
@@ -229,6 +249,29 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     except StorageError as exc:
         raise GCError(f"writing the plan failed: {exc}", "storage-write") from exc
     return MarkResult(summary, deleted, retained, timings, len(range_ids))
+
+
+def _latest_versions(commits: dict[str, Commit], heads: dict[str, str], cleaning: list, read_metarange: Callable,
+                     read_range: Callable, ns_uris: tuple[str, ...]) -> set[str]:
+    """KEEP_LATEST_FILE_VERSIONS: per matching branch, each path's N most recent distinct versions in its history."""
+    ranges: dict[str, list[tuple[str, str]]] = {}
+
+    def entries_of(meta_range_id: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for range_id in metarange_range_ids(read_metarange(meta_range_id)) if meta_range_id else []:
+            if range_id not in ranges:  # each distinct range once
+                ranges[range_id] = [(path.decode(), key) for path, address, kind, _ in range_entries(read_range(range_id))
+                                    if (key := relative_key(address, kind, ns_uris)) is not None]
+            out += ranges[range_id]
+        return out
+
+    kept: set[str] = set()
+    for branch, head in heads.items():
+        counts = [p.keep_versions for p in cleaning if p.matches(branch) and p.keep_versions]
+        if counts:
+            line = first_parent_line(commits, head)
+            kept |= latest_versions((entries_of(commits[c].meta_range_id) for c in line), max(counts))
+    return kept
 
 
 def _oldest_retained(commits: dict[str, Commit], heads: dict[str, str], retained: set[str]) -> dict[str, str]:

@@ -1,0 +1,178 @@
+"""Hudi-style cleaning policies for lakeFS (pure): keep the latest N commits, the latest N versions of every path,
+a window of time, and savepoints (tags).
+
+A policy names branches by glob patterns. Policies only ever add to what lakeFS's own GC rules retain: a clean never
+deletes anything lakeFS's GC would keep. Where several policies match a branch, each keeps what it keeps and the
+union is retained, which is at least what the policy that keeps most keeps (Hudi: the one that keeps more wins).
+The version on a branch's HEAD is always kept (HEADs are always retained), and a savepointed commit is never
+cleaned, whatever branch it is on.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from spark_jobs.core.retention import Commit, walk
+
+_DURATION = re.compile(r"(\d+)([wdhms])")
+_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+ID = re.compile(r"^\S{1,32}$")
+FIELDS = ("id", "patterns", "keep_commits", "keep_versions", "keep_for", "savepoints", "description")
+
+
+@dataclass(frozen=True)
+class CleaningPolicy:
+    id: str
+    patterns: tuple[str, ...]
+    keep_commits: int | None = None
+    keep_versions: int | None = None
+    keep_for: timedelta | None = None
+    savepoints: tuple[str, ...] = ()
+    description: str = ""
+
+    def matches(self, branch_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(branch_id, p) for p in self.patterns)
+
+    def document(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "patterns": list(self.patterns)}
+        if self.keep_commits is not None:
+            out["keep_commits"] = self.keep_commits
+        if self.keep_versions is not None:
+            out["keep_versions"] = self.keep_versions
+        if self.keep_for is not None:
+            out["keep_for"] = format_duration(self.keep_for)
+        if self.savepoints:
+            out["savepoints"] = list(self.savepoints)
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+@dataclass
+class CleaningPolicyError(ValueError):
+    errors: list[tuple[int | None, str, str]] = field(default_factory=list)  # (index, field, message)
+
+    def __str__(self) -> str:
+        return "\n".join(f"policies[{i}].{f}: {m}" if i is not None else f"{f}: {m}" for i, f, m in self.errors)
+
+
+def parse_duration(text: Any) -> timedelta:
+    if not isinstance(text, str) or not text or "".join(n + u for n, u in _DURATION.findall(text)) != text:
+        raise ValueError(f"{text!r} is not a duration: whole numbers with units w d h m s, e.g. \"36h\", \"1w2d\"")
+    seconds = sum(int(n) * _UNITS[u] for n, u in _DURATION.findall(text))
+    if seconds <= 0:
+        raise ValueError(f"{text!r} is not a valid duration: it must be greater than zero")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(td: timedelta) -> str:
+    seconds, out = int(td.total_seconds()), ""
+    for unit, size in _UNITS.items():
+        if seconds >= size:
+            out += f"{seconds // size}{unit}"
+            seconds %= size
+    return out or "0s"
+
+
+def parse_cleaning_policies(document: Any) -> list[CleaningPolicy]:
+    """Validate a ``{"policies": [...]}`` document; every mistake is reported at once, by index and field."""
+    errors: list[tuple[int | None, str, str]] = []
+    if not isinstance(document, dict) or not isinstance(document.get("policies"), list):
+        raise CleaningPolicyError([(None, "policies", "expected a document {\"policies\": [...]}")])
+    out: list[CleaningPolicy] = []
+    seen: set[str] = set()
+    for i, item in enumerate(document["policies"]):
+        if not isinstance(item, dict):
+            errors.append((i, "(policy)", "expected a mapping"))
+            continue
+        for key in item:
+            if key not in FIELDS:
+                errors.append((i, str(key), f"unknown field; a cleaning policy has {', '.join(FIELDS)}"))
+        patterns = item.get("patterns")
+        if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) and p for p in patterns):
+            errors.append((i, "patterns", "a non-empty list of branch glob patterns"))
+            patterns = []
+        counts = {}
+        for key in ("keep_commits", "keep_versions"):
+            value = item.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                errors.append((i, key, f"must be a whole number ≥ 1, not {value!r}"))
+                value = None
+            counts[key] = value
+        keep_for = None
+        if item.get("keep_for") is not None:
+            try:
+                keep_for = parse_duration(item["keep_for"])
+            except ValueError as exc:
+                errors.append((i, "keep_for", str(exc)))
+        savepoints = item.get("savepoints", [])
+        if not isinstance(savepoints, list) or not all(isinstance(s, str) and s for s in savepoints):
+            errors.append((i, "savepoints", "a list of tag glob patterns"))
+            savepoints = []
+        if all(item.get(k) is None for k in ("keep_commits", "keep_versions", "keep_for")) and not savepoints:
+            errors.append((i, "(policy)", "set keep_commits, keep_versions, keep_for or savepoints"))
+        policy_id = item.get("id") or f"clean-{i}"
+        if not isinstance(policy_id, str) or not ID.match(policy_id):
+            errors.append((i, "id", "at most 32 characters, no whitespace"))
+        elif policy_id in seen:
+            errors.append((i, "id", f"{policy_id!r} is used by an earlier policy"))
+        seen.add(str(policy_id))
+        description = item.get("description", "")
+        if not isinstance(description, str):
+            errors.append((i, "description", "must be text"))
+            description = ""
+        out.append(CleaningPolicy(str(policy_id), tuple(patterns), counts["keep_commits"], counts["keep_versions"],
+                                  keep_for, tuple(savepoints), description))
+    if errors:
+        raise CleaningPolicyError(errors)
+    return out
+
+
+def first_parent_line(commits: Mapping[str, Commit], head: str) -> list[str]:
+    line, current = [], commits.get(head)
+    while current is not None:
+        line.append(current.id)
+        current = commits.get(current.first_parent) if current.first_parent else None
+    return line
+
+
+def policy_retained(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str], tags: Mapping[str, str],
+                    policies: Iterable[CleaningPolicy], now: datetime) -> dict[str, str]:
+    """Commits the policies retain (commit id → which policy and why), to add to the GC-rules retained set."""
+    policies = list(policies)
+    why: dict[str, str] = {}
+    now_s = int(now.timestamp())
+    for branch_id, head in sorted(branch_heads.items()):
+        for policy in (p for p in policies if p.matches(branch_id)):
+            line = first_parent_line(commits, head)
+            if policy.keep_commits is not None:
+                # the latest N commits, and one more: a reader that started before the Nth-latest commit still
+                # reads the files of the commit before it
+                for commit_id in line[:policy.keep_commits + 1]:
+                    why.setdefault(commit_id, f"{policy.id}: latest {policy.keep_commits} commits of {branch_id} (+1)")
+            if policy.keep_for is not None:
+                threshold = now_s - int(policy.keep_for.total_seconds())
+                for commit_id in walk(commits, head, threshold, keep_start=True):
+                    why.setdefault(commit_id, f"{policy.id}: {format_duration(policy.keep_for)} of {branch_id}")
+    patterns = [s for p in policies for s in p.savepoints]
+    for tag, commit_id in sorted(tags.items()):
+        if any(fnmatch.fnmatchcase(tag, s) for s in patterns):
+            why.setdefault(commit_id, f"savepoint {tag}")
+    return why
+
+
+def latest_versions(history: Iterable[Iterable[tuple[str, str]]], n: int) -> set[str]:
+    """KEEP_LATEST_FILE_VERSIONS over a branch's history, newest commit first: for every path, its N most recent
+    distinct addresses (the first one seen is HEAD's, so HEAD's version is always among them)."""
+    kept: dict[str, list[str]] = {}
+    for entries in history:
+        for path, address in entries:
+            versions = kept.setdefault(path, [])
+            if len(versions) < n and address not in versions:
+                versions.append(address)
+    return {a for versions in kept.values() for a in versions}
