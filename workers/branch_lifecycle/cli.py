@@ -52,6 +52,24 @@ def get_cmd(rt: Runtime, repository: str, show_etag: bool) -> None:
         click.echo(f"ETag: {stored.etag}", err=True)
 
 
+def _file_problems(rt: Runtime, repository: str, text: str) -> PolicyValidationError | None:
+    """The file's own mistakes, found without lakeFS; when lakeFS answers, every mistake at once (the patterns
+    that match the default branch too)."""
+    try:
+        load_policy_text(text, None)
+        return None
+    except PolicyValidationError as own:
+        problem = own
+    try:
+        repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
+        load_policy_text(text, repo.default_branch)
+    except PolicyValidationError as everything:
+        return everything
+    except LakeFSError:
+        pass
+    return problem
+
+
 @branch_lifecycle.command("set")
 @repository_argument
 @click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
@@ -63,17 +81,9 @@ def get_cmd(rt: Runtime, repository: str, show_etag: bool) -> None:
 def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str | None) -> None:
     """Replace the policies; prints the canonical list with assigned ids."""
     text = click.get_text_stream("stdin").read() if path == "-" else _read(path)
-    try:
-        load_policy_text(text, None)  # the file's own errors, even when lakeFS is down
-    except PolicyValidationError:
-        try:  # all mistakes at once: with lakeFS reachable, the patterns that match the default branch too
-            repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
-            load_policy_text(text, repo.default_branch)
-        except PolicyValidationError as full:
-            exc = full
-        except LakeFSError:
-            pass
-        raise click.ClickException(f"{path}: invalid policies:\n{exc}") from None
+    problem = _file_problems(rt, repository, text)
+    if problem is not None:
+        raise click.ClickException(f"{path}: invalid policies:\n{problem}")
     repo = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository)
     try:
         policies = load_policy_text(text, repo.default_branch)  # the patterns against the default branch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -31,7 +32,7 @@ def at(t: int) -> datetime:
 
 @pytest.fixture
 def fresh(clock):
-    repo = f"ord-{datetime.now(UTC).timestamp():.0f}-{id(clock) % 10000}"
+    repo = f"ord-{uuid.uuid4().hex[:12]}"
     return repo
 
 
