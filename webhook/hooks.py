@@ -77,7 +77,8 @@ def _read_json() -> tuple[object, Response | None]:
 def _apply(update) -> bool:
     clock = services().clock
     if update.kind == "create":
-        return clock.record_created(update.repository_id, update.branch_id, update.at, "webhook", update.head)
+        return clock.record_created(update.repository_id, update.branch_id, update.at, source="webhook",
+                                    head=update.head)
     if update.kind == "delete":
         return clock.record_deleted(update.repository_id, update.branch_id, update.at)
-    return clock.record_write(update.repository_id, update.branch_id, update.at, "webhook", update.head)
+    return clock.record_write(update.repository_id, update.branch_id, update.at, source="webhook", head=update.head)

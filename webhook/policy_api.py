@@ -84,8 +84,8 @@ def put(lakefs: LakeFS, repository: str):
         details = [{"index": e.index, "field": e.field, "message": e.message} for e in exc.errors]
         return error_response(400, "invalid policies", details=details)
     try:
-        return _with_etag(set_policies(lakefs, repository, policies, request.headers.get("If-Match"),
-                                       _edit_lock(repository)))
+        return _with_etag(set_policies(lakefs, repository, policies, if_match=request.headers.get("If-Match"),
+                                       lock=_edit_lock(repository)))
     except StaleETag as exc:
         return _stale(exc)
 
@@ -94,7 +94,7 @@ def put(lakefs: LakeFS, repository: str):
 @as_caller
 def delete(lakefs: LakeFS, repository: str):
     try:
-        clear_policies(lakefs, repository, request.headers.get("If-Match"), _edit_lock(repository))
+        clear_policies(lakefs, repository, if_match=request.headers.get("If-Match"), lock=_edit_lock(repository))
     except StaleETag as exc:
         return _stale(exc)
     return "", 204

@@ -92,8 +92,8 @@ def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str 
     # Like lakectl: send the ETag we read as the precondition unless --force.
     precondition = None if force else (if_match or get_policies(rt.lakefs, repository).etag)
     try:
-        stored = set_policies(rt.lakefs, repository, policies, precondition,
-                              LifecycleRecords.beside(rt.clock).edit_lock(repository))
+        stored = set_policies(rt.lakefs, repository, policies, if_match=precondition,
+                              lock=LifecycleRecords.beside(rt.clock).edit_lock(repository))
     except StaleETag as exc:
         raise click.ClickException(f"{exc} (--force to overwrite)") from None
     _print_policies(stored)
@@ -218,7 +218,8 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
         raise click.ClickException(f"commit {record['head']} is gone (garbage collected?): {exc}") from None
     # A new life: without this, a branch whose HEAD carries no action file keeps its old clock and would be
     # deleted again by the next run.
-    rt.clock.record_created(uri.repository_id, uri.ref, datetime.now(UTC), "restored", record["head"])
+    rt.clock.record_created(uri.repository_id, uri.ref, datetime.now(UTC), source="restored",
+                             head=record["head"])
     click.echo(f"restored {branch_uri} at {record['head']} (deleted {record['deleted_at']} by policy "
                f"{record['policy_id']})")
 

@@ -125,7 +125,7 @@ def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, notify: 
         records.forget_warnings(the_plan.repository_id, [(d.branch_id, d.delete_at) for d in fresh])
 
 
-def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, options: LifecycleOptions,
+def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, options: LifecycleOptions, *,
             metrics: Metrics | None = None) -> list[RunReport] | None:
     """Every repository in turn; None when another run (another worker or beat replica) holds the lock."""
     lock = LifecycleRecords.beside(clock).run_lock(None, options.lock_seconds)

@@ -137,11 +137,11 @@ class LifecycleRecords:
             self.redis.delete(*[self._warned(repository_id, b, at) for b, at in due])
 
 
-def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy], if_match: str | None = None,
+def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy], *, if_match: str | None = None,
                  lock: AbstractContextManager | None = None) -> StoredPolicies:
     """Store the list; with if_match, only if the stored list still has that ETag."""
     if not policies:
-        return clear_policies(lakefs, repository_id, if_match, lock)
+        return clear_policies(lakefs, repository_id, if_match=if_match, lock=lock)
     body = json.dumps(canonical(policies), sort_keys=True, separators=(",", ":"))
     with lock or nullcontext():
         _check(lakefs, repository_id, if_match)
@@ -150,7 +150,7 @@ def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy],
     return StoredPolicies(list(policies), etag(policies))
 
 
-def clear_policies(lakefs: LakeFS, repository_id: str, if_match: str | None = None,
+def clear_policies(lakefs: LakeFS, repository_id: str, *, if_match: str | None = None,
                    lock: AbstractContextManager | None = None) -> StoredPolicies:
     """Remove every policy; clearing a repository with none is not an error."""
     with lock or nullcontext():

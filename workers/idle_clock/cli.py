@@ -61,7 +61,7 @@ def reconcile(rt: Runtime, repository: str) -> None:
 
     s = rt.settings
     report = reconcile_repository(rt.lakefs, rt.clock, repository, datetime.now(UTC),
-                                  s.reconcile_max_branches, s.reconcile_max_staged_stats)
+                                  max_branches=s.reconcile_max_branches, max_stats=s.reconcile_max_staged_stats)
     for write in report.writes:
         click.echo(f"write   {write.branch_id}  {write.kind}  {_iso(write.at)}")
     for branch_id in report.forgotten:

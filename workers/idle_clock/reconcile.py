@@ -87,7 +87,7 @@ def staged_state(lakefs: LakeFS, repository_id: str, branch_id: str, max_stats: 
     return StagedState(_fingerprint(entries), latest, tuple(entries), tuple(mtimes))
 
 
-def detect_writes(clock: BranchClock, head: str, staged: StagedState, now: datetime,
+def detect_writes(clock: BranchClock, head: str, staged: StagedState, now: datetime, *,
                   head_written_at: datetime | None = None) -> list[DetectedWrite]:
     """Pure: which writes the difference between what was seen and what is there now implies.
 
@@ -140,9 +140,9 @@ def look_at_branch(lakefs: LakeFS, clock: ClockStore, *, repository_id: str, bra
     staged = staged_state(lakefs, repository_id, branch_id, max_stats)
     moved = current.head not in (None, head)
     written_at = head_written_at(lakefs, repository_id, branch_id, head) if moved else None
-    writes = detect_writes(current, head, staged, now, written_at)
+    writes = detect_writes(current, head, staged, now, head_written_at=written_at)
     if record:
-        writes = [w for w in writes if clock.record_write(repository_id, branch_id, w.at, "reconciler")]
+        writes = [w for w in writes if clock.record_write(repository_id, branch_id, w.at, source="reconciler")]
         clock.observe(repository_id, branch_id, head, staged.fingerprint, now)
     return writes
 
@@ -150,7 +150,7 @@ def look_at_branch(lakefs: LakeFS, clock: ClockStore, *, repository_id: str, bra
 RECONCILE_LOCK_SECONDS = 900
 
 
-def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime,
+def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, *,
                          max_branches: int = 5000, max_stats: int = 1000,
                          metrics: Metrics | None = None) -> ReconcileReport:
     # Overlapping passes would share (and overwrite) one cursor; the lock expires should a worker die.

@@ -172,11 +172,11 @@ class ClockStore:
         args = [kind, _stamp(at), source, branch_id, repository_id, head or "", TOMBSTONE_TTL_SECONDS]
         return bool(self._record(keys=keys, args=args))
 
-    def record_created(self, repository_id: str, branch_id: str, at: datetime, source: Source = "webhook",
+    def record_created(self, repository_id: str, branch_id: str, at: datetime, *, source: Source = "webhook",
                        head: str | None = None) -> bool:
         return self._run("create", repository_id, branch_id, at, source, head)
 
-    def record_write(self, repository_id: str, branch_id: str, at: datetime, source: Source = "webhook",
+    def record_write(self, repository_id: str, branch_id: str, at: datetime, *, source: Source = "webhook",
                      head: str | None = None) -> bool:
         return self._run("write", repository_id, branch_id, at, source, head)
 

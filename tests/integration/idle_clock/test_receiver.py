@@ -139,7 +139,7 @@ def test_redis_stopped_mid_test_gives_503_then_recovers(lakefs_server):
 def test_a_hook_in_the_same_second_still_moves_the_head(receiver, clock, fresh):
     t = 1_700_000_000
     post(receiver, event("post-create-branch", t, repo=fresh))
-    clock.record_write(fresh, "feature-x", at(t + 5), "reconciler")  # the reconciler dated the staged write
+    clock.record_write(fresh, "feature-x", at(t + 5), source="reconciler")  # the reconciler dated the staged write
     r = post(receiver, event("post-commit", t + 5, repo=fresh, commit_id="the-commit"))
     assert r.json()["status"] == "stale"  # no newer time...
     assert clock.get(fresh, "feature-x").head == "the-commit"  # ...but the new HEAD is remembered
