@@ -185,7 +185,7 @@ def run_preview(lakefs: LakeFS, clock: ClockStore, repos: list[str], meter: Mete
     reasons: Counter = Counter()
     decisions = 0
     with meter:
-        plans = [plan(lakefs, clock, repo, datetime.now(UTC)) for repo in repos]
+        plans = [plan(lakefs, clock, repo, now=datetime.now(UTC)) for repo in repos]
     for p in plans:
         if len(p.decisions) != len(p.states):
             raise RuntimeError(f"{p.repository_id}: {len(p.decisions)} decisions for {len(p.states)} branches")
@@ -235,7 +235,7 @@ def profile_preview(lakefs: LakeFS, clock: ClockStore, repos: list[str], path: P
     prof = cProfile.Profile()
     prof.enable()
     for repo in repos:
-        plan(lakefs, clock, repo, datetime.now(UTC))
+        plan(lakefs, clock, repo, now=datetime.now(UTC))
     prof.disable()
     out = io.StringIO()
     stats = pstats.Stats(prof, stream=out)

@@ -52,14 +52,14 @@ def writes(lakefs, lakefs_server) -> None:
         "create branch", lakefs.branches.create_branch, REPO, lakefs_sdk.BranchCreation(name=name, source=src))
     for name in ("feature-login", "feature-search", "tmp-scratch", "release-1"):
         create(name)
-    lakefs.upload(REPO, "feature-login", "login/form.json", b'{"fields": 3}')
+    lakefs.upload(REPO, "feature-login", "login/form.json", data=b'{"fields": 3}')
     lakefs.call("commit", lakefs.commits.commit, REPO, "feature-login",
                 lakefs_sdk.CommitCreation(message="login form"))
     lakefs.call("merge", lakefs.refs.merge_into_branch, REPO, "feature-login", "main")
     # A staged write fires no hook: the reconciler picks it up (a second later, so that it is news: event
     # times have one-second precision).
     time.sleep(1.1)
-    lakefs.upload(REPO, "feature-search", "search/index.parquet", b"PAR1")
+    lakefs.upload(REPO, "feature-search", "search/index.parquet", data=b"PAR1")
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ from workers.services import Services
 from workers.settings import Settings
 
 
-def create_app(settings: Settings, redis_client: redis.Redis | None = None,
+def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
                registry: CollectorRegistry | None = None, services: Services | None = None) -> Flask:
     # Imported here so that importing the package has no side effects and no cycles.
     from webhook import errors, health, hooks, policy_api  # noqa: PLC0415

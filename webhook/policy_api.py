@@ -34,7 +34,7 @@ def caller_client() -> Iterator[LakeFS | None]:
 
     settings = services().settings
     client = make_lakefs_for(settings.lakefs.endpoint_url, auth.username, auth.password,
-                             settings.lakefs_timeout_seconds)
+                             timeout=settings.lakefs_timeout_seconds)
     try:
         yield client
     finally:

@@ -11,7 +11,7 @@ from redis.lock import Lock
 log = logging.getLogger(__name__)
 
 
-def named_lock(client: redis.Redis, prefix: str, name: str, seconds: float,
+def named_lock(client: redis.Redis, prefix: str, name: str, *, seconds: float,
                blocking_timeout: float | None = None) -> Lock:
     """Without blocking_timeout, acquire() returns False at once when someone else holds it."""
     if blocking_timeout is None:

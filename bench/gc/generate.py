@@ -97,7 +97,7 @@ class LakeFSUpload:
     layout, the common case. About as fast as S3Objects against moto, which is the bottleneck of both."""
 
     def put(self, lakefs, repository_id: str, branch_id: str, path: str, slice_id: str, size: int) -> str:
-        return lakefs.upload(repository_id, branch_id, path, _content(size)).physical_address
+        return lakefs.upload(repository_id, branch_id, path, data=_content(size)).physical_address
 
 
 def _content(size: int) -> bytes:

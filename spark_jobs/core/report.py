@@ -33,6 +33,7 @@ class Summary:
     dry_run: bool = False
     by_prefix: dict = field(default_factory=dict)
     oldest_retained: dict = field(default_factory=dict)  # branch -> oldest retained commit on its first-parent line
+    policies: list = field(default_factory=list)  # "gc rules" and the ids of the cleaning policies applied
     error: str | None = None
 
     @classmethod

@@ -42,10 +42,10 @@ def run(*, api_config: LakeFSApiConfig, repository_id: str, mode: str, runner: R
         if mode != "sweep":
             run_id = run_id or new_run_id(now)
             out["run_id"] = run_id
-            out["summary"] = mark(api, runner, config, MarkRequest(
+            out["summary"] = mark(api, runner, config, request=MarkRequest(
                 repository_id=repository_id, run_id=run_id, now=now, min_age=min_age, dry_run=mode == "dry-run",
                 engine=engine, range_partitions=range_partitions, address_partitions=address_partitions),
-                graph, progress)
+                graph=graph, progress=progress)
             mark_id = run_id
         if mode in ("full", "sweep"):
             if mode == "full":  # the graph may have moved while we marked: the re-check reads it anew

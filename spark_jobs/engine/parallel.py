@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 class Runner(Protocol):
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
-                  make_context: Callable[[], Any], partitions: int) -> list[Any]:
+                  make_context: Callable[[], Any], *, partitions: int) -> list[Any]:
         """Everything ``fn(context, unit)`` yields for every unit, in any order; one context per partition."""
 
 
@@ -20,7 +20,7 @@ class ThreadRunner:
         self.threads = threads
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
-                  make_context: Callable[[], Any], partitions: int) -> list[Any]:
+                  make_context: Callable[[], Any], *, partitions: int) -> list[Any]:
         units = list(units)
         if not units:
             return []

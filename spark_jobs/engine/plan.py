@@ -184,7 +184,7 @@ def retained_metaranges(graph: Graph, now: datetime) -> tuple[set[str], list[str
     return kept, retention.metarange_ids(graph.commits, kept)
 
 
-def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, request: MarkRequest, graph: Graph,
+def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: MarkRequest, graph: Graph,
          progress: Callable[..., None] = lambda **_: None) -> dict[str, Any]:
     """Compute and write the plan; returns its summary (also at <ns>/_lakefs/retention/gc/unified/<run_id>/)."""
     started = time.monotonic()
@@ -198,14 +198,14 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, request: Mark
                  metaranges=len(metaranges))
         t = time.monotonic()
         range_ids = sorted(set(runner.map_units(metaranges, unit_metarange_ranges, config.open,
-                                                request.range_partitions)))
-        kept = set(runner.map_units(range_ids, unit_range_addresses, config.open, request.range_partitions))
+                                                partitions=request.range_partitions)))
+        kept = set(runner.map_units(range_ids, unit_range_addresses, config.open, partitions=request.range_partitions))
         progress(phase="ranges", ranges=len(range_ids), kept=len(kept))
         uncommitted = _uncommitted(api, ctx.ns, request.repository_id, ctx.prefixes)
         mark_seconds = time.monotonic() - t
         t = time.monotonic()
         units = ctx.ns.list_units()
-        candidates: list[ObjectInfo] = runner.map_units(units, unit_list, config.open, request.address_partitions)
+        candidates: list[ObjectInfo] = runner.map_units(units, unit_list, config.open, partitions=request.address_partitions)
         progress(phase="listed", objects=len(candidates), units=len(units))
         list_seconds = time.monotonic() - t
         reachable = kept | uncommitted

@@ -44,15 +44,15 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, mark_id: 
         planned = report.read_deleted(ctx.ns, mark_id)
         read_before = report.read_ranges(ctx.ns, mark_id)
         _commits, metaranges = retained_metaranges(graph, now)
-        ranges_now = set(runner.map_units(metaranges, unit_metarange_ranges, config.open, range_partitions))
+        ranges_now = set(runner.map_units(metaranges, unit_metarange_ranges, config.open, partitions=range_partitions))
         new_ranges = sorted(ranges_now - read_before)
-        reachable = set(runner.map_units(new_ranges, unit_range_addresses, config.open, range_partitions))
+        reachable = set(runner.map_units(new_ranges, unit_range_addresses, config.open, partitions=range_partitions))
         reachable |= _uncommitted(api, ctx.ns, config.repository_id, ctx.prefixes)
         to_delete = [a for a in planned if a not in reachable]
         progress(phase="recheck", planned=len(planned), new_ranges=len(new_ranges),
                  became_reachable=len(planned) - len(to_delete))
         batches = [to_delete[i:i + S3_BATCH] for i in range(0, len(to_delete), S3_BATCH)]
-        results = runner.map_units(batches, unit_delete, config.open, address_partitions)
+        results = runner.map_units(batches, unit_delete, config.open, partitions=address_partitions)
         failed = [f for r in results for f in r["failed"]]
         record = {
             "run_id": mark_id, "success": not failed, "swept_at": datetime.now(UTC).isoformat(),

@@ -21,7 +21,7 @@ def _partitions(count: int, wanted: int) -> int:
 
 
 def flat_map_units(sc, units: Sequence[T], per_partition: Callable[[Iterable[T]], Iterator[U]],
-                   partitions: int):
+                   *, partitions: int):
     """An RDD of everything ``per_partition`` yields for the units of each partition (units spread evenly)."""
     units = list(units)
     return sc.parallelize(units, _partitions(len(units), partitions)).mapPartitions(per_partition)

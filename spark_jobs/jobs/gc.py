@@ -27,13 +27,13 @@ class SparkRunner:
         self.sc = sc
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
-                  make_context: Callable[[], Any], partitions: int) -> list[Any]:
+                  make_context: Callable[[], Any], *, partitions: int) -> list[Any]:
         from spark_jobs.jobs.distribute import flat_map_units, per_unit  # noqa: PLC0415
 
         units = list(units)
         if not units:
             return []
-        return flat_map_units(self.sc, units, per_unit(make_context, fn), partitions).collect()
+        return flat_map_units(self.sc, units, per_unit(make_context, fn), partitions=partitions).collect()
 
 
 def _parse_now(value: str | None) -> datetime | None:

@@ -123,7 +123,7 @@ def eventually(check: Callable[[], object], timeout: float = 20.0, interval: flo
 
 
 def upload(lakefs: LakeFS, repo: str, branch: str, path: str, data: bytes = b"x") -> None:
-    lakefs.upload(repo, branch, path, data)
+    lakefs.upload(repo, branch, path, data=data)
 
 
 def commit(lakefs: LakeFS, repo: str, branch: str, message: str = "c", date: int | None = None):

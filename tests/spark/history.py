@@ -21,7 +21,7 @@ class History:
 
 
 def _upload(lakefs, repo: str, branch: str, path: str) -> None:
-    lakefs.upload(repo, branch, path, f"{path} {uuid.uuid4().hex}".encode())
+    lakefs.upload(repo, branch, path, data=f"{path} {uuid.uuid4().hex}".encode())
 
 
 def _commit(lakefs, repo: str, branch: str, message: str, date: datetime) -> str:

@@ -151,7 +151,7 @@ def _why(d: Decision) -> str:
 def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | None) -> None:
     """Every branch with its matching policy, age, idle time and when it will be deleted (or why never)."""
     now = parse_now(now_text)
-    p = plan(rt.lakefs, rt.clock, repository, now, adopt_untracked=rt.settings.lifecycle_adopt_untracked,
+    p = plan(rt.lakefs, rt.clock, repository, now=now, adopt_untracked=rt.settings.lifecycle_adopt_untracked,
              max_stats=rt.settings.reconcile_max_staged_stats)
     if as_json:
         click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(),
@@ -178,7 +178,7 @@ def run_cmd(rt: Runtime, repository: str, dry_run: bool, now_text: str | None, a
     now = parse_now(now_text)
     options = LifecycleOptions.from_settings(rt.settings)
     try:
-        report = run_repository(rt.lakefs, rt.clock, repository, now, options, dry_run=dry_run)
+        report = run_repository(rt.lakefs, rt.clock, repository, now=now, options=options, dry_run=dry_run)
     except FutureRunRefused:
         raise click.BadParameter("a --now in the future can only be used with --dry-run", param_hint="--now") from None
     if report.locked_out:

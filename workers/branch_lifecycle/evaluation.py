@@ -44,7 +44,7 @@ def evaluate(
     branches: Iterable[BranchState],
     default_branch: str,
     policies: Sequence[Policy],
-    now: datetime,
+    *, now: datetime,
     read_only: bool = False,
 ) -> list[Decision]:
     """One decision per branch, in input order."""
@@ -101,18 +101,18 @@ def _match(branch: BranchState, policies: Sequence[Policy], now: datetime, creat
     matching = [p for p in policies if p.matches(branch.branch_id)]
     delete_at = _earliest_delete_at(matching, created_at, activity)
 
-    def decide(action: Action, reason: str, detail: str, policy: Policy | None) -> Decision:
+    def decide(action: Action, reason: str, detail: str, *, policy: Policy | None) -> Decision:
         policy_id = policy.id if policy else None
         return Decision(branch.branch_id, branch.head, action, reason, detail, policy_id, age, idle, delete_at)
 
     if not matching:
-        return decide("keep", "no-matching-policy", "no policy pattern matches this branch", None)
+        return decide("keep", "no-matching-policy", "no policy pattern matches this branch", policy=None)
     applicable = next((p for p in matching if _applies(p, age, idle)), None)
     if applicable is not None:
-        return decide("delete", "expired", _expired_detail(applicable, age, idle), applicable)
+        return decide("delete", "expired", _expired_detail(applicable, age, idle), policy=applicable)
     when = f"it becomes eligible after {delete_at.isoformat()}" if delete_at else "it never becomes eligible"
     detail = f"matches policy {matching[0].id!r} but has not crossed the thresholds yet; {when}"
-    return decide("keep", "thresholds-not-crossed", detail, matching[0])
+    return decide("keep", "thresholds-not-crossed", detail, policy=matching[0])
 
 
 def _applies(policy: Policy, age: timedelta, idle: timedelta) -> bool:

@@ -92,8 +92,7 @@ def _branch_states(lakefs: LakeFS, clock: ClockStore, repository_id: str,
     }
 
 
-def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, *,
-         adopt_untracked: bool = False, policies: list[Policy] | None = None, max_stats: int = 1000,
+def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, *, now: datetime, adopt_untracked: bool = False, policies: list[Policy] | None = None, max_stats: int = 1000,
          record: bool = False) -> Plan:
     """Evaluate every branch; each branch found due is first looked at as the reconciler would, so a write no
     hook reported (a reset, a retarget, a staged change) keeps it. ``record`` writes what that look finds to
@@ -106,7 +105,7 @@ def plan(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, *
         repo = repo_call.result()
     read_only = bool(getattr(repo, "read_only", False))
     states = _branch_states(lakefs, clock, repository_id, adopt_untracked) if policies else {}
-    decisions = evaluate(states.values(), repo.default_branch, policies, now, read_only=read_only)
+    decisions = evaluate(states.values(), repo.default_branch, policies, now=now, read_only=read_only)
     decisions = [_look_again(lakefs, clock, repository_id=repository_id, decision=d, state=states.get(d.branch_id),
                              default_branch=repo.default_branch, policies=policies, now=now, max_stats=max_stats,
                              record=record)
@@ -129,7 +128,7 @@ def _look_again(lakefs: LakeFS, clock: ClockStore, *, repository_id: str, decisi
     latest = max(w.at for w in writes)
     written = BranchState(state.branch_id, state.head, state.created_at,
                           max(latest, state.last_write_at) if state.last_write_at else latest)
-    again = evaluate([written], default_branch, policies, now)[0]
+    again = evaluate([written], default_branch, policies, now=now)[0]
     log.info("lifecycle: %s/%s has a write no hook reported (%s); kept in this run", repository_id,
              state.branch_id, _writes_text(writes))
     return dataclasses.replace(
@@ -208,12 +207,12 @@ def _delete_one(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, decision: Dec
         if dry_run:
             return Outcome(branch, "would-delete", decision.policy_id, decision.detail)
         # Recorded before the call: if the answer is lost, the branch can still be restored at this HEAD.
-        record_deletion(clock, repo, branch, current.head, decision, the_plan.now, "pending")
+        record_deletion(clock, repo, branch, head=current.head, decision=decision, now=the_plan.now, status="pending")
         lakefs.call(f"delete branch {branch}", lakefs.branches.delete_branch, repo, branch)
     except PreconditionFailed as exc:
         log.warning("lifecycle: deletion of %s/%s vetoed by a pre-delete-branch hook: %s", repo, branch, exc)
         if current is not None:
-            record_deletion(clock, repo, branch, current.head, decision, the_plan.now, "vetoed")
+            record_deletion(clock, repo, branch, head=current.head, decision=decision, now=the_plan.now, status="vetoed")
         if metrics:
             metrics.deletions_vetoed.labels(repo, decision.policy_id or "").inc()
         return Outcome(branch, "vetoed", decision.policy_id, str(exc))
@@ -222,7 +221,7 @@ def _delete_one(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, decision: Dec
         if current is not None and _still_exists(lakefs, repo, branch) is not False:
             log.error("lifecycle: deleting %s/%s failed: %s", repo, branch, exc)
             if not dry_run:
-                record_deletion(clock, repo, branch, current.head, decision, the_plan.now, "failed")
+                record_deletion(clock, repo, branch, head=current.head, decision=decision, now=the_plan.now, status="failed")
             return Outcome(branch, "failed", decision.policy_id, str(exc))
         return Outcome(branch, "gone", decision.policy_id, "already deleted")
     except Unavailable as exc:
@@ -233,7 +232,7 @@ def _delete_one(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, decision: Dec
     except LakeFSError as exc:
         log.error("lifecycle: deleting %s/%s failed: %s", repo, branch, exc)
         if current is not None and not dry_run:
-            record_deletion(clock, repo, branch, current.head, decision, the_plan.now, "failed")
+            record_deletion(clock, repo, branch, head=current.head, decision=decision, now=the_plan.now, status="failed")
         return Outcome(branch, "failed", decision.policy_id, str(exc))
     return _deleted(clock, the_plan, decision, current.head, metrics)
 
@@ -251,13 +250,13 @@ def _still_exists(lakefs: LakeFS, repo: str, branch: str) -> bool | None:
 
 def _deleted(clock: ClockStore, the_plan: Plan, decision: Decision, head: str | None,
              metrics: Metrics | None) -> Outcome:
-    record_deletion(clock, the_plan.repository_id, decision.branch_id, head, decision, the_plan.now, "deleted")
+    record_deletion(clock, the_plan.repository_id, decision.branch_id, head=head, decision=decision, now=the_plan.now, status="deleted")
     if metrics:
         metrics.branches_deleted.labels(the_plan.repository_id, decision.policy_id or "").inc()
     return Outcome(decision.branch_id, "deleted", decision.policy_id, decision.detail)
 
 
-def record_deletion(clock: ClockStore, repository_id: str, branch_id: str, head: str | None, decision: Decision,
+def record_deletion(clock: ClockStore, repository_id: str, branch_id: str, *, head: str | None, decision: Decision,
                     now: datetime, status: str = "deleted") -> None:
     """Keep the branch's last HEAD (for restore) and, once deleted, log it in the history list."""
     entry = {

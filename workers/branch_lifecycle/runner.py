@@ -66,14 +66,14 @@ class FutureRunRefused(ValueError):
 FUTURE_TOLERANCE = timedelta(seconds=5)
 
 
-def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, options: LifecycleOptions,
-                   *, dry_run: bool = False, metrics: Metrics | None = None,
+def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, *, now: datetime, options: LifecycleOptions,
+                   dry_run: bool = False, metrics: Metrics | None = None,
                    notify: Notifier = post_json) -> RunReport:
     if not dry_run and now > datetime.now(UTC) + FUTURE_TOLERANCE:
         raise FutureRunRefused(f"a run dated {now.isoformat()} is in the future and would delete branches that are "
                                "not idle yet; only a dry run may look ahead")
     if dry_run:  # deletes nothing, writes nothing: no reason to hold up a real run
-        the_plan = plan(lakefs, clock, repository_id, now, adopt_untracked=options.adopt_untracked,
+        the_plan = plan(lakefs, clock, repository_id, now=now, adopt_untracked=options.adopt_untracked,
                         max_stats=options.max_stats)
         return execute(lakefs, clock, the_plan, dry_run=True, max_deletions=options.max_deletions,
                        max_stats=options.max_stats)
@@ -83,7 +83,7 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: d
         return RunReport(repository_id, dry_run, locked_out=True)
     started = time.monotonic()
     try:
-        the_plan = plan(lakefs, clock, repository_id, now, adopt_untracked=options.adopt_untracked,
+        the_plan = plan(lakefs, clock, repository_id, now=now, adopt_untracked=options.adopt_untracked,
                         max_stats=options.max_stats, record=True)
         report = execute(lakefs, clock, the_plan, max_deletions=options.max_deletions, metrics=metrics,
                          still_ours=_still_ours(lock), max_stats=options.max_stats)
@@ -113,7 +113,7 @@ def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, notify: 
         return
     records = LifecycleRecords.beside(clock)
     ttl = int(window.total_seconds()) + 86400
-    fresh = [d for d in upcoming if records.first_warning(the_plan.repository_id, d.branch_id, d.delete_at, ttl)]
+    fresh = [d for d in upcoming if records.first_warning(the_plan.repository_id, d.branch_id, d.delete_at, ttl_seconds=ttl)]
     if not fresh:
         return
     body = {"repository_id": the_plan.repository_id, "evaluated_at": the_plan.now.isoformat(),
@@ -125,8 +125,7 @@ def _warn(clock: ClockStore, the_plan: Plan, options: LifecycleOptions, notify: 
         records.forget_warnings(the_plan.repository_id, [(d.branch_id, d.delete_at) for d in fresh])
 
 
-def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, options: LifecycleOptions, *,
-            metrics: Metrics | None = None) -> list[RunReport] | None:
+def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, *, options: LifecycleOptions, metrics: Metrics | None = None) -> list[RunReport] | None:
     """Every repository in turn; None when another run (another worker or beat replica) holds the lock."""
     lock = LifecycleRecords.beside(clock).run_lock(None, options.lock_seconds)
     if not lock.acquire():
@@ -135,7 +134,7 @@ def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, options: Lifecycle
         reports = []
         for repo in lakefs.paginate("list repositories", lakefs.repositories.list_repositories):
             try:
-                reports.append(run_repository(lakefs, clock, repo.id, now, options, metrics=metrics))
+                reports.append(run_repository(lakefs, clock, repo.id, now=now, options=options, metrics=metrics))
             except Exception:  # one broken repository must not stop the others
                 log.exception("lifecycle: run for %s failed", repo.id)
         return reports

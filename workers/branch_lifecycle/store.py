@@ -93,12 +93,12 @@ class LifecycleRecords:
     def edit_lock(self, repository_id: str) -> AbstractContextManager:
         """Serialises the ETag check and the write among everyone who edits through lakefs-janitor: lakeFS has no
         conditional write for repository metadata, so without it two writers holding the same ETag could both win."""
-        return named_lock(self.redis, self.prefix, f"policies:{repository_id}", 30, blocking_timeout=10)
+        return named_lock(self.redis, self.prefix, f"policies:{repository_id}", seconds=30, blocking_timeout=10)
 
     def run_lock(self, repository_id: str | None, seconds: float) -> Lock:
         """One real run per repository (or, with None, one pass over all of them) across workers and replicas."""
         name = "lifecycle-all" if repository_id is None else f"lifecycle:{repository_id}"
-        return named_lock(self.redis, self.prefix, name, seconds)
+        return named_lock(self.redis, self.prefix, name, seconds=seconds)
 
     def _deletions(self, repository_id: str) -> str:
         return f"{self.prefix}:deletions:{repository_id}"
@@ -126,7 +126,7 @@ class LifecycleRecords:
     def _warned(self, repository_id: str, branch_id: str, delete_at: datetime) -> str:
         return f"{self.prefix}:warned:{repository_id}:{branch_id}:{int(delete_at.timestamp())}"
 
-    def first_warning(self, repository_id: str, branch_id: str, delete_at: datetime, ttl_seconds: int) -> bool:
+    def first_warning(self, repository_id: str, branch_id: str, delete_at: datetime, *, ttl_seconds: int) -> bool:
         """True once per branch and deletion time, however many runs see it coming."""
         key = self._warned(repository_id, branch_id, delete_at)
         return bool(self.redis.set(key, delete_at.isoformat(), nx=True, ex=ttl_seconds))

@@ -15,8 +15,8 @@ def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -
     from workers.branch_lifecycle.runner import LifecycleOptions, run_repository  # noqa: PLC0415
 
     s = services(self)
-    report = run_repository(s.lakefs, s.clock, repository_id, datetime.now(UTC),
-                            LifecycleOptions.from_settings(s.settings), dry_run=dry_run, metrics=s.metrics)
+    report = run_repository(s.lakefs, s.clock, repository_id, now=datetime.now(UTC),
+                            options=LifecycleOptions.from_settings(s.settings), dry_run=dry_run, metrics=s.metrics)
     return _summary(report)
 
 
@@ -26,7 +26,7 @@ def run_all_task(self: Task) -> list[dict] | str:
     from workers.branch_lifecycle.runner import LifecycleOptions, run_all  # noqa: PLC0415
 
     s = services(self)
-    reports = run_all(s.lakefs, s.clock, datetime.now(UTC), LifecycleOptions.from_settings(s.settings),
+    reports = run_all(s.lakefs, s.clock, datetime.now(UTC), options=LifecycleOptions.from_settings(s.settings),
                       metrics=s.metrics)
     return "skipped: another lifecycle run holds the lock" if reports is None else [_summary(r) for r in reports]
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import click
 import yaml
-from rich.table import Table
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
-from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument
+from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
 from workers.durations import DurationError, parse_duration
 from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
@@ -56,11 +55,11 @@ def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
     if summary.spared_by_recheck:
         click.echo(f"{summary.spared_by_recheck:,} planned objects became reachable during the run and were kept")
     if by_prefix and summary.by_prefix:
-        table = Table("prefix", "objects", "bytes")
+        breakdown = table("prefix", "objects", "bytes")
         for prefix, (objects, size) in sorted(summary.by_prefix.items()):
-            table.add_row(prefix, f"{objects:,}", f"{size:,}")
-        table.add_row("[b]total[/b]", f"{summary.num_deleted_objects:,}", f"{summary.deleted_bytes:,}")
-        console.print(table)
+            breakdown.add_row(prefix, f"{objects:,}", f"{size:,}")
+        breakdown.add_row("[b]total[/b]", f"{summary.num_deleted_objects:,}", f"{summary.deleted_bytes:,}")
+        console.print(breakdown)
 
 
 @click.group("gc")
@@ -75,14 +74,19 @@ def gc() -> None:
 @click.option("--now", "now_text", default=None, help="Evaluate retention as of this ISO-8601 time.")
 @click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None)
 @click.option("--dry-run", is_flag=True, help="Mark and write the plan; delete nothing.")
+@click.option("--plan", "plan_id", default=None, help="Execute exactly this stored plan (a `gc plan` id) instead of "
+                                                      "marking anew; the sweep's re-check still applies.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
 def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, engine: str | None,
-            dry_run: bool, as_json: bool) -> None:
+            dry_run: bool, plan_id: str | None, as_json: bool) -> None:
     """Mark what retained commits and staged entries reach, then delete the rest (exit 0 only on success)."""
     chosen = engine or rt.settings.gc.engine
-    request = GCRequest(repository, "run", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
+    if plan_id and (dry_run or min_age or now_text):
+        raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age and --now do not apply")
+    request = GCRequest(repository, "sweep" if plan_id else "run", mark_id=plan_id,
+                        now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
                         dry_run=dry_run, engine="inprocess" if chosen == "auto" else chosen)
     _print_summary(_go(rt, request, as_json), as_json)
 
@@ -132,12 +136,14 @@ def show_cmd(rt: Runtime, repository: str, limit: int, as_json: bool) -> None:
     if not runs:
         click.echo(f"no GC run of lakefs://{repository} is recorded")
         return
-    table = Table("run", "started", "mode", "ok", "deleted", "bytes", "secs")
+    rows = table("run", "started", "mode", "ok", "policy", "oldest retained", "deleted", "bytes", "secs")
     for r in runs:
-        table.add_row(str(r.get("run_id", "-"))[:17], str(r.get("started_at", ""))[:19], r.get("mode", ""),
-                      "yes" if r.get("success") else "no", f"{r.get('swept', 0):,}", f"{r.get('deleted_bytes', 0):,}",
-                      f"{r.get('seconds', 0):.1f}")
-    console.print(table)
+        oldest = ", ".join(f"{b}@{c[:8]}" for b, c in sorted((r.get("oldest_retained") or {}).items()))
+        rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[:16].replace("T", " "),
+                     r.get("mode", ""), "yes" if r.get("success") else f"no: {r.get('reason', '')}",
+                     ", ".join(r.get("policies") or []) or "-", oldest or "-", f"{r.get('swept', 0):,}",
+                     f"{r.get('deleted_bytes', 0):,}", f"{r.get('seconds', 0):.1f}")
+    console.print(rows)
 
 
 @gc.group("rules")

@@ -107,7 +107,7 @@ def _first_parent_line(lakefs: LakeFS, repository_id: str, ref: str, threshold: 
             return
 
 
-def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], repository_id: str,
+def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], *, repository_id: str,
                     timeout: float = 600) -> dict[str, str]:
     """lakeFS's own retained commits (commit id → metarange id) from ``prepare_garbage_collection_commits``."""
     task = lakefs.call("prepare GC commits", lakefs.internal.prepare_garbage_collection_commits_async, repository_id)
@@ -130,7 +130,7 @@ def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], rep
     return {r["commit_id"]: r.get("metarange_id", "") for r in rows if r.get("expired", "false") == "false"}
 
 
-def staged_keys(lakefs: LakeFS, repository_id: str, branches: list[str], ns_uris: tuple[str, ...]) -> set[str]:
+def staged_keys(lakefs: LakeFS, repository_id: str, branches: list[str], *, ns_uris: tuple[str, ...]) -> set[str]:
     """Every uncommitted address on every branch, hidden ones included (deletes need nothing kept)."""
     keys: set[str] = set()
     for branch in branches:
@@ -148,7 +148,7 @@ def staged_keys(lakefs: LakeFS, repository_id: str, branches: list[str], ns_uris
     return keys
 
 
-def metadata_reader(lakefs: LakeFS, ns: Namespace, repository_id: str, source: str) -> tuple[Callable, Callable]:
+def metadata_reader(lakefs: LakeFS, ns: Namespace, repository_id: str, *, source: str) -> tuple[Callable, Callable]:
     """Readers of metarange and range files: from ``<ns>/_lakefs/<id>``, or through lakeFS's metadata-object
     endpoint (for deployments that give the janitor no storage credentials for metadata)."""
     if source == "storage":
@@ -186,7 +186,7 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     for branch, head in heads.items():
         _first_parent_line(lakefs, repository_id, head, now_s - rules.days(branch) * 86400, commits)
     try:
-        theirs = lakefs_retained(lakefs, ns, ns_uris, repository_id)
+        theirs = lakefs_retained(lakefs, ns, ns_uris, repository_id=repository_id)
     except StorageError as exc:
         raise GCError(f"reading lakeFS's retained commits from the namespace failed: {exc}", "storage-read") from exc
     for commit_id in theirs:  # dangling leaves only lakeFS knows of (deleted branches), with their lines
@@ -210,7 +210,7 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     timings["commits"] = time.monotonic() - started
 
     t = time.monotonic()
-    read_metarange, read_range = metadata_reader(lakefs, ns, repository_id, metadata_source)
+    read_metarange, read_range = metadata_reader(lakefs, ns, repository_id, source=metadata_source)
     with ThreadPoolExecutor(threads) as pool:
         try:
             range_ids = unique_range_ids(metaranges, read_metarange, map_=pool.map)
@@ -226,7 +226,7 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
             except (StorageError, LakeFSError, ValueError) as exc:
                 raise GCError(f"reading file versions for keep_versions failed: {exc}", "metadata") from exc
     kept |= versions_keys
-    kept |= staged_keys(lakefs, repository_id, list(heads), ns_uris)
+    kept |= staged_keys(lakefs, repository_id, list(heads), ns_uris=ns_uris)
     timings["mark"] = time.monotonic() - t
 
     t = time.monotonic()
@@ -241,7 +241,8 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
         run_id=run_id, repository_id=repository_id, success=True, start_time=now.isoformat(),
         cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted, deleted_bytes=plan.deleted_bytes,
         retained_commits=len(retained), kept_objects=plan.kept, candidates=plan.candidates, too_new=plan.too_new,
-        dry_run=dry_run, by_prefix=plan.by_prefix, oldest_retained=_oldest_retained(commits, heads, retained))
+        dry_run=dry_run, by_prefix=plan.by_prefix, oldest_retained=_oldest_retained(commits, heads, retained),
+        policies=["gc rules", *(p.id for p in cleaning)])
     try:  # the plan is on record before anything can be deleted
         ns.write(report.deleted_key(run_id), report.deleted_parquet([o.key for o in deleted],
                                                                    [o.size for o in deleted]))
@@ -306,14 +307,14 @@ def reachable_now(lakefs: LakeFS, ns: Namespace, repository_id: str, *, retained
     heads = dict(lakefs.branch_heads(repository_id, show_hidden=True))
     moved = [h for h in heads.values() if h not in retained]
     metaranges = {lakefs.call("get commit", lakefs.commits.get_commit, repository_id, h).meta_range_id for h in moved}
-    read_metarange, read_range = metadata_reader(lakefs, ns, repository_id, metadata_source)
+    read_metarange, read_range = metadata_reader(lakefs, ns, repository_id, source=metadata_source)
     with ThreadPoolExecutor(threads) as pool:
         kept = kept_keys(unique_range_ids(metaranges, read_metarange, map_=pool.map), read_range, ns_uris,
                          map_=pool.map)
-    return kept | staged_keys(lakefs, repository_id, list(heads), ns_uris)
+    return kept | staged_keys(lakefs, repository_id, list(heads), ns_uris=ns_uris)
 
 
-def sweep(lakefs: LakeFS, ns: Namespace, repository_id: str, run_id: str, *, retained: set[str] | None = None,
+def sweep(lakefs: LakeFS, ns: Namespace, repository_id: str, *, run_id: str, retained: set[str] | None = None,
           metadata_source: str = "storage", threads: int = 8, local_root: str | None = None,
           progress: Progress | None = None) -> report.Summary:
     progress = progress or (lambda what, n: None)
@@ -360,6 +361,6 @@ def run(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime | No
                   threads=threads, dry_run=dry_run, local_root=local_root, progress=progress)
     if dry_run:
         return marked.summary, marked
-    summary = sweep(lakefs, ns, repository_id, marked.summary.run_id, retained=marked.retained,
+    summary = sweep(lakefs, ns, repository_id, run_id=marked.summary.run_id, retained=marked.retained,
                     metadata_source=metadata_source, threads=threads, local_root=local_root, progress=progress)
     return summary, marked

@@ -106,7 +106,7 @@ def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest,
     common = {"metadata_source": gc.metadata_source, "threads": gc.threads, "local_root": gc.local_blockstore_path,
               "progress": progress}
     if request.mode == "sweep":
-        summary = engine.sweep(lakefs, ns, repo, request.mark_id or "", **common)
+        summary = engine.sweep(lakefs, ns, repo, run_id=request.mark_id or "", **common)
         timings = {}
     elif request.mode == "plan":
         marked = engine.mark(lakefs, ns, repo, now=request.now or datetime.now(UTC),
@@ -129,7 +129,7 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
         raise Busy(f"another GC of lakefs://{repo} is running; try again later")
     started = time.monotonic()
     entry = {"repository_id": repo, "mode": request.mode, "engine": request.engine, "dry_run": request.dry_run,
-             "started_at": datetime.now(UTC).isoformat(), "policy": "gc rules"}
+             "started_at": datetime.now(UTC).isoformat()}
     try:
         if request.engine == "spark":
             if spark is None or connection is None:

@@ -22,7 +22,7 @@ class GCRuns:
 
     def lock(self, repository_id: str, seconds: float) -> Lock:
         """One GC per repository at a time, across workers, beat replicas and the CLI."""
-        return named_lock(self.redis, self.prefix, f"gc:{repository_id}", seconds)
+        return named_lock(self.redis, self.prefix, f"gc:{repository_id}", seconds=seconds)
 
     def record(self, repository_id: str, entry: dict) -> None:
         pipe = self.redis.pipeline()

@@ -40,7 +40,7 @@ def hooks_install(rt: Runtime, repository: str, receiver_url: str, secret_env: s
     from workers.idle_clock.hooks_install import InstallError, action_file, install  # noqa: PLC0415
 
     try:
-        result = install(rt.lakefs, repository, action_file(receiver_url, secret_env), branch)
+        result = install(rt.lakefs, repository, action_file(receiver_url, secret_env), branch_id=branch)
     except InstallError as exc:
         raise click.ClickException(str(exc)) from None
     where = f"lakefs://{result.repository_id}/{result.branch_id}/{result.path}"
@@ -60,7 +60,7 @@ def reconcile(rt: Runtime, repository: str) -> None:
     from workers.idle_clock.reconcile import reconcile_repository  # noqa: PLC0415
 
     s = rt.settings
-    report = reconcile_repository(rt.lakefs, rt.clock, repository, datetime.now(UTC),
+    report = reconcile_repository(rt.lakefs, rt.clock, repository, now=datetime.now(UTC),
                                   max_branches=s.reconcile_max_branches, max_stats=s.reconcile_max_staged_stats)
     for write in report.writes:
         click.echo(f"write   {write.branch_id}  {write.kind}  {_iso(write.at)}")
@@ -83,7 +83,7 @@ def _source(clock: BranchClock) -> str:
     return clock.created_src or "unknown"
 
 
-def branch_rows(lakefs: LakeFS, clock: ClockStore, repository: str, now: datetime) -> list[dict[str, Any]]:
+def branch_rows(lakefs: LakeFS, clock: ClockStore, repository: str, *, now: datetime) -> list[dict[str, Any]]:
     heads = dict(lakefs.branch_heads(repository))
     clocks = clock.get_many(repository, heads)
     rows = []
@@ -112,7 +112,7 @@ def branch_rows(lakefs: LakeFS, clock: ClockStore, repository: str, now: datetim
 def branches(rt: Runtime, repository: str, as_json: bool) -> None:
     """Each branch with its creation time, last write and idle time."""
     now = datetime.now(UTC)
-    rows = branch_rows(rt.lakefs, rt.clock, repository, now)
+    rows = branch_rows(rt.lakefs, rt.clock, repository, now=now)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -66,7 +66,7 @@ def _committed(lakefs: LakeFS, repository_id: str, branch_id: str) -> str | None
     return data.decode() if isinstance(data, bytes | bytearray) else str(data)
 
 
-def install(lakefs: LakeFS, repository_id: str, content: str, branch_id: str | None = None) -> InstallResult:
+def install(lakefs: LakeFS, repository_id: str, content: str, *, branch_id: str | None = None) -> InstallResult:
     """Commit the action file to the default branch (or branch_id); a no-op when it is already there."""
     repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository_id)
     branch_id = branch_id or repo.default_branch
@@ -79,7 +79,7 @@ def install(lakefs: LakeFS, repository_id: str, content: str, branch_id: str | N
                            "them first (a commit would include them)")
     where = f"{repository_id}/{branch_id}"
     try:
-        lakefs.upload(repository_id, branch_id, ACTION_PATH, content.encode())
+        lakefs.upload(repository_id, branch_id, ACTION_PATH, data=content.encode())
     except Forbidden as exc:
         raise InstallError(f"lakeFS refused to write {ACTION_PATH} on {where}: {exc}. Branch protection or your "
                            "permissions block it; ask an admin, or pass --branch and merge it yourself") from None

@@ -64,7 +64,7 @@ def _fingerprint(entries: list | tuple) -> str:
     return hashlib.sha256(json.dumps(list(entries), sort_keys=True).encode()).hexdigest()
 
 
-def staged_state(lakefs: LakeFS, repository_id: str, branch_id: str, max_stats: int) -> StagedState:
+def staged_state(lakefs: LakeFS, repository_id: str, branch_id: str, *, max_stats: int) -> StagedState:
     """Fingerprint the branch's uncommitted changes; stat up to max_stats objects for checksum and mtime,
     since a diff entry alone cannot tell two same-size overwrites apart."""
     entries: list[tuple] = []
@@ -87,8 +87,7 @@ def staged_state(lakefs: LakeFS, repository_id: str, branch_id: str, max_stats: 
     return StagedState(_fingerprint(entries), latest, tuple(entries), tuple(mtimes))
 
 
-def detect_writes(clock: BranchClock, head: str, staged: StagedState, now: datetime, *,
-                  head_written_at: datetime | None = None) -> list[DetectedWrite]:
+def detect_writes(clock: BranchClock, head: str, staged: StagedState, *, now: datetime, head_written_at: datetime | None = None) -> list[DetectedWrite]:
     """Pure: which writes the difference between what was seen and what is there now implies.
 
     Every write is dated no earlier than it happened (an early date could delete a branch too soon): a time is
@@ -117,7 +116,7 @@ def detect_writes(clock: BranchClock, head: str, staged: StagedState, now: datet
     return writes
 
 
-def head_written_at(lakefs: LakeFS, repository_id: str, branch_id: str, head: str) -> datetime | None:
+def head_written_at(lakefs: LakeFS, repository_id: str, branch_id: str, *, head: str) -> datetime | None:
     """When lakeFS ran the actions of the write that made ``head`` this branch's HEAD, if it ran any: a hook
     call that was lost still left its run in lakeFS, with the real time of the write."""
     try:
@@ -137,21 +136,20 @@ def look_at_branch(lakefs: LakeFS, clock: ClockStore, *, repository_id: str, bra
     """One reconciler look at one branch: the writes it finds, recorded (and the look remembered) unless
     ``record`` is False (a preview or a dry run leaves no trace)."""
     current = clock.get(repository_id, branch_id)
-    staged = staged_state(lakefs, repository_id, branch_id, max_stats)
+    staged = staged_state(lakefs, repository_id, branch_id, max_stats=max_stats)
     moved = current.head not in (None, head)
-    written_at = head_written_at(lakefs, repository_id, branch_id, head) if moved else None
-    writes = detect_writes(current, head, staged, now, head_written_at=written_at)
+    written_at = head_written_at(lakefs, repository_id, branch_id, head=head) if moved else None
+    writes = detect_writes(current, head, staged, now=now, head_written_at=written_at)
     if record:
         writes = [w for w in writes if clock.record_write(repository_id, branch_id, w.at, source="reconciler")]
-        clock.observe(repository_id, branch_id, head, staged.fingerprint, now)
+        clock.observe(repository_id, branch_id, head=head, fingerprint=staged.fingerprint, now=now)
     return writes
 
 
 RECONCILE_LOCK_SECONDS = 900
 
 
-def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datetime, *,
-                         max_branches: int = 5000, max_stats: int = 1000,
+def reconcile_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, *, now: datetime, max_branches: int = 5000, max_stats: int = 1000,
                          metrics: Metrics | None = None) -> ReconcileReport:
     # Overlapping passes would share (and overwrite) one cursor; the lock expires should a worker die.
     lock = clock.reconcile_lock(repository_id, RECONCILE_LOCK_SECONDS)

@@ -183,7 +183,7 @@ class ClockStore:
     def record_deleted(self, repository_id: str, branch_id: str, at: datetime) -> bool:
         return self._run("delete", repository_id, branch_id, at, "webhook", None)
 
-    def observe(self, repository_id: str, branch_id: str, head: str, fingerprint: str, now: datetime) -> bool:
+    def observe(self, repository_id: str, branch_id: str, *, head: str, fingerprint: str, now: datetime) -> bool:
         """Remember what the reconciler saw, and when the branch was first seen at all."""
         keys = [self._key(repository_id, branch_id), self._index(repository_id), self._repos()]
         return bool(self._observe(keys=keys, args=[branch_id, repository_id, head, fingerprint, _stamp(now)]))
@@ -211,7 +211,7 @@ class ClockStore:
 
     def reconcile_lock(self, repository_id: str, seconds: float) -> Lock:
         """One reconcile pass per repository at a time (passes share a cursor)."""
-        return named_lock(self.redis, self.prefix, f"reconcile:{repository_id}", seconds)
+        return named_lock(self.redis, self.prefix, f"reconcile:{repository_id}", seconds=seconds)
 
     def _cursor(self, repository_id: str) -> str:
         return f"{self.prefix}:reconcile-cursor:{repository_id}"

@@ -120,7 +120,7 @@ class LakeFS:
                                       after=after, show_hidden=show_hidden):
             yield ref["id"], ref["commit_id"]
 
-    def upload(self, repository_id: str, branch_id: str, path: str, data: bytes) -> Any:
+    def upload(self, repository_id: str, branch_id: str, path: str, *, data: bytes) -> Any:
         # The generated SDK only uploads from a file path, so the bytes go through a temporary file.
         with tempfile.NamedTemporaryFile(prefix="lakefs-janitor-upload-") as tmp:
             tmp.write(data)
@@ -141,7 +141,7 @@ def make_lakefs(conn: LakeFSConnection, timeout: float = 30.0) -> LakeFS:
     return LakeFS(lakefs_sdk.ApiClient(config), timeout)
 
 
-def make_lakefs_for(endpoint_url: str, access_key_id: str, secret_access_key: str, timeout: float = 30.0) -> LakeFS:
+def make_lakefs_for(endpoint_url: str, access_key_id: str, secret_access_key: str, *, timeout: float = 30.0) -> LakeFS:
     """A client acting with someone else's credentials (the policy API checks callers this way)."""
     conn = LakeFSConnection(endpoint_url=endpoint_url, access_key_id=access_key_id, secret_access_key=secret_access_key)
     return make_lakefs(conn, timeout)

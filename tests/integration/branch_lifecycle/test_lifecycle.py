@@ -126,10 +126,10 @@ def test_both_thresholds_must_be_crossed(lakefs, clock, repo):
     policies(lakefs, repo, {"policies": [{"id": "both", "patterns": ["f-*"], "max_age": "10d", "max_idle_age": "3d"}]})
     born(lakefs, clock, repo, "f-busy", T0, written=T0 + 9 * DAY)
     born(lakefs, clock, repo, "f-quiet", T0, written=T0 + 2 * DAY)
-    report = run_repository(lakefs, clock, repo, T0 + 11 * DAY, OPTIONS)
+    report = run_repository(lakefs, clock, repo, now=T0 + 11 * DAY, options=OPTIONS)
     assert [(o.branch_id, o.result, o.policy_id) for o in report.outcomes] == [("f-quiet", "deleted", "both")]
     assert branches(lakefs, repo) == {"main", "f-busy"}
-    report = run_repository(lakefs, clock, repo, T0 + 12 * DAY + timedelta(seconds=1), OPTIONS)
+    report = run_repository(lakefs, clock, repo, now=T0 + 12 * DAY + timedelta(seconds=1), options=OPTIONS)
     assert [(o.branch_id, o.result) for o in report.outcomes] == [("f-busy", "deleted")]
 
 
@@ -140,7 +140,7 @@ def test_first_matching_policy_is_recorded(lakefs, clock, repo):
         {"id": "also-crossed", "patterns": ["f-*"], "max_age": "2d"},
     ]})
     born(lakefs, clock, repo, "f-1")
-    report = run_repository(lakefs, clock, repo, T0 + 5 * DAY, OPTIONS)
+    report = run_repository(lakefs, clock, repo, now=T0 + 5 * DAY, options=OPTIONS)
     assert [(o.result, o.policy_id) for o in report.outcomes] == [("deleted", "first-crossed")]
 
 
@@ -148,7 +148,7 @@ def test_default_branch_is_never_deleted_even_by_star(lakefs, clock, repo):
     clock.record_created(repo, "main", T0)
     born(lakefs, clock, repo, "other")
     star = parse_policies({"policies": [{"id": "everything", "patterns": ["*"], "max_age": "1s"}]}, None)
-    p = plan(lakefs, clock, repo, T0 + 100 * DAY, policies=star)
+    p = plan(lakefs, clock, repo, now=T0 + 100 * DAY, policies=star)
     report = execute(lakefs, clock, p)
     assert {o.branch_id for o in report.outcomes} == {"other"}
     assert report.skipped == {"default-branch": 1}
@@ -158,15 +158,15 @@ def test_default_branch_is_never_deleted_even_by_star(lakefs, clock, repo):
 def test_branch_without_creation_time_is_skipped_unless_adopted(lakefs, clock, repo):
     policies(lakefs, repo, {"policies": [{"patterns": ["old-*"], "max_age": "1d"}]})
     create_branch(lakefs, repo, "old-1")  # no hook, no clock: predates tracking
-    report = run_repository(lakefs, clock, repo, T0 + 100 * DAY, OPTIONS)
+    report = run_repository(lakefs, clock, repo, now=T0 + 100 * DAY, options=OPTIONS)
     assert report.outcomes == [] and report.skipped["no-creation-time"] == 1
     head = lakefs.call("get", lakefs.branches.get_branch, repo, "old-1").commit_id
-    clock.observe(repo, "old-1", head, "", T0)  # the reconciler first saw it at T0
+    clock.observe(repo, "old-1", head=head, fingerprint="", now=T0)  # the reconciler first saw it at T0
     adopt = LifecycleOptions(adopt_untracked=True)
-    dry = run_repository(lakefs, clock, repo, T0 + 100 * DAY, adopt, dry_run=True)
+    dry = run_repository(lakefs, clock, repo, now=T0 + 100 * DAY, options=adopt, dry_run=True)
     assert [(o.branch_id, o.result) for o in dry.outcomes] == [("old-1", "would-delete")]
     assert clock.get(repo, "old-1").created_at is None  # adoption is read-only: a dry run leaves no trace
-    report = run_repository(lakefs, clock, repo, T0 + 100 * DAY, adopt)
+    report = run_repository(lakefs, clock, repo, now=T0 + 100 * DAY, options=adopt)
     assert [(o.branch_id, o.result) for o in report.outcomes] == [("old-1", "deleted")]
 
 
@@ -178,7 +178,7 @@ def test_preview_shows_what_run_does_with_adoption(cli, env, lakefs, clock, repo
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["u-*"], "max_age": "1d"}]})
     create_branch(lakefs, repo, "u-1")
     head = lakefs.call("get", lakefs.branches.get_branch, repo, "u-1").commit_id
-    clock.observe(repo, "u-1", head, "", T0)
+    clock.observe(repo, "u-1", head=head, fingerprint="", now=T0)
     adopt_env = {**env, "LAKEFS_JANITOR_LIFECYCLE_ADOPT_UNTRACKED": "true"}
     out = CliRunner().invoke(main, ["branch-lifecycle", "preview", f"lakefs://{repo}", "--json", "--now",
                                     "2026-02-01T00:00:00Z"], env=adopt_env).output
@@ -194,8 +194,8 @@ def test_a_future_now_is_only_for_dry_runs(cli, repo):
 def test_never_written_branch_falls_back_to_creation_time(lakefs, clock, repo):
     policies(lakefs, repo, {"policies": [{"id": "idle", "patterns": ["n-*"], "max_idle_age": "7d"}]})
     born(lakefs, clock, repo, "n-1", T0)
-    assert run_repository(lakefs, clock, repo, T0 + 7 * DAY, OPTIONS).outcomes == []  # exactly 7d: not yet
-    report = run_repository(lakefs, clock, repo, T0 + 7 * DAY + timedelta(seconds=1), OPTIONS)
+    assert run_repository(lakefs, clock, repo, now=T0 + 7 * DAY, options=OPTIONS).outcomes == []  # exactly 7d: not yet
+    report = run_repository(lakefs, clock, repo, now=T0 + 7 * DAY + timedelta(seconds=1), options=OPTIONS)
     assert [o.result for o in report.outcomes] == ["deleted"]
 
 
@@ -214,7 +214,7 @@ def test_branch_written_between_evaluation_and_delete_survives(lakefs, clock, re
     born(lakefs, clock, repo, "w-committed")
     born(lakefs, clock, repo, "w-clocked")
     born(lakefs, clock, repo, "w-untouched")
-    p = plan(lakefs, clock, repo, T0 + 10 * DAY)
+    p = plan(lakefs, clock, repo, now=T0 + 10 * DAY)
     assert [d.action for d in p.decisions if d.branch_id != "main"] == ["delete"] * 3
     upload(lakefs, repo, "w-committed", "late.txt")
     commit(lakefs, repo, "w-committed", "written after evaluation")  # HEAD moves
@@ -229,7 +229,7 @@ def test_deletion_cap_per_run(lakefs, clock, repo):
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["c-*"], "max_age": "1d"}]})
     for i in range(3):
         born(lakefs, clock, repo, f"c-{i}")
-    report = run_repository(lakefs, clock, repo, T0 + 5 * DAY, LifecycleOptions(max_deletions=2))
+    report = run_repository(lakefs, clock, repo, now=T0 + 5 * DAY, options=LifecycleOptions(max_deletions=2))
     assert sorted(o.result for o in report.outcomes) == ["capped", "deleted", "deleted"]
     assert len(branches(lakefs, repo)) == 2
 
@@ -237,12 +237,12 @@ def test_deletion_cap_per_run(lakefs, clock, repo):
 def test_pre_delete_hook_veto_keeps_the_branch(lakefs, clock, repo, receiver):
     veto = ("name: veto\non:\n  pre-delete-branch:\nhooks:\n  - id: refuse\n    type: webhook\n"
             f"    properties:\n      url: {receiver.url}/no-such-endpoint\n")
-    lakefs.upload(repo, "main", "_lakefs_actions/veto.yaml", veto.encode())
+    lakefs.upload(repo, "main", "_lakefs_actions/veto.yaml", data=veto.encode())
     commit(lakefs, repo, "main", "add veto hook")
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["v-*"], "max_age": "1d"}]})
     born(lakefs, clock, repo, "v-protected")
     registry = CollectorRegistry()
-    report = run_repository(lakefs, clock, repo, T0 + 5 * DAY, OPTIONS, metrics=Metrics(registry))
+    report = run_repository(lakefs, clock, repo, now=T0 + 5 * DAY, options=OPTIONS, metrics=Metrics(registry))
     assert [(o.branch_id, o.result) for o in report.outcomes] == [("v-protected", "vetoed")]
     assert "v-protected" in branches(lakefs, repo)
     labels = {"repository": repo, "policy": "p"}
@@ -255,8 +255,8 @@ def test_two_concurrent_runs_delete_each_branch_once(lakefs, clock, repo):
     for i in range(6):
         born(lakefs, clock, repo, f"x-{i}")
     reports = []
-    threads = [threading.Thread(target=lambda: reports.append(run_repository(lakefs, clock, repo, T0 + 5 * DAY,
-                                                                             OPTIONS))) for _ in range(2)]
+    threads = [threading.Thread(target=lambda: reports.append(run_repository(lakefs, clock, repo, now=T0 + 5 * DAY,
+                                                                             options=OPTIONS))) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
@@ -273,7 +273,7 @@ def test_restore_recreates_the_branch_at_its_last_head(cli, lakefs, clock, repo)
     born(lakefs, clock, repo, "r-1")
     upload(lakefs, repo, "r-1", "precious.txt", b"keep me")
     head = commit(lakefs, repo, "r-1", "work").id
-    run_repository(lakefs, clock, repo, T0 + 5 * DAY, OPTIONS)
+    run_repository(lakefs, clock, repo, now=T0 + 5 * DAY, options=OPTIONS)
     assert "r-1" not in branches(lakefs, repo)
     history = cli("branch-lifecycle", "history", f"lakefs://{repo}").output
     assert f"head: {head}" in history and "policy_id: p" in history
@@ -326,8 +326,8 @@ def test_warning_window_posts_once_and_sets_the_gauge(lakefs, clock, repo):
         registry = CollectorRegistry()
         metrics = Metrics(registry)
         now = T0 + 6 * DAY + timedelta(hours=12)
-        run_repository(lakefs, clock, repo, now, options, metrics=metrics)
-        run_repository(lakefs, clock, repo, now + timedelta(hours=1), options, metrics=metrics)
+        run_repository(lakefs, clock, repo, now=now, options=options, metrics=metrics)
+        run_repository(lakefs, clock, repo, now=now + timedelta(hours=1), options=options, metrics=metrics)
         assert len(received) == 1
         assert [b["branch_id"] for b in received[0]["branches"]] == ["s-soon"]
         assert registry.get_sample_value("lakefs_janitor_branches_pending_deletion", {"repository": repo}) == 1
@@ -360,10 +360,10 @@ def test_a_crashed_runs_lock_expires(lakefs, clock, repo):
     crashed = clock.redis.lock(f"{clock.prefix}:lock:lifecycle:{repo}", timeout=1)
     assert crashed.acquire(blocking=False)  # a run that died without releasing
     options = LifecycleOptions(lock_seconds=60)
-    assert run_repository(lakefs, clock, repo, T0 + 5 * DAY, options).locked_out
+    assert run_repository(lakefs, clock, repo, now=T0 + 5 * DAY, options=options).locked_out
     assert "k-1" in branches(lakefs, repo)
     eventually(lambda: not clock.redis.exists(f"{clock.prefix}:lock:lifecycle:{repo}"), timeout=5)
-    report = run_repository(lakefs, clock, repo, T0 + 5 * DAY, options)
+    report = run_repository(lakefs, clock, repo, now=T0 + 5 * DAY, options=options)
     assert [(o.branch_id, o.result) for o in report.outcomes] == [("k-1", "deleted")]
 
 
@@ -371,7 +371,7 @@ def test_staged_upload_between_evaluation_and_delete_survives(lakefs, clock, rep
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["st-*"], "max_idle_age": "1d"}]})
     born(lakefs, clock, repo, "st-uploaded", datetime.now(UTC) - 5 * DAY)
     born(lakefs, clock, repo, "st-quiet", datetime.now(UTC) - 5 * DAY)
-    p = plan(lakefs, clock, repo, datetime.now(UTC))
+    p = plan(lakefs, clock, repo, now=datetime.now(UTC))
     upload(lakefs, repo, "st-uploaded", "fresh-uncommitted.txt")  # no hook fires for this
     report = execute(lakefs, clock, p)
     assert {o.branch_id: o.result for o in report.outcomes} == {"st-uploaded": "written-since", "st-quiet": "deleted"}
@@ -381,9 +381,9 @@ def test_staged_upload_between_evaluation_and_delete_survives(lakefs, clock, rep
 def test_restored_branch_survives_the_next_run(cli, lakefs, clock, repo):
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["rr-*"], "max_age": "1d"}]})
     born(lakefs, clock, repo, "rr-1", datetime.now(UTC) - 5 * DAY)
-    run_repository(lakefs, clock, repo, datetime.now(UTC), OPTIONS)
+    run_repository(lakefs, clock, repo, now=datetime.now(UTC), options=OPTIONS)
     cli("branch-lifecycle", "restore", f"lakefs://{repo}/rr-1")
-    report = run_repository(lakefs, clock, repo, datetime.now(UTC), OPTIONS)
+    report = run_repository(lakefs, clock, repo, now=datetime.now(UTC), options=OPTIONS)
     assert report.outcomes == [] and "rr-1" in branches(lakefs, repo)
     assert clock.get(repo, "rr-1").created_src == "restored"
 
@@ -394,7 +394,7 @@ def test_lakefs_down_mid_run_deletes_nothing_and_says_so(lakefs, clock, repo):
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["dn-*"], "max_age": "1d"}]})
     for i in range(3):
         born(lakefs, clock, repo, f"dn-{i}")
-    p = plan(lakefs, clock, repo, T0 + 5 * DAY)
+    p = plan(lakefs, clock, repo, now=T0 + 5 * DAY)
     dead = make_lakefs_for("http://127.0.0.1:9", "AKIA", "secret", timeout=2)
     report = execute(dead, clock, p)
     assert [o.result for o in report.outcomes] == ["unavailable", "not-attempted", "not-attempted"]
@@ -409,7 +409,7 @@ def test_redis_down_mid_run_deletes_nothing(lakefs, clock, repo):
 
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["rd-*"], "max_age": "1d"}]})
     born(lakefs, clock, repo, "rd-1")
-    p = plan(lakefs, clock, repo, T0 + 5 * DAY)
+    p = plan(lakefs, clock, repo, now=T0 + 5 * DAY)
     gone = ClockStore(redis_lib.Redis(port=9, socket_connect_timeout=1), clock.prefix)
     with pytest.raises(redis_lib.ConnectionError):
         execute(lakefs, gone, p)
@@ -419,7 +419,7 @@ def test_redis_down_mid_run_deletes_nothing(lakefs, clock, repo):
 def test_a_run_that_lost_its_lock_stops(lakefs, clock, repo):
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["ll-*"], "max_age": "1d"}]})
     born(lakefs, clock, repo, "ll-1")
-    report = execute(lakefs, clock, plan(lakefs, clock, repo, T0 + 5 * DAY), still_ours=lambda: False)
+    report = execute(lakefs, clock, plan(lakefs, clock, repo, now=T0 + 5 * DAY), still_ours=lambda: False)
     assert [o.result for o in report.outcomes] == ["not-attempted"] and "lost its lock" in report.aborted
     assert "ll-1" in branches(lakefs, repo)
 

@@ -143,7 +143,7 @@ class Scenario:
 
     def op_upload(self, b):
         path = f"f{self.rng.randint(0, 5)}.txt"
-        self.timed_write(b, lambda: self.lakefs.upload(self.m.repo, b, path, uuid.uuid4().bytes))
+        self.timed_write(b, lambda: self.lakefs.upload(self.m.repo, b, path, data=uuid.uuid4().bytes))
 
     def timed_write(self, b, fn) -> bool:
         span = self.timed(fn)
@@ -215,14 +215,14 @@ class Scenario:
             self.m.committed[b] = set(self.m.committed.get("main", set()))
 
     def op_main_commit(self, _):
-        self.lakefs.upload(self.m.repo, "main", f"m{self.rng.randint(0, 3)}.txt", uuid.uuid4().bytes)
+        self.lakefs.upload(self.m.repo, "main", f"m{self.rng.randint(0, 3)}.txt", data=uuid.uuid4().bytes)
         self.call("commit", self.lakefs.commits.commit, "main", lakefs_sdk.CommitCreation(message="main"))
         self.m.committed["main"] = self._paths("main")
 
     def op_reconcile(self, _=None):
         self.settle()
         started = time.time()
-        reconcile_repository(self.lakefs, self.clock, self.m.repo, datetime.now(UTC))
+        reconcile_repository(self.lakefs, self.clock, self.m.repo, now=datetime.now(UTC))
         for life in self.m.lives.values():
             if life.last_write and life.reconciled_after_write is None:
                 life.reconciled_after_write = time.time()
@@ -289,7 +289,7 @@ def test_random_histories_agree_with_the_seed(lakefs, clock, hooked_repos):
         nows = [base + rng.uniform(0, 45) for _ in range(4)]
         for now in nows:
             decisions = {d.branch_id: d for d in plan(lakefs, clock, repo,
-                                                      datetime.fromtimestamp(now, UTC)).decisions}
+                                                      now=datetime.fromtimestamp(now, UTC)).decisions}
             assert decisions["main"].action == "skip"
             for branch, life in model.lives.items():
                 compared += 1
@@ -297,8 +297,8 @@ def test_random_histories_agree_with_the_seed(lakefs, clock, hooked_repos):
         if index % 4 == 0:  # a few real runs, at the real clock
             time.sleep(rng.uniform(3, 6))  # long enough for the shorter thresholds to pass
             now = time.time()
-            report = run_repository(lakefs, clock, repo, datetime.fromtimestamp(now, UTC),
-                                    LifecycleOptions(max_deletions=100))
+            report = run_repository(lakefs, clock, repo, now=datetime.fromtimestamp(now, UTC),
+                                    options=LifecycleOptions(max_deletions=100))
             result = {o.branch_id: o for o in report.outcomes}
             existing = {b for b, _ in lakefs.branch_heads(repo, show_hidden=True)}
             assert "main" in existing

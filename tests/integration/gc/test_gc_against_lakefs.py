@@ -83,7 +83,7 @@ def test_retained_contains_lakefs_and_deleted_matches_the_api(lakefs, repo, name
     random_history(lakefs, repo, random.Random(seed))
     rules(lakefs, repo, 7, main=14)
     ns_uris = namespace_uris(namespace, local_root=local_root)
-    theirs = set(lakefs_retained(lakefs, namespace, ns_uris, repo))
+    theirs = set(lakefs_retained(lakefs, namespace, ns_uris, repository_id=repo))
     marked = mark(lakefs, namespace, repo, now=datetime.now(UTC), min_age=timedelta(0), local_root=local_root,
                   dry_run=True)
     assert theirs <= marked.retained

@@ -62,7 +62,12 @@ def test_plan_sweep_show_from_the_cli(cli, repo, lakefs, tmp_path):
     assert "total" in planned and not gone(lakefs, repo, first.id, "a.txt")
     swept = json.loads(cli("gc", "sweep", f"lakefs://{repo}", "--mark-id", mark_id, "--json").output)
     assert swept["swept"] == 1 and gone(lakefs, repo, first.id, "a.txt")
-    runs = json.loads(cli("gc", "show", f"lakefs://{repo}", "--json").output)
+    replan = cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s").output.split("mark id: ")[1].split()[0]
+    again = json.loads(cli("gc", "run", f"lakefs://{repo}", "--plan", replan, "--json").output)
+    assert again["run_id"] == replan and again["swept"] == 0  # nothing left: the plan was empty
+    shown = cli("gc", "show", f"lakefs://{repo}").output
+    assert "gc rules" in shown and "main@" in shown
+    runs = json.loads(cli("gc", "show", f"lakefs://{repo}", "--json").output)[2:]
     assert [r["mode"] for r in runs[:3]] == ["sweep", "plan", "run"] and all(r["success"] for r in runs[:3])
     assert "no GC plan" in cli("gc", "sweep", f"lakefs://{repo}", "--mark-id", "nope", expect_exit=1).output
     assert "--min-age" in cli("gc", "run", f"lakefs://{repo}", "--min-age", "soon", expect_exit=2).output

@@ -82,7 +82,7 @@ def test_dry_run_deletes_nothing_and_writes_only_under_lakefs(lakefs, repo, name
     assert {o.key for o in namespace.list_data()} == before
     assert read(lakefs, repo, first.id, "a.txt") == b"v1"
     with pytest.raises(GCError, match="dry run"):
-        sweep(lakefs, namespace, repo, summary.run_id, local_root=local_root)
+        sweep(lakefs, namespace, repo, run_id=summary.run_id, local_root=local_root)
 
 
 def test_objects_newer_than_the_cutoff_survive(lakefs, repo, namespace, local_root):
@@ -107,7 +107,7 @@ def test_branch_reset_during_the_run_loses_nothing(lakefs, repo, namespace, loca
     assert marked.summary.num_deleted_objects == 1
     # between mark and sweep someone resets a branch onto the old commit
     lakefs.call("reset", lakefs.experimental.hard_reset_branch, repo, "late", first.id)
-    summary = sweep(lakefs, namespace, repo, marked.summary.run_id, retained=marked.retained, local_root=local_root)
+    summary = sweep(lakefs, namespace, repo, run_id=marked.summary.run_id, retained=marked.retained, local_root=local_root)
     assert summary.spared_by_recheck == 1 and summary.swept == 0
     assert read(lakefs, repo, "late", "a.txt") == b"v1"
 
@@ -120,9 +120,9 @@ def test_crash_after_mark_then_sweep_by_id_gives_the_same_result(lakefs, repo, n
     rules(lakefs, repo, default=1)
     marked = mark(lakefs, namespace, repo, now=datetime.now(UTC), min_age=timedelta(0), local_root=local_root)
     # a new process, knowing only the mark id
-    summary = sweep(lakefs, namespace, repo, marked.summary.run_id, local_root=local_root)
+    summary = sweep(lakefs, namespace, repo, run_id=marked.summary.run_id, local_root=local_root)
     assert summary.swept == 1 and read(lakefs, repo, first.id, "a.txt") == 410
-    again = sweep(lakefs, namespace, repo, marked.summary.run_id, local_root=local_root)  # already gone: fine
+    again = sweep(lakefs, namespace, repo, run_id=marked.summary.run_id, local_root=local_root)  # already gone: fine
     assert again.success
 
 

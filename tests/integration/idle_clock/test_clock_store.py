@@ -28,7 +28,7 @@ def agree(store: ClockStore, repo: str, branch: str) -> None:
 
 
 def test_summary_follows_every_update(store):
-    store.observe("r", "b", "h0", "", at(T - 50))
+    store.observe("r", "b", head="h0", fingerprint="", now=at(T - 50))
     agree(store, "r", "b")
     store.record_created("r", "b", at(T), head="h1")
     agree(store, "r", "b")
@@ -45,7 +45,7 @@ def test_summary_follows_every_update(store):
 def test_a_look_that_started_before_a_deletion_does_not_resurrect(store):
     store.record_created("r", "b", at(T))
     store.record_deleted("r", "b", at(T + 100))
-    assert store.observe("r", "b", "h", "", at(T + 50)) is False
+    assert store.observe("r", "b", head="h", fingerprint="", now=at(T + 50)) is False
     assert store.record_write("r", "b", at(T + 60)) is False  # a late write of the old life stays dead
     assert store.get("r", "b").first_seen_at is None and store.known_branches("r") == set()
     assert store.redis.ttl(store._key("r", "b")) > 0  # the tombstone still expires
@@ -53,7 +53,7 @@ def test_a_look_that_started_before_a_deletion_does_not_resurrect(store):
 
 def test_observe_does_not_overwrite_a_newer_head(store):
     store.record_write("r", "b", at(T + 100), head="newer")
-    store.observe("r", "b", "older", "fp", at(T + 50))
+    store.observe("r", "b", head="older", fingerprint="fp", now=at(T + 50))
     got = store.get("r", "b")
     assert (got.head, got.staged_fingerprint) == ("newer", "fp")
 
@@ -69,7 +69,7 @@ def test_delete_and_recreate_in_one_second_delivered_in_order_keep_the_new_life(
 
 def test_hook_head_wins_within_the_second_of_a_look(store):
     look = datetime(2026, 3, 1, 12, 0, 0, 800000, tzinfo=UTC)
-    store.observe("r", "h", "observed", "", look)
+    store.observe("r", "h", head="observed", fingerprint="", now=look)
     store.record_write("r", "h", look.replace(microsecond=0), head="hooked")  # event_time has whole seconds
     assert store.get("r", "h").head == "hooked"
     store.record_write("r", "h", look - timedelta(seconds=2), head="older")

@@ -129,7 +129,7 @@ def test_install_refused_by_a_pre_commit_hook_leaves_nothing_staged(cli, repo, r
     # name "main", because lakeFS caches the action files it read for a ref name for up to 7.5 s.
     head = lakefs.call("get", lakefs.branches.get_branch, repo, "main").commit_id
     create_branch(lakefs, repo, "setup", source=head)
-    lakefs.upload(repo, "setup", "_lakefs_actions/veto.yaml", veto.encode())
+    lakefs.upload(repo, "setup", "_lakefs_actions/veto.yaml", data=veto.encode())
     commit(lakefs, repo, "setup", "veto")
     lakefs.call("merge", lakefs.refs.merge_into_branch, repo, "setup", "main")
     first = cli("hooks", "install", f"lakefs://{repo}", "--url", receiver.url, expect_exit=1).output

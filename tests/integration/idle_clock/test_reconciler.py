@@ -17,7 +17,7 @@ from workers.settings import load_settings
 
 
 def run(lakefs, clock, repo, now=None):
-    return reconcile_repository(lakefs, clock, repo, now or datetime.now(UTC))
+    return reconcile_repository(lakefs, clock, repo, now=now or datetime.now(UTC))
 
 
 def test_first_look_is_not_a_write(lakefs, clock, repo):
@@ -110,8 +110,8 @@ def test_deleted_branch_is_forgotten_after_a_full_pass(lakefs, clock, repo):
 def test_bounded_runs_resume_where_they_stopped(lakefs, clock, repo):
     for name in ("b1", "b2", "b3", "b4"):
         create_branch(lakefs, repo, name)
-    first = reconcile_repository(lakefs, clock, repo, datetime.now(UTC), max_branches=3)
-    second = reconcile_repository(lakefs, clock, repo, datetime.now(UTC), max_branches=3)
+    first = reconcile_repository(lakefs, clock, repo, now=datetime.now(UTC), max_branches=3)
+    second = reconcile_repository(lakefs, clock, repo, now=datetime.now(UTC), max_branches=3)
     assert (first.branches_seen, first.complete) == (3, False)
     assert (second.branches_seen, second.complete) == (2, True)  # b4 and main: every branch seen once
     assert clock.known_branches(repo) == {"main", "b1", "b2", "b3", "b4"}

@@ -35,10 +35,10 @@ def test_s3_backed_repository_feeds_the_idle_clock(s3_lakefs, clock, receiver):
     time.sleep(8)  # lakeFS caches a ref's action files for up to 7.5 s: until then no hook fires (README)
     create_branch(lakefs, "s3-repo", "feature-s3")
     eventually(lambda: clock.get("s3-repo", "feature-s3").created_at)
-    reconcile_repository(lakefs, clock, "s3-repo", clock_now())
+    reconcile_repository(lakefs, clock, "s3-repo", now=clock_now())
     time.sleep(1.1)
-    lakefs.upload("s3-repo", "feature-s3", "data/part-0.parquet", b"PAR1")
-    report = reconcile_repository(lakefs, clock, "s3-repo", clock_now())
+    lakefs.upload("s3-repo", "feature-s3", "data/part-0.parquet", data=b"PAR1")
+    report = reconcile_repository(lakefs, clock, "s3-repo", now=clock_now())
     assert [(w.branch_id, w.kind) for w in report.writes] == [("feature-s3", "staged")]
     c = commit(lakefs, "s3-repo", "feature-s3", "on s3")
     eventually(lambda: clock.get("s3-repo", "feature-s3").head == c.id)

@@ -104,3 +104,16 @@ def test_only_stores_spell_redis_keys_or_reach_into_a_store_client():
             if needle in text:
                 offenders.append(f"{name}: {needle}")
     assert offenders == []
+
+
+def test_functions_with_more_than_three_parameters_take_the_rest_by_keyword():
+    # Click callbacks are called by click with keywords; private helpers are exempt; everything else spells
+    # its arguments out beyond the third, so a call cannot silently shift them (as run_repository's once did).
+    offenders = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and not node.decorator_list:
+                positional = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+                if len(positional) > 3:
+                    offenders.append(f"{name}.{node.name}({', '.join(positional)})")
+    assert offenders == []

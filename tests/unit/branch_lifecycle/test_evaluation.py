@@ -17,7 +17,7 @@ def branch(name: str, created_days_ago: float | None, written_days_ago: float | 
 
 
 def one(state: BranchState, policies: list[Policy], **kwargs: object) -> Decision:
-    [decision] = evaluate([state], "main", policies, NOW, **kwargs)  # type: ignore[arg-type]
+    [decision] = evaluate([state], "main", policies, now=NOW, **kwargs)  # type: ignore[arg-type]
     return decision
 
 
@@ -99,7 +99,7 @@ def test_no_matching_policy() -> None:
 
 def test_default_branch_exempt_even_with_star_pattern() -> None:
     everything = Policy("all", ("*",), max_age=DAY)  # built directly: no default-branch validation happened
-    decisions = evaluate([branch("main", 100), branch("dev", 100)], "main", [everything], NOW)
+    decisions = evaluate([branch("main", 100), branch("dev", 100)], "main", [everything], now=NOW)
     assert [(d.branch_id, d.action, d.reason) for d in decisions] == [
         ("main", "skip", "default-branch"),
         ("dev", "delete", "expired"),
@@ -118,7 +118,7 @@ def test_no_creation_time_is_skipped() -> None:
 
 def test_read_only_skips_every_branch() -> None:
     states = [branch("main", 100), branch("feature-a", 100, 50), branch("x", None)]
-    decisions = evaluate(states, "main", [FEATURE_BOTH], NOW, read_only=True)
+    decisions = evaluate(states, "main", [FEATURE_BOTH], now=NOW, read_only=True)
     assert [(d.action, d.reason) for d in decisions] == [("skip", "read-only")] * 3
 
 
@@ -179,7 +179,7 @@ def test_exact_idle_threshold_is_not_yet_eligible() -> None:
 
 def test_output_keeps_input_order() -> None:
     names = ["temp-b", "main", "feature-a", "zzz", "temp-a"]
-    decisions = evaluate((branch(n, 50) for n in names), "main", [FEATURE_BOTH, TEMP_IDLE], NOW)
+    decisions = evaluate((branch(n, 50) for n in names), "main", [FEATURE_BOTH, TEMP_IDLE], now=NOW)
     assert [d.branch_id for d in decisions] == names
 
 
@@ -202,13 +202,13 @@ def test_huge_threshold_never_overflows() -> None:
 
 def test_naive_now_is_rejected() -> None:
     with pytest.raises(ValueError, match="now must be timezone-aware"):
-        evaluate([], "main", [], datetime(2025, 6, 1, 12, 0))
+        evaluate([], "main", [], now=datetime(2025, 6, 1, 12, 0))
 
 
 def test_naive_branch_time_is_rejected() -> None:
     state = BranchState("feature-a", "c", datetime(2025, 5, 1), None)
     with pytest.raises(ValueError, match="timezone-aware"):
-        evaluate([state], "main", [FEATURE_BOTH], NOW)
+        evaluate([state], "main", [FEATURE_BOTH], now=NOW)
 
 
 def test_other_time_zones_compare_by_instant() -> None:
