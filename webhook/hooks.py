@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException
 from webhook.auth import secret_ok
 from webhook.context import services
 from webhook.errors import error_response
+from workers.gc.store import GCRuns
 from workers.idle_clock.events import EVENT_TYPES, EventError, clock_update, parse_event
 
 bp = Blueprint("hooks", __name__)
@@ -46,6 +47,7 @@ def receive():
     except Exception:
         metrics.webhook_events.labels(event.event_type, "error").inc()
         raise
+    _count_for_gc(event)
     metrics.webhook_events.labels(event.event_type, "recorded" if changed else "stale").inc()
     return jsonify({"status": "recorded" if changed else "stale"}), 200
 
@@ -72,6 +74,13 @@ def _read_json() -> tuple[object, Response | None]:
         return None, error_response(400, "body is JSON nested too deeply")
     except ValueError as exc:
         return None, error_response(400, f"body is not JSON ({exc}); expected a lakeFS action payload")
+
+
+def _count_for_gc(event) -> None:
+    """Event-driven cleaning counts the commits and merges since a repository's last GC run."""
+    if event.event_type in ("post-commit", "post-merge") and event.commit_id:
+        s = services()
+        GCRuns(s.redis, s.settings.key_prefix).count_commit(event.repository_id, event.commit_id)
 
 
 def _apply(update) -> bool:

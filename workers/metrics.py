@@ -67,6 +67,10 @@ class Metrics:
                                           ["phase"], namespace=NS, registry=r, buckets=RUN_BUCKETS)
         self.gc_last_success = Gauge("gc_last_success_timestamp_seconds", "End of the last successful GC run",
                                      ["repository"], namespace=NS, registry=r, multiprocess_mode="max")
+        self.gc_triggers = Counter("gc_triggers", "GC runs started by commit count (event-driven cleaning)",
+                                   ["repository"], namespace=NS, registry=r)
+        self.gc_trigger_skips = Counter("gc_trigger_skips", "Due repositories not started, by reason",
+                                        ["repository", "reason"], namespace=NS, registry=r)
         self.gc_failures = Counter("gc_failures", "GC runs that failed, by reason", ["repository", "reason"],
                                    namespace=NS, registry=r)
 

@@ -127,6 +127,11 @@ class GCSettings(BaseModel):
     s3_secret_access_key: SecretStr | None = None
     threads: int = Field(default=8, gt=0, le=256, description="in-process engine: reads and deletes in parallel")
     lock_seconds: int = Field(default=6 * 3600, gt=0, description="one GC per repository at a time; expiry")
+    trigger_commits: int = Field(default=0, ge=0, description="start a repository's GC after this many commits "
+                                 "and merges reported by hooks since its last run (0: cron only)")
+    trigger_check_seconds: int = Field(default=60, gt=0, description="how often beat looks for due repositories")
+    max_deletions_per_run: int = Field(default=1_000_000, gt=0, description="a run deletes at most this many "
+                                       "objects; the rest waits for the next run")
 
     @field_validator("schedule")
     @classmethod

@@ -30,6 +30,7 @@ class Summary:
     phase: str = "mark"  # mark | swept
     swept: int = 0
     spared_by_recheck: int = 0
+    capped: int = 0  # left for the next run by the per-run deletion cap
     dry_run: bool = False
     by_prefix: dict = field(default_factory=dict)
     oldest_retained: dict = field(default_factory=dict)  # branch -> oldest retained commit on its first-parent line

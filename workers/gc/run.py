@@ -316,7 +316,7 @@ def reachable_now(lakefs: LakeFS, ns: Namespace, repository_id: str, *, retained
 
 def sweep(lakefs: LakeFS, ns: Namespace, repository_id: str, *, run_id: str, retained: set[str] | None = None,
           metadata_source: str = "storage", threads: int = 8, local_root: str | None = None,
-          progress: Progress | None = None) -> report.Summary:
+          progress: Progress | None = None, max_deletions: int | None = None) -> report.Summary:
     progress = progress or (lambda what, n: None)
     summary, planned = load_plan(ns, run_id)
     if summary.repository_id != repository_id:
@@ -330,6 +330,11 @@ def sweep(lakefs: LakeFS, ns: Namespace, repository_id: str, *, run_id: str, ret
         raise GCError(f"re-checking branches before the sweep failed: {exc}; nothing deleted", "recheck") from exc
     doomed = [o.key for o in planned if o.key not in spare]
     summary.spared_by_recheck = len(planned) - len(doomed)
+    if max_deletions is not None and len(doomed) > max_deletions:
+        # a long pause must not produce one huge run: the rest is still garbage next time
+        log.warning("gc: %d objects to delete, capped at %d this run", len(doomed), max_deletions)
+        summary.capped = len(doomed) - max_deletions
+        doomed = doomed[:max_deletions]
     if summary.spared_by_recheck:
         log.warning("gc: %d planned objects became reachable during the run and are kept", summary.spared_by_recheck)
     try:
@@ -351,7 +356,8 @@ def sweep(lakefs: LakeFS, ns: Namespace, repository_id: str, *, run_id: str, ret
 
 def run(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime | None = None,
         min_age: timedelta | None = None, dry_run: bool = False, metadata_source: str = "storage", threads: int = 8,
-        local_root: str | None = None, progress: Progress | None = None) -> tuple[report.Summary, MarkResult]:
+        local_root: str | None = None, progress: Progress | None = None,
+        max_deletions: int | None = None) -> tuple[report.Summary, MarkResult]:
     """Mark, then (unless a dry run) sweep exactly that plan."""
     if now is not None and not dry_run and now > datetime.now(UTC) + timedelta(seconds=5):
         raise GCError("a run dated in the future would delete objects not yet expired; only --dry-run may look "
@@ -362,5 +368,6 @@ def run(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime | No
     if dry_run:
         return marked.summary, marked
     summary = sweep(lakefs, ns, repository_id, run_id=marked.summary.run_id, retained=marked.retained,
-                    metadata_source=metadata_source, threads=threads, local_root=local_root, progress=progress)
+                    metadata_source=metadata_source, threads=threads, local_root=local_root, progress=progress,
+                    max_deletions=max_deletions)
     return summary, marked

@@ -106,7 +106,8 @@ def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest,
     common = {"metadata_source": gc.metadata_source, "threads": gc.threads, "local_root": gc.local_blockstore_path,
               "progress": progress}
     if request.mode == "sweep":
-        summary = engine.sweep(lakefs, ns, repo, run_id=request.mark_id or "", **common)
+        summary = engine.sweep(lakefs, ns, repo, run_id=request.mark_id or "", max_deletions=gc.max_deletions_per_run,
+                               **common)
         timings = {}
     elif request.mode == "plan":
         marked = engine.mark(lakefs, ns, repo, now=request.now or datetime.now(UTC),
@@ -114,6 +115,7 @@ def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest,
         summary, timings = marked.summary, marked.seconds
     else:
         summary, marked = engine.run(lakefs, ns, repo, now=request.now, min_age=min_age_of(gc, request.min_age),
+                                     max_deletions=gc.max_deletions_per_run,
                                      dry_run=request.dry_run, **common)
         timings = marked.seconds
     return summary, timings
@@ -128,6 +130,8 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
     if not lock.acquire():
         raise Busy(f"another GC of lakefs://{repo} is running; try again later")
     started = time.monotonic()
+    if request.mode == "run":
+        runs.run_started(repo)
     entry = {"repository_id": repo, "mode": request.mode, "engine": request.engine, "dry_run": request.dry_run,
              "started_at": datetime.now(UTC).isoformat()}
     try:

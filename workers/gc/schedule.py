@@ -8,9 +8,15 @@ from workers.settings import Settings
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict]:
-    return {
+    entries = {
         "garbage-collection": {
             "task": "workers.gc.tasks.run_all",
             "schedule": crontab.from_string(settings.gc.schedule),
         },
     }
+    if settings.gc.trigger_commits:  # event-driven cleaning: look for due repositories every so often
+        entries["garbage-collection-trigger"] = {
+            "task": "workers.gc.tasks.trigger_due",
+            "schedule": float(settings.gc.trigger_check_seconds),
+        }
+    return entries

@@ -24,6 +24,33 @@ class GCRuns:
         """One GC per repository at a time, across workers, beat replicas and the CLI."""
         return named_lock(self.redis, self.prefix, f"gc:{repository_id}", seconds=seconds)
 
+    def _commits(self, repository_id: str) -> str:
+        return f"{self.prefix}:gc-commits-since-run:{repository_id}"
+
+    def count_commit(self, repository_id: str, commit_id: str) -> int:
+        """Remember a commit or merge the hooks reported since the last run (a set: a redelivered hook counts
+        once); returns how many there are."""
+        pipe = self.redis.pipeline()
+        pipe.sadd(self._commits(repository_id), commit_id)
+        pipe.scard(self._commits(repository_id))
+        return int(pipe.execute()[1])
+
+    def commits_since_run(self) -> dict[str, int]:
+        """Repository → commits reported since its last run started, for every repository with any."""
+        marker = f"{self.prefix}:gc-commits-since-run:"
+        keys = list(self.redis.scan_iter(f"{marker}*"))
+        if not keys:
+            return {}
+        pipe = self.redis.pipeline()
+        for key in keys:
+            pipe.scard(key)
+        return {(k.decode() if isinstance(k, bytes) else k)[len(marker):]: int(n)
+                for k, n in zip(keys, pipe.execute(), strict=True)}
+
+    def run_started(self, repository_id: str) -> None:
+        """Commits made from now on count towards the next run."""
+        self.redis.delete(self._commits(repository_id))
+
     def record(self, repository_id: str, entry: dict) -> None:
         pipe = self.redis.pipeline()
         pipe.lpush(self._key(repository_id), json.dumps(entry, sort_keys=True, default=str))

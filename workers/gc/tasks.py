@@ -39,3 +39,26 @@ def run_all_task(self: Task) -> list[str]:
     for repository_id in repos:
         run_repository_task.apply_async((repository_id,))
     return repos
+
+
+@shared_task(bind=True, name="workers.gc.tasks.trigger_due", autoretry_for=RETRYABLE, retry_backoff=True,
+             max_retries=3, acks_late=True)
+def trigger_due_task(self: Task) -> dict:
+    """Event-driven cleaning: start the GC of every repository with enough commits since its last run."""
+    from workers.gc.store import GCRuns  # noqa: PLC0415
+    from workers.gc.trigger import due  # noqa: PLC0415
+
+    s = services(self)
+    runs = GCRuns(s.redis, s.settings.key_prefix)
+    started, skipped = [], []
+    for repository_id in due(runs.commits_since_run(), s.settings.gc.trigger_commits):
+        lock = runs.lock(repository_id, s.settings.gc.lock_seconds)
+        if lock.locked():  # never two runs of one repository at once
+            skipped.append(repository_id)
+            s.metrics.gc_trigger_skips.labels(repository_id, "running").inc()
+            continue
+        runs.run_started(repository_id)  # so the next check does not queue it again
+        run_repository_task.apply_async((repository_id,))
+        s.metrics.gc_triggers.labels(repository_id).inc()
+        started.append(repository_id)
+    return {"started": started, "skipped": skipped}
