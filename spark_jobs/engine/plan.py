@@ -12,7 +12,7 @@ import csv
 import io
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -123,14 +123,18 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
             if c["id"] in commits:
                 continue  # the log goes on past known commits (merges), so keep reading: ids dedupe it
             commits[c["id"]] = retention.commit_from_api(c)
-    if namespace.startswith("local://") and not local_root:
-        found = _first_full_address(api, repository_id, heads)
-        local_root = addresses.local_root_from(namespace, found) if found else None
-    graph = Graph(namespace, local_root, rules, heads, commits)
     # lakeFS's own retained set (it sees dangling commits of deleted branches, which the API cannot list):
     # ours must contain it.
     prepared = api.prepare_commits(repository_id)
     location = prepared.get("gc_commits_location", "")
+    if namespace.startswith("local://") and not local_root:
+        # Where lakeFS itself just wrote, in the namespace's real folder. (Objects' addresses are a poorer
+        # source: the API shows staged full local addresses with the blockstore root prepended once more.)
+        local_root = addresses.local_root_from(namespace, location)
+        if local_root is None:
+            found = _first_full_address(api, repository_id, heads)
+            local_root = addresses.local_root_from(namespace, found) if found else None
+    graph = Graph(namespace, local_root, rules, heads, commits)
     ns = Namespace(StorageConfig(namespace, local_root, storage_options_json))
     relative = next((r for p in addresses.namespace_prefixes(namespace, local_root)
                      if (r := addresses.relative_address(location, 2, [p])) is not None), None)
@@ -146,7 +150,7 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
     return graph
 
 
-def _uncommitted(api: LakeFSApi, ns: Namespace, repository_id: str, prefixes: list[str]) -> set[str]:
+def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str, *, prefixes: list[str]) -> set[str]:
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     _run_id, locations = api.prepare_uncommitted(repository_id)
@@ -201,7 +205,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
                                                 partitions=request.range_partitions)))
         kept = set(runner.map_units(range_ids, unit_range_addresses, config.open, partitions=request.range_partitions))
         progress(phase="ranges", ranges=len(range_ids), kept=len(kept))
-        uncommitted = _uncommitted(api, ctx.ns, request.repository_id, ctx.prefixes)
+        uncommitted = uncommitted_addresses(api, ctx.ns, request.repository_id, prefixes=ctx.prefixes)
         mark_seconds = time.monotonic() - t
         t = time.monotonic()
         units = ctx.ns.list_units()
@@ -245,6 +249,3 @@ def plan_fingerprint(summary: dict[str, Any], deleted: list[str]) -> dict[str, A
     skip = {"run_id", "start_time", "engine", "seconds"}
     return {"deleted": sorted(deleted), **{k: v for k, v in summary.items() if k not in skip}}
 
-
-__all__ = ["GCError", "Graph", "JobContextConfig", "MarkRequest", "asdict", "load_graph", "mark",
-           "plan_fingerprint", "retained_metaranges"]

@@ -17,8 +17,8 @@ from spark_jobs.engine.plan import (
     Graph,
     JobContextConfig,
     OpenContext,
-    _uncommitted,
     retained_metaranges,
+    uncommitted_addresses,
     unit_metarange_ranges,
     unit_range_addresses,
 )
@@ -47,7 +47,7 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, mark_id: 
         ranges_now = set(runner.map_units(metaranges, unit_metarange_ranges, config.open, partitions=range_partitions))
         new_ranges = sorted(ranges_now - read_before)
         reachable = set(runner.map_units(new_ranges, unit_range_addresses, config.open, partitions=range_partitions))
-        reachable |= _uncommitted(api, ctx.ns, config.repository_id, ctx.prefixes)
+        reachable |= uncommitted_addresses(api, ctx.ns, config.repository_id, prefixes=ctx.prefixes)
         to_delete = [a for a in planned if a not in reachable]
         progress(phase="recheck", planned=len(planned), new_ranges=len(new_ranges),
                  became_reachable=len(planned) - len(to_delete))

@@ -94,3 +94,44 @@ def test_spark_run_without_gc_rules_fails_clearly_and_deletes_nothing(lakefs, la
         assert caught.value.reason == "no_rules"
     finally:
         lakefs.repositories.delete_repository(name, force=True)
+
+
+def test_s3_blockstore_both_engines_agree_and_spark_sweeps(submit_env, local_spark):
+    """lakeFS on S3 (moto): executors list and delete through s3fs with the storage options they are given; the
+    metadata is read from the bucket by one engine and through lakeFS's endpoint by the other."""
+    from tests.services import MotoS3Server  # noqa: PLC0415
+    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415
+    from workers.settings import LakeFSConnection  # noqa: PLC0415
+
+    s3 = MotoS3Server().start()
+    server = None
+    try:
+        s3.client().create_bucket(Bucket="gc-spark")
+        server = LakeFSServer(s3=s3).start()
+        lakefs = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+        build_history(lakefs, repository_id="s3hist", storage_namespace="s3://gc-spark/ns", now=datetime.now(UTC))
+        now = datetime.now(UTC) + timedelta(seconds=1)
+        options = {"key": s3.access_key, "secret": s3.secret_key,
+                   "client_kwargs": {"endpoint_url": s3.endpoint, "region_name": "us-east-1"}}
+        import json  # noqa: PLC0415
+
+        api = LakeFSApiConfig(f"{server.endpoint}/api/v1", ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+        inprocess = run(api_config=api, repository_id="s3hist", mode="mark", runner=ThreadRunner(4), now=now,
+                        min_age=timedelta(0), storage_options_json=json.dumps(options), metadata_from="lakefs")
+        conn = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                                secret_access_key=ADMIN_SECRET_KEY)
+        spark = run_gc(spark=local_spark, lakefs=conn, repository_id="s3hist", mode="full", now=now,
+                       min_age=timedelta(0), storage_options=options, env=submit_env)
+        ns = Namespace(StorageConfig("s3://gc-spark/ns", None, json.dumps(options)))
+        plans = [plan_fingerprint(report.read_summary(ns, r["run_id"]), report.read_deleted(ns, r["run_id"]))
+                 for r in (inprocess, spark)]
+        assert plans[0] == plans[1] and len(plans[0]["deleted"]) >= 5
+        assert spark["stored_sweep"]["deleted"] == len(plans[0]["deleted"])
+        assert spark["stored_sweep"]["delete_requests"] == 1  # one DeleteObjects for the whole (small) plan
+        left = {o["Key"] for o in s3.client().list_objects_v2(Bucket="gc-spark", Prefix="ns/data/")["Contents"]}
+        assert not {f"ns/{a}" for a in plans[0]["deleted"]} & left
+        lakefs.close()
+    finally:
+        if server:
+            server.cleanup()
+        s3.cleanup()
