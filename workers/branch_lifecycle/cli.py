@@ -146,24 +146,45 @@ def _why(d: Decision) -> str:
 @repository_argument
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--now", "now_text", default=None, help="Evaluate as of this ISO-8601 time instead of now.")
+@click.option("--impact", is_flag=True, help="Beside each branch due for deletion, what deleting it would free "
+                                            "(objects and bytes only it keeps alive; needs GC rules and storage).")
 @pass_runtime
 @friendly_errors
-def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | None) -> None:
+def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | None, impact: bool) -> None:
     """Every branch with its matching policy, age, idle time and when it will be deleted (or why never)."""
     now = parse_now(now_text)
     p = plan(rt.lakefs, rt.clock, repository, now=now, adopt_untracked=rt.settings.lifecycle_adopt_untracked,
              max_stats=rt.settings.reconcile_max_staged_stats)
+    frees = _impacts(rt, repository, [d.branch_id for d in p.decisions if d.action == "delete"]) if impact else {}
     if as_json:
-        click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(),
-                               "branches": [decision_dict(d) for d in p.decisions]}, indent=2))
+        branches = [{**decision_dict(d), **({"impact": frees[d.branch_id]} if d.branch_id in frees else {})}
+                    for d in p.decisions]
+        click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(), "branches": branches}, indent=2))
         return
     if not p.policies:
         click.echo(f"lakefs://{repository} has no branch lifecycle policies")
         return
-    rows = table("branch", "policy", "age", "idle", "deleted", "why")
+    rows = table("branch", "policy", "age", "idle", "deleted", "why", *(("frees",) if impact else ()))
     for d in p.decisions:
-        rows.add_row(d.branch_id, d.policy_id or "-", _fmt(d.age), _fmt(d.idle), _when(d, now), _why(d))
+        cells = [d.branch_id, d.policy_id or "-", _fmt(d.age), _fmt(d.idle), _when(d, now), _why(d)]
+        if impact:
+            f = frees.get(d.branch_id)
+            cells.append(f"{f['objects']:,} obj, {f['bytes']:,} B" if f else "-")
+        rows.add_row(*cells)
     console.print(rows)
+
+
+def _impacts(rt: Runtime, repository: str, due: list[str]) -> dict[str, dict]:
+    if not due:
+        return {}
+    from workers.gc.impact import repository_impact  # noqa: PLC0415 - the GC only when asked for
+    from workers.gc.run import GCError  # noqa: PLC0415
+
+    try:
+        found = repository_impact(rt.lakefs, rt.settings.gc, repository, branch_ids=due)
+    except GCError as exc:
+        raise click.ClickException(f"--impact: {exc}") from None
+    return {b: {"objects": i.objects, "bytes": i.bytes} for b, i in found.items()}
 
 
 @branch_lifecycle.command("run")

@@ -13,6 +13,7 @@ from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policie
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
 from workers.durations import DurationError, parse_duration
 from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
+from workers.gc.impact import repository_impact
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
 from workers.gc.run import GCError
 from workers.gc.runner import Busy, GCRequest, execute
@@ -193,6 +194,29 @@ def rules_clear(rt: Runtime, repository: str) -> None:
     click.echo(f"GC rules of lakefs://{repository} cleared")
 
 
+
+
+@gc.command("impact")
+@repository_argument
+@click.option("--branch", "branch_ids", multiple=True, help="Only these branches (repeatable). Default: all.")
+@click.option("--min-age", default=None, help="Safety cutoff the freed objects must pass (default as for gc run).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def impact_cmd(rt: Runtime, repository: str, branch_ids: tuple[str, ...], min_age: str | None, as_json: bool) -> None:
+    """For each branch, the objects and bytes only it keeps alive: what deleting it, then a GC run, would free."""
+    try:
+        impacts = repository_impact(rt.lakefs, rt.settings.gc, repository, branch_ids=list(branch_ids) or None,
+                                    min_age=_min_age(min_age))
+    except GCError as exc:
+        raise click.ClickException(f"impact of lakefs://{repository}: {exc}") from None
+    if as_json:
+        click.echo(json.dumps({b: {"objects": i.objects, "bytes": i.bytes} for b, i in impacts.items()}, indent=2))
+        return
+    rows = table("branch", "objects only it keeps", "bytes")
+    for b, i in sorted(impacts.items()):
+        rows.add_row(b, f"{i.objects:,}", f"{i.bytes:,}")
+    console.print(rows)
 
 
 @gc.group("policy")

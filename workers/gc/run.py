@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from spark_jobs.core import report
 from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
 from spark_jobs.core.cleaning import first_parent_line, latest_versions, policy_retained
-from spark_jobs.core.mark import kept_keys, unique_range_ids
+from spark_jobs.core.mark import kept_keys, keys_in_range, unique_range_ids
 from spark_jobs.core.plan import StoredObject, plan_deletions
 from spark_jobs.core.retention import Commit, GCRules, retained_commits
 from spark_jobs.core.sstable import metarange_range_ids, range_entries
@@ -63,6 +63,9 @@ class MarkResult:
     retained: set[str]
     seconds: dict[str, float] = field(default_factory=dict)
     ranges: int = 0  # distinct range files read
+    # what the mark saw, for the impact view: commits, heads, rules, policies, listing, staged keys per branch,
+    # and a reader of the keys a metarange reaches (cached per range)
+    seen: dict = field(default_factory=dict)
 
 
 def new_run_id(now: datetime) -> str:
@@ -132,8 +135,14 @@ def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], *, 
 
 def staged_keys(lakefs: LakeFS, repository_id: str, branches: list[str], *, ns_uris: tuple[str, ...]) -> set[str]:
     """Every uncommitted address on every branch, hidden ones included (deletes need nothing kept)."""
-    keys: set[str] = set()
+    return set().union(*staged_keys_by_branch(lakefs, repository_id, branches, ns_uris=ns_uris).values())
+
+
+def staged_keys_by_branch(lakefs: LakeFS, repository_id: str, branches: list[str], *,
+                          ns_uris: tuple[str, ...]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
     for branch in branches:
+        keys = out.setdefault(branch, set())
         for diff in lakefs.paginate("list uncommitted changes", lakefs.branches.diff_branch, repository_id, branch):
             if diff.type == "removed" or diff.path_type != "object":
                 continue
@@ -145,7 +154,7 @@ def staged_keys(lakefs: LakeFS, repository_id: str, branches: list[str], *, ns_u
             key = relative_key(address, FULL if "://" in address else RELATIVE, ns_uris)
             if key is not None:
                 keys.add(key)
-    return keys
+    return out
 
 
 def metadata_reader(lakefs: LakeFS, ns: Namespace, repository_id: str, *, source: str) -> tuple[Callable, Callable]:
@@ -197,6 +206,7 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     retained = set(ours.commits) | set(theirs)
     cleaning = get_cleaning(lakefs, repository_id).policies
     versions_keys: set[str] = set()
+    tags: dict[str, str] = {}
     if cleaning:  # Hudi-style policies only add to what the GC rules retain
         for branch, head in heads.items():
             if any(p.matches(branch) for p in cleaning):
@@ -226,7 +236,8 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
             except (StorageError, LakeFSError, ValueError) as exc:
                 raise GCError(f"reading file versions for keep_versions failed: {exc}", "metadata") from exc
     kept |= versions_keys
-    kept |= staged_keys(lakefs, repository_id, list(heads), ns_uris=ns_uris)
+    staged = staged_keys_by_branch(lakefs, repository_id, list(heads), ns_uris=ns_uris)
+    kept |= set().union(*staged.values())
     timings["mark"] = time.monotonic() - t
 
     t = time.monotonic()
@@ -249,7 +260,10 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
         ns.write(report.summary_key(run_id), summary.dumps())
     except StorageError as exc:
         raise GCError(f"writing the plan failed: {exc}", "storage-write") from exc
-    return MarkResult(summary, deleted, retained, timings, len(range_ids))
+    seen = {"commits": commits, "heads": heads, "rules": rules, "cleaning": cleaning, "tags": tags, "listed": listed,
+            "staged": staged, "kept": kept, "cutoff": cutoff.timestamp(),
+            "keys_of": _keys_reader(read_metarange, read_range, ns_uris)}
+    return MarkResult(summary, deleted, retained, timings, len(range_ids), seen)
 
 
 def _latest_versions(commits: dict[str, Commit], heads: dict[str, str], cleaning: list, read_metarange: Callable,
@@ -273,6 +287,21 @@ def _latest_versions(commits: dict[str, Commit], heads: dict[str, str], cleaning
             line = first_parent_line(commits, head)
             kept |= latest_versions((entries_of(commits[c].meta_range_id) for c in line), max(counts))
     return kept
+
+
+def _keys_reader(read_metarange: Callable, read_range: Callable, ns_uris: tuple[str, ...]) -> Callable:
+    """keys_of(metarange id) -> the namespace keys that metarange reaches, each range read once."""
+    cache: dict[str, set[str]] = {}
+
+    def keys_of(meta_range_id: str) -> set[str]:
+        out: set[str] = set()
+        for range_id in metarange_range_ids(read_metarange(meta_range_id)) if meta_range_id else []:
+            if range_id not in cache:
+                cache[range_id] = keys_in_range(read_range(range_id), ns_uris)
+            out |= cache[range_id]
+        return out
+
+    return keys_of
 
 
 def _oldest_retained(commits: dict[str, Commit], heads: dict[str, str], retained: set[str]) -> dict[str, str]:

@@ -16,7 +16,8 @@ PACKAGES = ("webhook", "workers", "spark_jobs")
 SHARED = ("workers.settings", "workers.durations", "workers.uris", "workers.locks", "workers.metrics", "workers.lakefs")
 DOMAINS = ("workers.idle_clock", "workers.branch_lifecycle", "workers.gc")
 # A domain may build on another only in this direction (a lifecycle run looks at a branch as the reconciler does).
-DOMAIN_MAY_IMPORT = {"workers.branch_lifecycle": ("workers.idle_clock",), "workers.gc": ("workers.idle_clock",)}
+DOMAIN_MAY_IMPORT = {"workers.branch_lifecycle": ("workers.idle_clock", "workers.gc"),
+                     "workers.gc": ("workers.idle_clock",)}
 
 
 def modules() -> dict[str, Path]:

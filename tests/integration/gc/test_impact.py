@@ -1,0 +1,78 @@
+"""The impact view: what deleting a branch would free equals what a real deletion followed by a GC run frees."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+import lakefs_sdk
+
+from tests.integration.conftest import commit, create_branch, upload
+from workers.gc.impact import branch_impact
+from workers.gc.run import mark, run
+
+DAY = 86400
+
+
+def test_impact_equals_what_deleting_the_branch_frees(lakefs, repo, namespace, local_root, clock, cli):
+    old = int(time.time()) - 30 * DAY
+    upload(lakefs, repo, "main", "shared.txt", b"s" * 100)
+    commit(lakefs, repo, "main", "base", date=old - DAY)
+    create_branch(lakefs, repo, "feature")
+    upload(lakefs, repo, "feature", "only-feature.bin", b"f" * 1000)
+    upload(lakefs, repo, "feature", "also.bin", b"a" * 300)
+    commit(lakefs, repo, "feature", "feature work", date=old)
+    upload(lakefs, repo, "feature", "staged.bin", b"x" * 50)  # staged only: freed too once the branch is gone
+    create_branch(lakefs, repo, "keeper")
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=7, branches=[]))
+    run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)  # nothing else left to collect
+    now = datetime.now(UTC)
+    marked = mark(lakefs, namespace, repo, now=now, min_age=timedelta(0), dry_run=True, local_root=local_root)
+    impacts = branch_impact(marked, ["feature", "keeper", "main"], now=now)
+    assert impacts["main"].objects == 0  # main's object is kept by feature's commit too
+    assert impacts["keeper"].objects == 0  # keeper (made from main) keeps nothing main does not
+    predicted = impacts["feature"]
+    lakefs.call("delete", lakefs.branches.delete_branch, repo, "feature")
+    summary, _ = run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    assert (predicted.objects, predicted.bytes) == (summary.swept, summary.deleted_bytes)
+    assert (predicted.objects, predicted.bytes) == (3, 1350)  # its two committed objects and the staged one
+
+
+def test_impact_of_a_branch_with_unshared_history(lakefs, repo, namespace, local_root, cli):
+    old = int(time.time()) - 30 * DAY
+    upload(lakefs, repo, "main", "shared.txt", b"s" * 100)
+    commit(lakefs, repo, "main", "base", date=old - DAY)
+    create_branch(lakefs, repo, "feature")
+    upload(lakefs, repo, "feature", "only-feature.bin", b"f" * 1000)
+    commit(lakefs, repo, "feature", "feature work", date=old)
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=7, branches=[]))
+    shown = json.loads(cli("gc", "impact", f"lakefs://{repo}", "--min-age", "0s", "--json").output)
+    assert shown["feature"] == {"objects": 1, "bytes": 1000} and shown["main"]["objects"] == 0
+    lakefs.call("delete", lakefs.branches.delete_branch, repo, "feature")
+    summary, _ = run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    assert (summary.swept, summary.deleted_bytes) == (1, 1000)
+
+
+def test_lifecycle_preview_shows_the_impact_beside_branches_due(lakefs, repo, clock, cli, tmp_path):
+    from workers.branch_lifecycle.policies import parse_policies  # noqa: PLC0415
+    from workers.branch_lifecycle.store import set_policies  # noqa: PLC0415
+
+    upload(lakefs, repo, "main", "shared.txt", b"s")
+    commit(lakefs, repo, "main", "base", date=int(time.time()) - 40 * DAY)
+    create_branch(lakefs, repo, "feature-old")
+    upload(lakefs, repo, "feature-old", "big.bin", b"b" * 4096)
+    commit(lakefs, repo, "feature-old", "old work", date=int(time.time()) - 30 * DAY)
+    clock.record_created(repo, "feature-old", datetime.now(UTC) - timedelta(days=30))
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=7, branches=[]))
+    set_policies(lakefs, repo, parse_policies({"policies": [{"patterns": ["feature-*"], "max_age": "7d"}]}, "main"))
+    out = json.loads(cli("branch-lifecycle", "preview", f"lakefs://{repo}", "--impact", "--json").output)
+    due = {b["branch_id"]: b for b in out["branches"]}["feature-old"]
+    assert due["action"] == "delete"
+    # the default 24 h cutoff: the object was written just now, so nothing would be freed yet
+    assert due["impact"] == {"objects": 0, "bytes": 0}
+    table = cli("branch-lifecycle", "preview", f"lakefs://{repo}", "--impact").output
+    assert "frees" in table and "0 obj" in table
