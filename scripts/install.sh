@@ -24,6 +24,7 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test,spark]'  # pip caches the wheel it builds from pyspark's sdist
+# setuptools' editable build prints a layout notice (BuildBackendWarning) that is noise for an install.
+PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test,spark]'  # pip caches the wheel it builds from pyspark's sdist
 
 scripts/build-lakefs.sh >/dev/null
