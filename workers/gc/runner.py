@@ -13,6 +13,7 @@ from spark_jobs.core.report import Summary
 from spark_jobs.core.storage import Namespace, StorageError, open_namespace
 from workers.durations import parse_duration
 from workers.gc import run as engine
+from workers.gc.cleaning_store import get_cleaning
 from workers.gc.store import GCRuns
 from workers.lakefs.client import LakeFS
 from workers.lakefs.errors import LakeFSError
@@ -138,6 +139,10 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
         if request.engine == "spark":
             if spark is None or connection is None:
                 raise engine.GCError("the Spark engine needs the Spark settings and the lakeFS connection", "spark")
+            if get_cleaning(lakefs, repo).policies and request.mode != "sweep":
+                # the Spark job applies lakeFS's GC rules only: it would collect what a savepoint or keep_* keeps
+                raise engine.GCError(f"lakefs://{repo} has cleaning policies, which the Spark engine does not apply "
+                                     "yet; run it with --engine inprocess", "spark-policies")
             summary, timings = _spark(gc, spark, connection, request, progress), {}
         else:
             summary, timings = _in_process(lakefs, gc, request, progress)
