@@ -14,7 +14,7 @@ from workers.settings import Settings
 def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
                registry: CollectorRegistry | None = None, services: Services | None = None) -> Flask:
     # Imported here so that importing the package has no side effects and no cycles.
-    from webhook import errors, health, hooks, policy_api  # noqa: PLC0415
+    from webhook import cleaning_api, errors, health, hooks, policy_api  # noqa: PLC0415
 
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.webhook_max_body_bytes
@@ -28,4 +28,5 @@ def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
     app.register_blueprint(hooks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(policy_api.bp)
+    app.register_blueprint(cleaning_api.bp)
     return app

@@ -7,10 +7,13 @@ import hashlib
 import json
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from spark_jobs.core.cleaning import CleaningPolicy, CleaningPolicyError, parse_cleaning_policies
-from workers.lakefs.client import LakeFS
 from workers.lakefs.errors import LakeFSError
+
+if TYPE_CHECKING:
+    from workers.lakefs.client import LakeFS
 
 METADATA_KEY = "lakefs_janitor.gc_cleaning.v1"
 

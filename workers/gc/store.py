@@ -20,6 +20,10 @@ class GCRuns:
     def _key(self, repository_id: str) -> str:
         return f"{self.prefix}:gc-runs:{repository_id}"
 
+    def edit_lock(self, repository_id: str):
+        """Serialises ETag check and write of the cleaning policies (lakeFS has no conditional metadata write)."""
+        return named_lock(self.redis, self.prefix, f"gc-policies:{repository_id}", seconds=30, blocking_timeout=10)
+
     def lock(self, repository_id: str, seconds: float) -> Lock:
         """One GC per repository at a time, across workers, beat replicas and the CLI."""
         return named_lock(self.redis, self.prefix, f"gc:{repository_id}", seconds=seconds)

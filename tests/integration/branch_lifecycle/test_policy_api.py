@@ -76,3 +76,25 @@ def test_concurrent_puts_with_the_same_etag_let_exactly_one_win(receiver, repo):
     with ThreadPoolExecutor(max_workers=6) as pool:
         statuses = sorted(pool.map(put, range(6)))
     assert statuses == [200] + [412] * 5
+
+
+def cleaning_url(receiver, repo: str) -> str:
+    return f"{receiver.url}/api/v1/repositories/{repo}/settings/gc_cleaning/policies"
+
+
+def test_cleaning_policies_beside_the_lifecycle_policies(receiver, repo):
+    body = {"policies": [{"id": "hot", "patterns": ["ingest-*"], "keep_commits": 5, "savepoints": ["release-*"]}]}
+    empty = requests.get(cleaning_url(receiver, repo), auth=AUTH, timeout=10)
+    assert empty.status_code == 200 and empty.json() == {"policies": []}
+    put = requests.put(cleaning_url(receiver, repo), json=body, auth=AUTH,
+                       headers={"If-Match": empty.headers["ETag"]}, timeout=10)
+    assert put.status_code == 200 and put.json() == body
+    stale = requests.put(cleaning_url(receiver, repo), json=body, auth=AUTH,
+                         headers={"If-Match": empty.headers["ETag"]}, timeout=10)
+    assert stale.status_code == 412
+    bad = requests.put(cleaning_url(receiver, repo), json={"policies": [{"patterns": [], "keep_commits": 0}]},
+                       auth=AUTH, timeout=10)
+    assert bad.status_code == 400 and {d["field"] for d in bad.json()["details"]} >= {"patterns", "keep_commits"}
+    assert requests.get(url(receiver, repo), auth=AUTH, timeout=10).json() == {"policies": []}  # separate documents
+    assert requests.get(cleaning_url(receiver, repo), timeout=10).status_code == 401
+    assert requests.delete(cleaning_url(receiver, repo), auth=AUTH, timeout=10).status_code == 204
