@@ -17,7 +17,7 @@ def reconcile_repository(self: Task, repository_id: str) -> dict:
 
     s = services(self)
     with s.metrics.reconcile_seconds.time():
-        report = run(s.lakefs, s.clock, repository_id, datetime.now(UTC),
+        report = run(s.lakefs, s.clock, repository_id, now=datetime.now(UTC),
                      max_branches=s.settings.reconcile_max_branches,
                      max_stats=s.settings.reconcile_max_staged_stats, metrics=s.metrics)
     return {"repository_id": repository_id, "branches_seen": report.branches_seen,
