@@ -9,7 +9,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from workers.idle_clock.events import WRITE_EVENTS
 from workers.idle_clock.store import BranchClock, ClockStore
@@ -87,6 +87,10 @@ def staged_state(lakefs: LakeFS, repository_id: str, branch_id: str, *, max_stat
     return StagedState(_fingerprint(entries), latest, tuple(entries), tuple(mtimes))
 
 
+# lakeFS's event_time (and so a hook's recorded time) is truncated to the second.
+HOOK_TIME_RESOLUTION = timedelta(seconds=1)
+
+
 def detect_writes(clock: BranchClock, head: str, staged: StagedState, *, now: datetime, head_written_at: datetime | None = None) -> list[DetectedWrite]:
     """Pure: which writes the difference between what was seen and what is there now implies.
 
@@ -99,7 +103,11 @@ def detect_writes(clock: BranchClock, head: str, staged: StagedState, *, now: da
         # A HEAD no hook reported: a commit or merge whose hook call was lost (lakeFS's own action run for it
         # on this branch gives its time), or a reset/retarget, which fires no hook and whose target commit's
         # date says nothing about when the branch moved.
-        if head_written_at is not None and (clock.head_at is None or head_written_at > clock.head_at):
+        # The run must start clearly after the last time this branch was known to hold another HEAD. A hook's
+        # time has whole seconds (the HEAD it reported may have been there until the end of that second), and
+        # a post-hook runs in a goroutine that can start late: a run for the same commit from an earlier stay
+        # of the branch on it (or a previous life of the branch) then lands in that second.
+        if head_written_at is not None and (clock.head_at is None or head_written_at > clock.head_at + HOOK_TIME_RESOLUTION):
             writes.append(DetectedWrite(clock.branch_id, "commit", min(head_written_at, now)))
         else:
             writes.append(DetectedWrite(clock.branch_id, "reset", now))

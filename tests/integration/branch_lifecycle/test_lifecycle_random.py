@@ -61,6 +61,7 @@ class Model:
     repo: str
     lives: dict[str, Life] = field(default_factory=dict)
     committed: dict[str, set[str]] = field(default_factory=dict)  # committed paths per branch
+    history: list[tuple[float, str, str | None]] = field(default_factory=list)  # (started, op, branch), for failures
 
 
 def oracle(policies: list[dict], branch: str, created: float, activity: float, now: float) -> str | None:
@@ -127,7 +128,9 @@ class Scenario:
         ops += ["create", "upload", "upload", "commit", "commit", "delete_object", "reset", "retarget", "merge",
                 "revert", "cherry_pick", "recreate", "main_commit", "reconcile", "reconcile"] if alive else []
         op = rng.choice(ops or ["create"])
-        getattr(self, f"op_{op}")(rng.choice(alive) if alive else None)
+        branch = rng.choice(alive) if alive else None
+        self.m.history.append((time.time(), op, branch))
+        getattr(self, f"op_{op}")(branch)
 
     def op_create(self, _):
         free = [n for n in NAMES if n not in self.m.lives]
@@ -282,8 +285,11 @@ def test_random_histories_agree_with_the_seed(lakefs, clock, hooked_repos):
                 continue
             rec_c, rec_a = c.created_at.timestamp(), c.last_activity.timestamp()
             if not (c_lo <= rec_c <= c_hi and a_lo <= rec_a <= a_hi):
+                runs = [(r.event_type, r.commit_id[:8], r.start_time.timestamp()) for r in lakefs.call(
+                    "runs", lakefs.actions.list_repository_runs, repo, branch=branch, amount=100).results]
                 failures.append(f"{repo}/{branch}: recorded created {rec_c} activity {rec_a}, observed created "
-                                f"in [{c_lo}, {c_hi}] activity in [{a_lo}, {a_hi}] ({life})")
+                                f"in [{c_lo}, {c_hi}] activity in [{a_lo}, {a_hi}] ({life}); clock {c}; "
+                                f"runs {runs}; ops {model.history}")
 
         base = time.time()
         nows = [base + rng.uniform(0, 45) for _ in range(4)]

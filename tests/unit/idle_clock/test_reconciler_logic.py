@@ -119,3 +119,16 @@ def test_first_look_at_an_untracked_branch_is_no_news():
 def test_last_activity_ignores_writes_of_a_previous_life():
     c = seen(created_at=T, last_write_at=T - timedelta(days=1))
     assert c.last_activity == T
+
+
+def test_action_run_in_the_second_of_a_hook_reported_head_is_not_evidence():
+    # Seen in a random history: the branch was re-created (its creation hook reported HEAD h1 at 12:00:00, a
+    # whole second) and at 12:00:00.934 a delayed post-commit run of its previous life, for commit h2, started.
+    # Retargeting the branch onto h2 a moment later is not that commit: it is dated at observation.
+    hook_second = T.replace(hour=12)
+    late_run = hook_second + timedelta(milliseconds=934)
+    clock = seen(head_at=hook_second, observed_at=None, staged_fingerprint=None, created_at=hook_second)
+    assert kinds(detect_writes(clock, "h2", CLEAN, now=NOW, head_written_at=late_run)) == [("reset", NOW)]
+    # A run more than a second after that HEAD was known is still the lost hook's write.
+    later_run = hook_second + timedelta(seconds=1, milliseconds=1)
+    assert kinds(detect_writes(clock, "h2", CLEAN, now=NOW, head_written_at=later_run)) == [("commit", later_run)]
