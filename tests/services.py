@@ -194,8 +194,7 @@ def janitor_env(lakefs: LakeFSServer, redis_url: str, **extra: str) -> dict[str,
     env["LAKECTL_CONFIG_FILE"] = os.devnull  # never read the developer's own ~/.lakectl.yaml
     env["LAKEFS_JANITOR_REDIS_URL"] = redis_url
     env["LAKEFS_JANITOR_WEBHOOK_SECRET"] = WEBHOOK_SECRET
-    if lakefs.s3 is None:  # the GC reads and sweeps the local blockstore's folder
-        env["LAKEFS_JANITOR_GC__LOCAL_BLOCKSTORE_PATH"] = str(lakefs.dir / "block")
+    # No LAKEFS_JANITOR_GC__LOCAL_BLOCKSTORE_PATH: on the local blockstore the GC learns the folder from lakeFS.
     env.update(extra)
     return env
 

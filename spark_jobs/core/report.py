@@ -39,20 +39,41 @@ class Summary:
 
     @classmethod
     def parse(cls, data: bytes) -> Summary:
-        raw = json.loads(data)
-        known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
-        return cls(**known)
+        return cls.from_dict(json.loads(data))
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> Summary:
+        """Fields this class does not know (an engine's own extras) are left out."""
+        return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
     def dumps(self) -> bytes:
-        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+        return json.dumps(self.as_dict(), indent=2, sort_keys=True).encode()
+
+
+def run_dir(run_id: str) -> str:
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise ValueError(f"bad GC run id {run_id!r}")
+    return f"{REPORT_PREFIX}/{run_id}"
 
 
 def summary_key(run_id: str) -> str:
-    return f"{REPORT_PREFIX}/{run_id}/summary.json"
+    return f"{run_dir(run_id)}/summary.json"
 
 
 def deleted_key(run_id: str) -> str:
-    return f"{REPORT_PREFIX}/{run_id}/deleted/part-00000.parquet"
+    return f"{run_dir(run_id)}/deleted/part-00000.parquet"
+
+
+def ranges_key(run_id: str) -> str:
+    """The ranges a mark read (so the sweep's re-check reads only new ones); absent from older plans."""
+    return f"{run_dir(run_id)}/ranges.json"
+
+
+def sweep_key(run_id: str) -> str:
+    return f"{run_dir(run_id)}/sweep.json"
 
 
 def deleted_parquet(addresses: list[str], sizes: list[int]) -> bytes:

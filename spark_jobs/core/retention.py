@@ -35,6 +35,12 @@ class GCRules:
     default_retention_days: int
     branch_retention_days: Mapping[str, int] = field(default_factory=dict)
 
+    @classmethod
+    def from_api(cls, body: Mapping) -> GCRules:
+        """From lakeFS's GC rules JSON (``branches`` may be null)."""
+        return cls(int(body["default_retention_days"]),
+                   {b["branch_id"]: int(b["retention_days"]) for b in body.get("branches") or []})
+
     def days(self, branch_id: str | None) -> int:
         if branch_id is not None and branch_id in self.branch_retention_days:
             return self.branch_retention_days[branch_id]
@@ -84,6 +90,16 @@ def retained_commits(*, commits: Mapping[str, Commit], branch_heads: Mapping[str
         for commit_id in walk(commits, leaf, default, keep_start=False):
             why.setdefault(commit_id, f"dangling leaf {leaf[:12]}")
     return Retained(frozenset(why), why)
+
+
+def commit_from_api(body: Mapping) -> Commit:
+    return Commit(body["id"], tuple(body.get("parents") or ()), int(body["creation_date"]),
+                  body.get("meta_range_id") or "")
+
+
+def metarange_ids(commits: Mapping[str, Commit], retained: Iterable[str]) -> list[str]:
+    """The distinct metaranges of the retained commits (a repository's first commit has none to read)."""
+    return sorted({commits[c].meta_range_id for c in retained if c in commits and commits[c].meta_range_id})
 
 
 def threshold_of(rules: GCRules, branch_id: str | None, now: datetime) -> datetime:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
+from spark_jobs.core.addresses import namespace_prefixes
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
 
 S3_DELETE_BATCH = 1000
@@ -235,12 +236,9 @@ def open_namespace(uri: str, *, local_root: str | None = None, s3_client_factory
 
 def namespace_uris(ns: Namespace, *, local_root: str | None = None) -> tuple[str, ...]:
     """The forms a full address inside this namespace can take (to map them back to relative keys)."""
-    forms = [ns.uri.rstrip("/")]
+    forms = list(namespace_prefixes(ns.uri, str(Path(local_root)) if local_root else None))
     if isinstance(ns, LocalNamespace):
-        forms.append("local://" + str(ns.root))
-        forms.append("local:" + str(ns.root))
-        if local_root:
-            forms.append("local://" + str(Path(local_root)) + "/" + ns.uri.removeprefix("local://").strip("/"))
+        forms += ["local://" + str(ns.root), "local:" + str(ns.root)]
     return tuple(dict.fromkeys(forms))
 
 

@@ -13,11 +13,16 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from spark_jobs.core import sstable
-from spark_jobs.engine import addresses, report, retention
+from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, namespace_prefixes, relative_key
+from spark_jobs.core.mark import keys_in_range
+from spark_jobs.core.plan import StoredObject, plan_deletions
+from spark_jobs.core.report import Summary
+from spark_jobs.core.retention import Commit, GCRules, commit_from_api, metarange_ids, retained_commits
+from spark_jobs.engine import report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
 from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.storage import Namespace, ObjectInfo, StorageConfig, StorageError
@@ -49,7 +54,7 @@ class OpenContext:
         self.config = config
         self.ns = Namespace(config.storage)
         self._api: LakeFSApi | None = None
-        self.prefixes = addresses.namespace_prefixes(config.storage.namespace, config.storage.local_root)
+        self.prefixes = namespace_prefixes(config.storage.namespace, config.storage.local_root)
 
     @property
     def api(self) -> LakeFSApi:
@@ -73,12 +78,7 @@ def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[str]:
 
 
 def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
-    out = []
-    for address, address_type in sstable.range_addresses(ctx.read_metadata("range", range_id)):
-        relative = addresses.relative_address(address, address_type, ctx.prefixes)
-        if relative is not None:
-            out.append(relative)
-    return out
+    return sorted(keys_in_range(ctx.read_metadata("range", range_id), ctx.prefixes))
 
 
 def unit_list(ctx: OpenContext, unit: str) -> list[ObjectInfo]:
@@ -89,9 +89,9 @@ def unit_list(ctx: OpenContext, unit: str) -> list[ObjectInfo]:
 class Graph:
     namespace: str
     local_root: str | None
-    rules: retention.GCRules
+    rules: GCRules
     heads: dict[str, str]
-    commits: dict[str, retention.Commit]
+    commits: dict[str, Commit]
     lakefs_retained: set[str] = field(default_factory=set)
 
 
@@ -113,16 +113,16 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
     if body is None:
         raise GCError(f"repository {repository_id} has no GC rules: nothing is collected until they are set "
                       f"(lakefs-janitor gc rules set lakefs://{repository_id} ...)", "no_rules")
-    rules = retention.GCRules.from_api(body)
+    rules = GCRules.from_api(body)
     heads = api.branches(repository_id)
-    commits: dict[str, retention.Commit] = {}
+    commits: dict[str, Commit] = {}
     for head in sorted(set(heads.values())):
         if head in commits:
             continue
         for c in api.log(repository_id, head):
             if c["id"] in commits:
                 continue  # the log goes on past known commits (merges), so keep reading: ids dedupe it
-            commits[c["id"]] = retention.commit_from_api(c)
+            commits[c["id"]] = commit_from_api(c)
     # lakeFS's own retained set (it sees dangling commits of deleted branches, which the API cannot list):
     # ours must contain it.
     prepared = api.prepare_commits(repository_id)
@@ -130,14 +130,13 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
     if namespace.startswith("local://") and not local_root:
         # Where lakeFS itself just wrote, in the namespace's real folder. (Objects' addresses are a poorer
         # source: the API shows staged full local addresses with the blockstore root prepended once more.)
-        local_root = addresses.local_root_from(namespace, location)
+        local_root = local_root_from(namespace, location)
         if local_root is None:
             found = _first_full_address(api, repository_id, heads)
-            local_root = addresses.local_root_from(namespace, found) if found else None
+            local_root = local_root_from(namespace, found) if found else None
     graph = Graph(namespace, local_root, rules, heads, commits)
     ns = Namespace(StorageConfig(namespace, local_root, storage_options_json))
-    relative = next((r for p in addresses.namespace_prefixes(namespace, local_root)
-                     if (r := addresses.relative_address(location, 2, [p])) is not None), None)
+    relative = relative_key(location, FULL, namespace_prefixes(namespace, local_root))
     if relative is None:
         raise GCError(f"lakeFS wrote its commits list outside the namespace: {location}", "lakefs_error")
     if relative and not relative.endswith(".csv"):
@@ -146,25 +145,23 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
         if row.get("expired", "false").lower() == "false":
             graph.lakefs_retained.add(row["commit_id"])
             if row["commit_id"] not in commits:
-                commits[row["commit_id"]] = retention.commit_from_api(api.commit(repository_id, row["commit_id"]))
+                commits[row["commit_id"]] = commit_from_api(api.commit(repository_id, row["commit_id"]))
     return graph
 
 
-def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str, *, prefixes: list[str]) -> set[str]:
+def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str, *, prefixes: tuple[str, ...]) -> set[str]:
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     _run_id, locations = api.prepare_uncommitted(repository_id)
     out: set[str] = set()
     for location in sorted(set(locations)):
-        relative = next((r for p in prefixes if (r := addresses.relative_address(location, 2, [p])) is not None),
-                        None)
+        relative = relative_key(location, FULL, prefixes)
         if relative is None:
             raise GCError(f"lakeFS wrote uncommitted addresses outside the namespace: {location}", "lakefs_error")
         for info in ns.fs.find(ns.path(relative), detail=True).values():
             table = pq.read_table(io.BytesIO(ns.fs.cat_file(info["name"])), columns=["physical_address"])
             for address in table.column("physical_address").to_pylist():
-                kind = addresses.FULL if "://" in address else 1
-                rel = addresses.relative_address(address, kind, prefixes)
+                rel = relative_key(address, FULL if "://" in address else RELATIVE, prefixes)
                 if rel is not None:
                     out.add(rel)
     return out
@@ -183,9 +180,9 @@ class MarkRequest:
 
 
 def retained_metaranges(graph: Graph, now: datetime) -> tuple[set[str], list[str]]:
-    ours = retention.retained_commits(commits=graph.commits, branch_heads=graph.heads, rules=graph.rules, now=now)
-    kept = ours | graph.lakefs_retained
-    return kept, retention.metarange_ids(graph.commits, kept)
+    ours = retained_commits(commits=graph.commits, branch_heads=graph.heads, rules=graph.rules, now=now).commits
+    kept = set(ours) | graph.lakefs_retained
+    return kept, metarange_ids(graph.commits, kept)
 
 
 def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: MarkRequest, graph: Graph,
@@ -213,29 +210,26 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
         progress(phase="listed", objects=len(candidates), units=len(units))
         list_seconds = time.monotonic() - t
         reachable = kept | uncommitted
-        cutoff_s = cutoff.timestamp()
-        deleted = sorted((c for c in candidates if c.address not in reachable and c.mtime < cutoff_s),
-                         key=lambda c: c.address)
-        skipped_recent = sum(1 for c in candidates if c.address not in reachable and c.mtime >= cutoff_s)
-        summary = {
-            # lakeFS's own summary.json fields
-            "run_id": request.run_id, "success": True,
+        # The subtraction and its safety rules (data keys only, nothing newer than the cutoff) are core's, the
+        # same function the in-process engine calls.
+        deleted, plan = plan_deletions((StoredObject(c.address, c.size, c.mtime) for c in candidates), reachable,
+                                       cutoff.timestamp())
+        summary = Summary(
+            run_id=request.run_id, repository_id=request.repository_id, success=True,
+            start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
+            deleted_bytes=plan.deleted_bytes, retained_commits=len(kept_commits), kept_objects=plan.kept,
+            candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
+            policies=["gc rules"]).as_dict()
+        summary.update({  # what only this engine reports
             "first_slice": units[0].removeprefix("data/").rstrip("/") if len(units) > 1 else "",
-            "start_time": datetime.now(UTC).isoformat(), "cutoff_time": cutoff.isoformat(),
-            "num_deleted_objects": len(deleted),
-            # ours
-            "repository_id": request.repository_id, "storage_namespace": graph.namespace,
-            "now": request.now.isoformat(), "min_age_seconds": min_age.total_seconds(),
-            "dry_run": request.dry_run, "engine": request.engine,
-            "commits": len(graph.commits), "retained_commits": len(kept_commits),
+            "storage_namespace": graph.namespace, "now": request.now.isoformat(),
+            "min_age_seconds": min_age.total_seconds(), "engine": request.engine, "commits": len(graph.commits),
             "lakefs_retained_commits": len(graph.lakefs_retained), "metaranges": len(metaranges),
             "ranges": len(range_ids), "kept_addresses": len(kept), "uncommitted_addresses": len(uncommitted),
-            "candidates": len(candidates), "skipped_recent": skipped_recent,
-            "deleted_bytes": sum(c.size for c in deleted),
+            "skipped_recent": plan.too_new,
             "seconds": {"mark": round(mark_seconds, 3), "list": round(list_seconds, 3)},
-        }
-        report.write_plan(ctx.ns, request.run_id, summary=summary, deleted=[c.address for c in deleted],
-                          ranges=range_ids)
+        })
+        report.write_plan(ctx.ns, request.run_id, summary=summary, deleted=deleted, ranges=range_ids)
         summary["seconds"]["total"] = round(time.monotonic() - started, 3)
         return summary
     except StorageError as exc:
@@ -245,7 +239,8 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
 
 
 def plan_fingerprint(summary: dict[str, Any], deleted: list[str]) -> dict[str, Any]:
-    """What two engines must agree on: the deleted set and the counts (not times, run ids or engine names)."""
-    skip = {"run_id", "start_time", "engine", "seconds"}
-    return {"deleted": sorted(deleted), **{k: v for k, v in summary.items() if k not in skip}}
+    """What every engine must agree on: the deleted set and the summary fields all of them write (not the run
+    id, nor ``oldest_retained``, which only the in-process engine reports)."""
+    shared = set(Summary.__dataclass_fields__) - {"run_id", "oldest_retained"}
+    return {"deleted": sorted(deleted), **{k: summary.get(k) for k in sorted(shared)}}
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import lakefs_sdk
 import pytest
 
+from spark_jobs.core.storage import open_namespace
 from spark_jobs.engine import report
 from spark_jobs.engine.engine import run
 from spark_jobs.engine.lakefs_api import LakeFSApiConfig
@@ -19,6 +20,7 @@ from spark_jobs.engine.plan import plan_fingerprint
 from spark_jobs.engine.storage import Namespace, StorageConfig
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer
 from tests.spark.history import build_history
+from workers.gc.run import mark, sweep
 from workers.gc.submit import run_gc
 
 
@@ -50,6 +52,10 @@ def test_engines_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs
     api = LakeFSApiConfig(f"{lakefs_server.endpoint}/api/v1", ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
     inprocess = run(api_config=api, repository_id=history, mode="mark", runner=ThreadRunner(4), now=now,
                     min_age=timedelta(0))
+    # The engine `gc run --engine inprocess` and the Celery task use (workers/gc/run.py on spark_jobs.core).
+    ns = open_namespace(f"local://{history}", local_root=inprocess["local_root"])
+    marked = mark(lakefs, ns, history, now=now, min_age=timedelta(0), local_root=inprocess["local_root"])
+    workers_plan = (marked.summary.as_dict(), [o.key for o in marked.deleted])
     local = run_gc(spark=local_spark, lakefs=lakefs_conn, repository_id=history, mode="mark", now=now,
                    min_age=timedelta(0), env=submit_env)
     master, worker = spark_cluster
@@ -60,6 +66,7 @@ def test_engines_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs
              (("inprocess", inprocess), ("spark-local", local), ("spark-cluster", cluster))}
     fingerprints = {name: plan_fingerprint(*plan) for name, plan in plans.items()}
     assert fingerprints["spark-local"] == fingerprints["inprocess"]
+    assert plan_fingerprint(*workers_plan) == fingerprints["inprocess"]
     assert fingerprints["spark-cluster"] == fingerprints["inprocess"]
     summary, deleted = plans["inprocess"]
     assert summary["engine"] == "inprocess" and plans["spark-cluster"][0]["engine"] == "spark"
@@ -76,6 +83,11 @@ def test_engines_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs
     assert swept["stored_sweep"]["deleted"] == len(deleted)
     assert not any((ns_root / a).exists() for a in deleted)
     assert _head_objects(lakefs, history) == before  # every branch (hidden too) reads back byte for byte
+    # Plans are interchangeable: the in-process sweep executes the plan Spark local marked (already collected
+    # objects count as deleted) and takes nothing more.
+    again = sweep(lakefs, ns, history, run_id=local["run_id"], local_root=inprocess["local_root"])
+    assert again.success and again.swept == len(deleted)
+    assert _head_objects(lakefs, history) == before
     # The tag is not protected (as in lakeFS): its overwritten version was collected and reads as 410 Gone.
     with pytest.raises(lakefs_sdk.ApiException) as gone:
         lakefs.objects.get_object(history, "v1", "tables/a/part-0")

@@ -55,7 +55,8 @@ def repository_impact(lakefs, gc: GCSettings, repository_id: str, *, branch_ids:
                       min_age: timedelta | None = None) -> dict[str, Impact]:
     """Impact of deleting each branch (all when None), from one dry mark (its plan goes under _lakefs/ only)."""
     now = datetime.now(UTC)
-    marked = mark(lakefs, open_repository_namespace(lakefs, gc, repository_id), repository_id, now=now,
+    ns, local_root = open_repository_namespace(lakefs, gc, repository_id)
+    marked = mark(lakefs, ns, repository_id, now=now,
                   min_age=min_age_of(gc, min_age), dry_run=True, metadata_source=gc.metadata_source,
-                  threads=gc.threads, local_root=gc.local_blockstore_path)
+                  threads=gc.threads, local_root=local_root)
     return branch_impact(marked, branch_ids or list(marked.seen["heads"]), now=now)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core import report
-from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
+from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_key
 from spark_jobs.core.cleaning import first_parent_line, latest_versions, policy_retained
 from spark_jobs.core.mark import kept_keys, keys_in_range, unique_range_ids
 from spark_jobs.core.plan import StoredObject, plan_deletions
@@ -110,9 +110,8 @@ def _first_parent_line(lakefs: LakeFS, repository_id: str, ref: str, threshold: 
             return
 
 
-def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], *, repository_id: str,
-                    timeout: float = 600) -> dict[str, str]:
-    """lakeFS's own retained commits (commit id → metarange id) from ``prepare_garbage_collection_commits``."""
+def prepared_commits_location(lakefs: LakeFS, repository_id: str, *, timeout: float = 600) -> str:
+    """Have lakeFS write its retained commits (``prepare_garbage_collection_commits``); where it wrote them."""
     task = lakefs.call("prepare GC commits", lakefs.internal.prepare_garbage_collection_commits_async, repository_id)
     deadline = time.monotonic() + timeout
     while True:
@@ -125,7 +124,19 @@ def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], *, 
         time.sleep(0.2)
     if status.error:
         raise GCError(f"lakeFS failed to prepare GC commits: {status.error}", "lakefs-prepare")
-    location = status.result.gc_commits_location
+    return status.result.gc_commits_location
+
+
+def discover_local_root(lakefs: LakeFS, repository_id: str, namespace: str) -> str | None:
+    """The folder of lakeFS's local blockstore, learnt from the full address of the commit list lakeFS writes for
+    its GC (``local:///<folder>/<name>/_lakefs/...``), for deployments that did not configure it."""
+    return local_root_from(namespace, prepared_commits_location(lakefs, repository_id))
+
+
+def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], *, repository_id: str,
+                    timeout: float = 600) -> dict[str, str]:
+    """lakeFS's own retained commits (commit id → metarange id) from ``prepare_garbage_collection_commits``."""
+    location = prepared_commits_location(lakefs, repository_id, timeout=timeout)
     key = relative_key(location, FULL, ns_uris)
     if key is None:
         raise GCError(f"lakeFS wrote its commit list outside the namespace ({location})", "lakefs-prepare")

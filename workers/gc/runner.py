@@ -50,11 +50,18 @@ def s3_client_factory(gc: GCSettings) -> Callable[[], object]:
     return build
 
 
-def open_repository_namespace(lakefs: LakeFS, gc: GCSettings, repository_id: str) -> Namespace:
+def open_repository_namespace(lakefs: LakeFS, gc: GCSettings, repository_id: str) -> tuple[Namespace, str | None]:
+    """The repository's storage namespace, and the local blockstore's folder for a ``local://`` one (configured,
+    or else learnt from the full addresses lakeFS writes)."""
     repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository_id)
+    local_root = gc.local_blockstore_path
+    if repo.storage_namespace.startswith("local://") and not local_root:
+        if engine.get_rules(lakefs, repository_id) is None:  # lakeFS prepares nothing without rules
+            raise engine.NoRules(repository_id)
+        local_root = engine.discover_local_root(lakefs, repository_id, repo.storage_namespace)
     try:
-        return open_namespace(repo.storage_namespace, local_root=gc.local_blockstore_path,
-                              s3_client_factory=s3_client_factory(gc))
+        return open_namespace(repo.storage_namespace, local_root=local_root,
+                              s3_client_factory=s3_client_factory(gc)), local_root
     except StorageError as exc:
         raise engine.GCError(str(exc), "storage-config") from exc
 
@@ -87,24 +94,19 @@ def _spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, r
                         storage_options=options or None, metadata_from=gc.metadata_source, on_event=on_event)
     except Exception as exc:  # the job's own GCError, or spark-submit failing: one failure reason either way
         raise engine.GCError(str(exc), getattr(exc, "reason", "spark")) from exc
-    stored = result.get("stored_summary", {})
-    swept = (result.get("sweep") or {}).get("deleted", 0) if mode in ("full", "sweep") else 0
-    return Summary(run_id=result["run_id"], repository_id=request.repository_id, success=True,
-                   start_time=str(stored.get("start_time", "")), cutoff_time=str(stored.get("cutoff_time", "")),
-                   num_deleted_objects=int(stored.get("num_deleted_objects", 0)),
-                   deleted_bytes=int(stored.get("deleted_bytes", 0)),
-                   retained_commits=int(stored.get("retained_commits", 0)),
-                   kept_objects=int(stored.get("kept_addresses", 0)), candidates=int(stored.get("candidates", 0)),
-                   too_new=int(stored.get("skipped_recent", 0)),
-                   phase="swept" if mode in ("full", "sweep") else "mark", swept=int(swept),
-                   dry_run=mode == "dry-run")
+    summary = Summary.from_dict(result.get("stored_summary", {}))  # both engines write the same summary.json
+    if mode in ("full", "sweep"):
+        sweep = result.get("stored_sweep") or result.get("sweep") or {}
+        summary.phase, summary.swept = "swept", int(sweep.get("deleted", 0))
+        summary.spared_by_recheck = int(sweep.get("became_reachable", 0))
+    return summary
 
 
 def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest,
             progress: engine.Progress | None) -> tuple[Summary, dict[str, float]]:
     repo = request.repository_id
-    ns = open_repository_namespace(lakefs, gc, repo)
-    common = {"metadata_source": gc.metadata_source, "threads": gc.threads, "local_root": gc.local_blockstore_path,
+    ns, local_root = open_repository_namespace(lakefs, gc, repo)
+    common = {"metadata_source": gc.metadata_source, "threads": gc.threads, "local_root": local_root,
               "progress": progress}
     if request.mode == "sweep":
         summary = engine.sweep(lakefs, ns, repo, run_id=request.mark_id or "", max_deletions=gc.max_deletions_per_run,

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from spark_jobs.engine.addresses import local_root_from, namespace_prefixes, relative_address
-from spark_jobs.engine.retention import DAY, Commit, GCRules, retained_commits
+from spark_jobs.core.addresses import local_root_from, namespace_prefixes
+from spark_jobs.core.addresses import relative_key as relative_address
+from spark_jobs.core.retention import DAY, Commit, GCRules
+from spark_jobs.core.retention import retained_commits as retained
+
+
+def retained_commits(**kw) -> set[str]:
+    return set(retained(**kw).commits)
 
 NOW = datetime(2026, 1, 31, tzinfo=UTC)
 T = int(NOW.timestamp())
