@@ -88,7 +88,7 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
         raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age and --now do not apply")
     request = GCRequest(repository, "sweep" if plan_id else "run", mark_id=plan_id,
                         now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
-                        dry_run=dry_run, engine="inprocess" if chosen == "auto" else chosen)
+                        dry_run=dry_run, engine=chosen)
     _print_summary(_go(rt, request, as_json), as_json)
 
 

@@ -184,6 +184,18 @@ def metadata_reader(lakefs: LakeFS, ns: Namespace, repository_id: str, *, source
     return via_api("meta_range"), via_api("range")
 
 
+def head_range_count(lakefs: LakeFS, ns: Namespace, repository_id: str, *, metadata_source: str = "storage") -> int:
+    """The distinct ranges the branch HEADs reach: a cheap measure of a repository's size (one metarange read per
+    distinct HEAD), the one ``--engine auto`` decides by."""
+    heads = {head for _, head in lakefs.branch_heads(repository_id, show_hidden=True)}
+    metaranges = {lakefs.call("get commit", lakefs.commits.get_commit, repository_id, h).meta_range_id for h in heads}
+    read_metarange, _ = metadata_reader(lakefs, ns, repository_id, source=metadata_source)
+    try:
+        return len(unique_range_ids(metaranges, read_metarange))
+    except (StorageError, LakeFSError, ValueError) as exc:
+        raise GCError(f"reading the HEADs' metaranges to size the repository failed: {exc}", "metadata") from exc
+
+
 def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, min_age: timedelta | None,
          metadata_source: str = "storage", threads: int = 8, dry_run: bool = False, local_root: str | None = None,
          progress: Progress | None = None) -> MarkResult:

@@ -3,10 +3,12 @@ engine chosen, one run per repository at a time, metrics and history recorded.""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core.report import Summary
@@ -36,7 +38,7 @@ class GCRequest:
     now: datetime | None = None
     min_age: timedelta | None = None
     dry_run: bool = False
-    engine: str = "inprocess"
+    engine: str = "inprocess"  # inprocess | spark | auto
 
 
 def s3_client_factory(gc: GCSettings) -> Callable[[], object]:
@@ -102,10 +104,10 @@ def _spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, r
     return summary
 
 
-def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest,
-            progress: engine.Progress | None) -> tuple[Summary, dict[str, float]]:
+def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest, progress: engine.Progress | None,
+                namespace: Callable[[], tuple[Namespace, str | None]]) -> tuple[Summary, dict[str, float]]:
     repo = request.repository_id
-    ns, local_root = open_repository_namespace(lakefs, gc, repo)
+    ns, local_root = namespace()
     common = {"metadata_source": gc.metadata_source, "threads": gc.threads, "local_root": local_root,
               "progress": progress}
     if request.mode == "sweep":
@@ -124,6 +126,30 @@ def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest,
     return summary, timings
 
 
+def choose_engine(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, spark_ready: bool,
+                  namespace: Callable[[], tuple[Namespace, str | None]] | None = None) -> tuple[str, str]:
+    """The engine a request runs on, and why. ``auto`` takes Spark for a repository whose branch HEADs reach more
+    than ``auto_spark_above_ranges`` distinct ranges, when Spark is configured and installed and the repository
+    has no cleaning policies (which only the in-process engine applies); a sweep runs in-process."""
+    if request.engine != "auto":
+        return request.engine, "asked for"
+    if request.mode == "sweep":
+        return "inprocess", "a sweep reads only the plan and the HEADs"
+    if not spark_ready:
+        return "inprocess", "Spark is not configured or pyspark is not installed"
+    if get_cleaning(lakefs, request.repository_id).policies:
+        return "inprocess", "the repository has cleaning policies"
+    ns, _ = (namespace or (lambda: open_repository_namespace(lakefs, gc, request.repository_id)))()
+    ranges = engine.head_range_count(lakefs, ns, request.repository_id, metadata_source=gc.metadata_source)
+    if ranges > gc.auto_spark_above_ranges:
+        return "spark", f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges})"
+    return "inprocess", f"{ranges} ranges at the branch HEADs (<= {gc.auto_spark_above_ranges})"
+
+
+def _spark_ready(spark: SparkSettings | None, connection: LakeFSConnection | None) -> bool:
+    return spark is not None and connection is not None and importlib.util.find_spec("pyspark") is not None
+
+
 def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns, metrics: Metrics | None = None,
             progress: engine.Progress | None = None, spark: SparkSettings | None = None,
             connection: LakeFSConnection | None = None) -> Summary:
@@ -138,6 +164,14 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
     entry = {"repository_id": repo, "mode": request.mode, "engine": request.engine, "dry_run": request.dry_run,
              "started_at": datetime.now(UTC).isoformat()}
     try:
+        # Opened once: on an unconfigured local blockstore, finding its folder asks lakeFS to prepare GC commits.
+        namespace = functools.cache(lambda: open_repository_namespace(lakefs, gc, repo))
+        chosen, why = choose_engine(lakefs, gc, request, spark_ready=_spark_ready(spark, connection),
+                                    namespace=namespace)
+        if request.engine == "auto":
+            log.info("gc: lakefs://%s runs on the %s engine: %s", repo, chosen, why)
+            entry.update(engine=chosen, engine_reason=why)
+            request = replace(request, engine=chosen)
         if request.engine == "spark":
             if spark is None or connection is None:
                 raise engine.GCError("the Spark engine needs the Spark settings and the lakeFS connection", "spark")
@@ -147,7 +181,7 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
                                      "yet; run it with --engine inprocess", "spark-policies")
             summary, timings = _spark(gc, spark, connection, request, progress), {}
         else:
-            summary, timings = _in_process(lakefs, gc, request, progress)
+            summary, timings = _in_process(lakefs, gc, request, progress, namespace)
     except (engine.GCError, LakeFSError, StorageError) as exc:
         reason = getattr(exc, "reason", "lakefs" if isinstance(exc, LakeFSError) else "storage")
         entry.update(success=False, error=str(exc), reason=reason, seconds=round(time.monotonic() - started, 3))

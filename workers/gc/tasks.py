@@ -15,8 +15,7 @@ def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -
     from workers.gc.store import GCRuns  # noqa: PLC0415
 
     s = services(self)
-    engine = "spark" if s.settings.gc.engine == "spark" else "inprocess"
-    request = GCRequest(repository_id, "run", dry_run=dry_run, engine=engine)
+    request = GCRequest(repository_id, "run", dry_run=dry_run, engine=s.settings.gc.engine)
     try:
         summary = execute(s.lakefs, s.settings.gc, request, runs=GCRuns(s.redis, s.settings.key_prefix),
                           metrics=s.metrics, spark=s.settings.spark, connection=s.settings.lakefs)
