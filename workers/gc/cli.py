@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import click
 import yaml
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
@@ -29,15 +33,37 @@ def _min_age(value: str | None) -> timedelta | None:
         raise click.BadParameter(str(exc), param_hint="--min-age") from None
 
 
-def _progress(what: str, count: int) -> None:
-    console.print(f"[dim]{what}: {count:,}[/dim]", highlight=False)
+@contextlib.contextmanager
+def _progress_display(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
+    """A live counter per phase (commits retained, ranges, objects listed, deleted) on stderr; the final state
+    stays on screen, and without a terminal only that final state is printed."""
+    if not enabled:
+        yield None
+        return
+    columns = (SpinnerColumn(finished_text="[green]✓[/green]"), TextColumn("{task.description:<16}"),
+               TextColumn("[bold]{task.completed:>12,.0f}"), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True)) as display:
+        tasks: dict[str, TaskID] = {}
+
+        def update(what: str, count: int) -> None:
+            for other, task in tasks.items():  # phases come in order: a new one ends the previous
+                if other != what:
+                    display.update(task, total=display.tasks[task].completed)
+            if what not in tasks:
+                tasks[what] = display.add_task(what, total=None)
+            display.update(tasks[what], completed=count)
+
+        yield update
+        for task in tasks.values():
+            display.update(task, total=display.tasks[task].completed)
 
 
 def _go(rt: Runtime, request: GCRequest, as_json: bool):
     try:
-        return execute(rt.lakefs, rt.settings.gc, request, runs=GCRuns(rt.services.redis, rt.settings.key_prefix),
-                       metrics=None, progress=None if as_json else _progress, spark=rt.settings.spark,
-                       connection=rt.settings.lakefs)
+        with _progress_display(not as_json) as progress:
+            return execute(rt.lakefs, rt.settings.gc, request,
+                           runs=GCRuns(rt.services.redis, rt.settings.key_prefix), metrics=None, progress=progress,
+                           spark=rt.settings.spark, connection=rt.settings.lakefs)
     except Busy as exc:
         raise click.ClickException(str(exc)) from None
     except GCError as exc:

@@ -84,3 +84,17 @@ def test_gc_task_on_a_real_worker(celery_worker, env, repo, lakefs, monkeypatch)
     result = app.send_task("workers.gc.tasks.run_repository", args=(repo,)).get(timeout=120)
     assert result["success"] and result["deleted"] == 0
     assert not gone(lakefs, repo, first.id, "a.txt")
+
+
+def test_a_run_shows_its_progress_on_stderr_and_json_stays_clean(cli, repo, lakefs):
+    first = history(lakefs, repo)
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    result = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s")
+    phases = {line.split()[1]: line.split()[-2] for line in result.stderr.splitlines() if len(line.split()) >= 4}
+    # commits retained, ranges read, objects listed, deleted: each phase's final count stays on screen
+    assert set(phases) >= {"commits", "ranges", "objects", "deleted"}, result.stderr
+    assert phases["deleted"] == "1" and phases["commits"] == "1", result.stderr
+    assert gone(lakefs, repo, first.id, "a.txt")
+    assert "objects listed" not in result.stdout and "deleted 1 objects" in result.stdout
+    assert json.loads(cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--json").stdout)["swept"] == 0
