@@ -63,6 +63,10 @@ class MarkResult:
     retained: set[str]
     seconds: dict[str, float] = field(default_factory=dict)
     ranges: int = 0  # distinct range files read
+    # why the seed's rule retains each commit it retains ("branch main", "dangling leaf …"); lakeFS's own retained
+    # set is the rest of ``retained`` (minus what cleaning policies add)
+    why: dict[str, str] = field(default_factory=dict)
+    lakefs_retained: frozenset[str] = frozenset()
     # what the mark saw, for the impact view: commits, heads, rules, policies, listing, staged keys per branch,
     # and a reader of the keys a metarange reaches (cached per range)
     seen: dict = field(default_factory=dict)
@@ -286,7 +290,8 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     seen = {"commits": commits, "heads": heads, "rules": rules, "cleaning": cleaning, "tags": tags, "listed": listed,
             "staged": staged, "kept": kept, "cutoff": cutoff.timestamp(),
             "keys_of": _keys_reader(read_metarange, read_range, ns_uris)}
-    return MarkResult(summary, deleted, retained, timings, len(range_ids), seen)
+    return MarkResult(summary, deleted, retained, seconds=timings, ranges=len(range_ids), seen=seen,
+                      why=dict(ours.why), lakefs_retained=frozenset(theirs))
 
 
 def _latest_versions(commits: dict[str, Commit], heads: dict[str, str], cleaning: list, read_metarange: Callable,

@@ -86,13 +86,66 @@ def test_retained_contains_lakefs_and_deleted_matches_the_api(lakefs, repo, name
     theirs = set(lakefs_retained(lakefs, namespace, ns_uris, repository_id=repo))
     marked = mark(lakefs, namespace, repo, now=datetime.now(UTC), min_age=timedelta(0), local_root=local_root,
                   dry_run=True)
-    assert theirs <= marked.retained
+    assert theirs <= marked.retained and marked.lakefs_retained == theirs
+    # Whatever we keep beyond lakeFS, the seed's rule keeps, for a reason it names (no cleaning policies here).
+    extra = marked.retained - theirs
+    assert extra <= set(marked.why), extra - set(marked.why)
+    print(f"seed {seed}: kept beyond lakeFS: {sorted((c[:12], marked.why[c]) for c in extra)}")
     branches = {b for b, _ in lakefs.branch_heads(repo, show_hidden=True)}
     kept = reachable_through_api(lakefs, repo, marked.retained | branches)
     listed = {o.key for o in namespace.list_data() if o.key.startswith("data/")}
     expected = listed - kept
     assert {o.key for o in marked.deleted} == expected
     assert marked.summary.num_deleted_objects == len(expected)
+
+
+def fork_base_history(lakefs, repo, variant: int) -> dict[str, str]:
+    """Trunks t<k>: x (40 d) <- y (30 d) <- z (1 d), kept 10 days (z, and y as the HEAD 10 days ago); features
+    f<k> forked at x with one commit (2 d), kept 7 days, so x is f<k>'s HEAD as of 7 days ago."""
+    now = int(time.time())
+    bases = {}
+    for k in range(3):
+        trunk, feature = f"t{k}", f"f{k}"
+        create_branch(lakefs, repo, trunk, "main")
+        upload(lakefs, repo, trunk, "a.txt", f"{k}-x".encode())
+        base = commit(lakefs, repo, trunk, f"x{k}", date=now - 40 * DAY).id
+        for label, days in (("y", 30), ("z", 1)):
+            upload(lakefs, repo, trunk, "a.txt", f"{k}-{label}".encode())
+            commit(lakefs, repo, trunk, f"{label}{k}", date=now - days * DAY)
+        create_branch(lakefs, repo, feature, base)
+        upload(lakefs, repo, feature, "f.txt", f"{k}-{variant}".encode())
+        commit(lakefs, repo, feature, f"feature {k} variant {variant}", date=now - 2 * DAY)
+        bases[base] = feature
+    rules(lakefs, repo, 7, **{f"t{k}": 10 for k in range(3)})
+    return bases
+
+
+def test_commits_kept_beyond_lakefs_are_named(lakefs, lakefs_server, local_root):
+    """lakefs-facts §8: lakeFS's walks run in commit-id order and stop before a commit that another walk with an
+    equal or longer retention reached first, so a branch forked from an old commit can lose its fork base, which
+    the seed's rule keeps as that branch's HEAD as of N days ago. Whether lakeFS drops it depends on the commit
+    ids, so fresh repositories are built until it does; every commit we keep beyond lakeFS must be such a base."""
+    seen_extra: list[str] = []
+    for variant in range(6):
+        name = f"fork-{variant}-{int(time.time() * 1000) % 10**8}"
+        lakefs.call("create", lakefs.repositories.create_repository, lakefs_sdk.RepositoryCreation(
+            name=name, storage_namespace=f"local://{name}", default_branch="main"))
+        try:
+            bases = fork_base_history(lakefs, name, variant)
+            marked = mark(lakefs, open_namespace(f"local://{name}", local_root=local_root), name,
+                          now=datetime.now(UTC), min_age=timedelta(0), local_root=local_root, dry_run=True)
+        finally:
+            lakefs.call("delete", lakefs.repositories.delete_repository, name, force=True)
+        assert set(bases) <= marked.retained
+        extra = marked.retained - marked.lakefs_retained
+        # Each extra is a fork base, named by the walk that keeps it: its feature's, or its trunk's (which
+        # reaches it only as the commit after its own HEAD 10 days ago, so never).
+        assert {c: marked.why.get(c) for c in extra} == {c: f"branch {bases[c]}" for c in extra}
+        seen_extra += [bases[c] for c in extra]
+        if seen_extra:
+            break
+    print(f"kept beyond lakeFS after {variant + 1} histories: fork bases of {sorted(seen_extra)}")
+    assert seen_extra, "lakeFS kept every fork base in 6 histories: the case of lakefs-facts §8 never arose"
 
 
 def test_full_run_keeps_every_retained_object_readable(lakefs, repo, namespace, local_root):
