@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from workers.durations import DurationError, parse_duration
+from spark_jobs.core.durations import DurationError, parse_duration
 
 ENV_PREFIX = "LAKEFS_JANITOR_"
 CONFIG_FILE_ENV = "LAKEFS_JANITOR_CONFIG"
@@ -142,7 +142,7 @@ class GCSettings(BaseModel):
     @classmethod
     def _age(cls, value: str | None) -> str | None:
         if value is not None:
-            from workers.durations import parse_duration  # noqa: PLC0415
+            from spark_jobs.core.durations import parse_duration  # noqa: PLC0415
 
             parse_duration(value, allow_zero=True)
         return value

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from spark_jobs.core.durations import format_duration, parse_duration
 from spark_jobs.core.retention import Commit, walk
 
-_DURATION = re.compile(r"(\d+)([wdhms])")
-_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 ID = re.compile(r"^\S{1,32}$")
 FIELDS = ("id", "patterns", "keep_commits", "keep_versions", "keep_for", "savepoints", "description")
 
@@ -59,24 +58,6 @@ class CleaningPolicyError(ValueError):
 
     def __str__(self) -> str:
         return "\n".join(f"policies[{i}].{f}: {m}" if i is not None else f"{f}: {m}" for i, f, m in self.errors)
-
-
-def parse_duration(text: Any) -> timedelta:
-    if not isinstance(text, str) or not text or "".join(n + u for n, u in _DURATION.findall(text)) != text:
-        raise ValueError(f"{text!r} is not a duration: whole numbers with units w d h m s, e.g. \"36h\", \"1w2d\"")
-    seconds = sum(int(n) * _UNITS[u] for n, u in _DURATION.findall(text))
-    if seconds <= 0:
-        raise ValueError(f"{text!r} is not a valid duration: it must be greater than zero")
-    return timedelta(seconds=seconds)
-
-
-def format_duration(td: timedelta) -> str:
-    seconds, out = int(td.total_seconds()), ""
-    for unit, size in _UNITS.items():
-        if seconds >= size:
-            out += f"{seconds // size}{unit}"
-            seconds %= size
-    return out or "0s"
 
 
 def parse_cleaning_policies(document: Any) -> list[CleaningPolicy]:

@@ -10,6 +10,7 @@ import click
 import lakefs_sdk
 import yaml
 
+from spark_jobs.core.durations import format_duration
 from workers.branch_lifecycle.evaluation import Decision
 from workers.branch_lifecycle.policies import PolicyValidationError, canonical, load_policy_text
 from workers.branch_lifecycle.run import decision_dict, plan
@@ -25,7 +26,6 @@ from workers.cli.common import (
     short_time,
     table,
 )
-from workers.durations import format_duration
 from workers.lakefs.client import Conflict, LakeFSError, NotFound
 from workers.uris import URIError, parse_branch_uri
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from spark_jobs.core.durations import format_duration
 from workers.branch_lifecycle.policies import Policy
-from workers.durations import format_duration
 
 Action = Literal["delete", "keep", "skip"]
 

@@ -20,7 +20,7 @@ from typing import NoReturn
 import yaml
 from wcmatch import fnmatch
 
-from workers.durations import DurationError, format_duration, parse_duration, parse_seconds
+from spark_jobs.core.durations import DurationError, format_duration, parse_duration, parse_seconds
 
 # fnmatch, not globmatch: `*` also crosses `/`. lakeFS branch ids are [\w-]+ so a `/` never occurs and the
 # choice is moot for matching; fnmatch simply keeps the semantics "a pattern is matched against a name".

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import redis
 import requests
 
+from spark_jobs.core.durations import parse_duration
 from workers.branch_lifecycle.run import Plan, RunReport, decision_dict, execute, pending_within, plan
 from workers.branch_lifecycle.store import LifecycleRecords
-from workers.durations import parse_duration
 from workers.idle_clock.store import ClockStore
 from workers.lakefs.client import LakeFS
 from workers.locks import release_quietly

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
+from spark_jobs.core.durations import DurationError, parse_duration
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
-from workers.durations import DurationError, parse_duration
 from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
 from workers.gc.impact import repository_impact
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from spark_jobs.core.durations import parse_duration
 from spark_jobs.core.report import Summary
 from spark_jobs.core.storage import Namespace, StorageError, open_namespace
-from workers.durations import parse_duration
 from workers.gc import run as engine
 from workers.gc.cleaning_store import get_cleaning
 from workers.gc.store import GCRuns

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from spark_jobs.core.durations import format_duration
 from workers.cli.common import (
     Runtime,
     console,
@@ -17,7 +18,6 @@ from workers.cli.common import (
     short_time,
     table,
 )
-from workers.durations import format_duration
 from workers.idle_clock.store import BranchClock, ClockStore
 from workers.lakefs.client import LakeFS
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("webhook", "workers", "spark_jobs")
-SHARED = ("workers.settings", "workers.durations", "workers.uris", "workers.locks", "workers.metrics", "workers.lakefs")
+SHARED = ("workers.settings", "workers.uris", "workers.locks", "workers.metrics", "workers.lakefs")
 DOMAINS = ("workers.idle_clock", "workers.branch_lifecycle", "workers.gc")
 # A domain may build on another only in this direction (a lifecycle run looks at a branch as the reconciler does).
 DOMAIN_MAY_IMPORT = {"workers.branch_lifecycle": ("workers.idle_clock", "workers.gc"),

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from workers.durations import DurationError, format_duration, parse_duration, parse_seconds
+from spark_jobs.core.durations import DurationError, format_duration, parse_duration, parse_seconds
 
 
 @pytest.mark.parametrize(
