@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.durations import format_duration, parse_duration
-from spark_jobs.core.retention import Commit, walk
+from spark_jobs.core.retention import Commit, GCRules, Retained, retained_commits, walk
+from spark_jobs.core.sstable import metarange_range_ids, range_entries
 
 ID = re.compile(r"^\S{1,32}$")
-FIELDS = ("id", "patterns", "keep_commits", "keep_versions", "keep_for", "savepoints", "description")
+FIELDS = ("id", "patterns", "keep_commits", "keep_versions", "keep_for", "savepoints", "override_gc_rules",
+          "description")
+# Where the policies are stored: lakeFS repository metadata, beside the lifecycle policies (both engines read it).
+METADATA_KEY = "lakefs_janitor.gc_cleaning.v1"
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,9 @@ class CleaningPolicy:
     keep_for: timedelta | None = None
     savepoints: tuple[str, ...] = ()
     description: str = ""
+    # True: on the branches it matches, lakeFS's GC rules retain nothing; the matching policies alone decide. The
+    # one way a clean deletes what lakeFS's own GC would keep, so it has to be written out.
+    override_gc_rules: bool = False
 
     def matches(self, branch_id: str) -> bool:
         return any(fnmatch.fnmatchcase(branch_id, p) for p in self.patterns)
@@ -47,6 +55,8 @@ class CleaningPolicy:
             out["keep_for"] = format_duration(self.keep_for)
         if self.savepoints:
             out["savepoints"] = list(self.savepoints)
+        if self.override_gc_rules:
+            out["override_gc_rules"] = True
         if self.description:
             out["description"] = self.description
         return out
@@ -103,12 +113,19 @@ def parse_cleaning_policies(document: Any) -> list[CleaningPolicy]:
         elif policy_id in seen:
             errors.append((i, "id", f"{policy_id!r} is used by an earlier policy"))
         seen.add(str(policy_id))
+        override = item.get("override_gc_rules", False)
+        if not isinstance(override, bool):
+            errors.append((i, "override_gc_rules", f"must be true or false, not {override!r}"))
+            override = False
+        elif override and all(item.get(k) is None for k in ("keep_commits", "keep_versions", "keep_for")):
+            errors.append((i, "override_gc_rules", "replaces lakeFS's GC rules on the branches it matches, so it "
+                                                   "needs keep_commits, keep_versions or keep_for"))
         description = item.get("description", "")
         if not isinstance(description, str):
             errors.append((i, "description", "must be text"))
             description = ""
         out.append(CleaningPolicy(str(policy_id), tuple(patterns), counts["keep_commits"], counts["keep_versions"],
-                                  keep_for, tuple(savepoints), description))
+                                  keep_for, tuple(savepoints), description, override))
     if errors:
         raise CleaningPolicyError(errors)
     return out
@@ -157,3 +174,59 @@ def latest_versions(history: Iterable[Iterable[tuple[str, str]]], n: int) -> set
             if len(versions) < n and address not in versions:
                 versions.append(address)
     return {a for versions in kept.values() for a in versions}
+
+
+def overridden_branches(branch_heads: Mapping[str, str], policies: Iterable[CleaningPolicy]) -> set[str]:
+    """Branches an ``override_gc_rules`` policy matches: lakeFS's GC rules no longer retain anything there."""
+    overriding = [p for p in policies if p.override_gc_rules]
+    return {b for b in branch_heads if any(p.matches(b) for p in overriding)}
+
+
+def retained_set(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str], rules: GCRules,
+                 lakefs_retained: Iterable[str], policies: Iterable[CleaningPolicy], tags: Mapping[str, str],
+                 now: datetime) -> Retained:
+    """Every commit a run retains, each with why: the seed's rule on every branch no ``override_gc_rules`` policy
+    matches and on the ancestry leaves; lakeFS's own retained set, except the commits lakeFS keeps only for an
+    overridden branch (those on its first-parent line that no other reason keeps); every branch HEAD; and what
+    the policies keep. Without an overriding policy this is a superset of lakeFS's set: a clean then never
+    deletes what lakeFS's GC would keep. ``commits`` must hold the overridden branches' whole first-parent lines.
+    Both engines call this one function."""
+    policies = list(policies)
+    overridden = overridden_branches(branch_heads, policies)
+    why = dict(retained_commits(commits=commits, branch_heads=branch_heads, rules=rules, now=now,
+                                skip_branches=overridden).why)
+    only_for_overridden = {c for b in overridden for c in first_parent_line(commits, branch_heads[b])}
+    for commit_id in sorted(set(lakefs_retained) - only_for_overridden):
+        why.setdefault(commit_id, "lakeFS's own retained set")
+    for branch_id, head in sorted(branch_heads.items()):
+        why.setdefault(head, f"HEAD of {branch_id}")
+    for commit_id, reason in policy_retained(commits=commits, branch_heads=branch_heads, tags=tags,
+                                             policies=policies, now=now).items():
+        why.setdefault(commit_id, reason)
+    return Retained(frozenset(why), why)
+
+
+def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str],
+                  policies: Iterable[CleaningPolicy], read_metarange: Callable[[str], bytes],
+                  read_range: Callable[[str], bytes], namespace_uris: Iterable[str]) -> set[str]:
+    """KEEP_LATEST_FILE_VERSIONS on every matching branch: each path's N most recent distinct versions over the
+    branch's first-parent history (N: the largest of the matching policies). Reads each distinct range once."""
+    policies, uris = list(policies), tuple(namespace_uris)
+    ranges: dict[str, list[tuple[str, str]]] = {}
+
+    def entries_of(meta_range_id: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for range_id in metarange_range_ids(read_metarange(meta_range_id)) if meta_range_id else []:
+            if range_id not in ranges:
+                ranges[range_id] = [(path.decode(), key) for path, address, kind, _ in range_entries(read_range(range_id))
+                                    if (key := relative_key(address, kind, uris)) is not None]
+            out += ranges[range_id]
+        return out
+
+    kept: set[str] = set()
+    for branch_id, head in sorted(branch_heads.items()):
+        counts = [p.keep_versions for p in policies if p.matches(branch_id) and p.keep_versions]
+        if counts:
+            line = first_parent_line(commits, head)
+            kept |= latest_versions((entries_of(commits[c].meta_range_id) for c in line), max(counts))
+    return kept

@@ -77,11 +77,15 @@ def walk(commits: Mapping[str, Commit], start: str, threshold: int, *, keep_star
 
 
 def retained_commits(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str], rules: GCRules,
-                     now: datetime) -> Retained:
-    """The seed's retained set. ``branch_heads`` maps every branch (hidden ones included) to its HEAD."""
+                     now: datetime, skip_branches: Iterable[str] = ()) -> Retained:
+    """The seed's retained set. ``branch_heads`` maps every branch (hidden ones included) to its HEAD; branches in
+    ``skip_branches`` (their retention decided elsewhere) are not walked, but their HEADs are still no leaves."""
     now_s = int(now.timestamp())
     why: dict[str, str] = {}
+    skip = set(skip_branches)
     for branch_id, head in sorted(branch_heads.items()):
+        if branch_id in skip:
+            continue
         threshold = now_s - rules.days(branch_id) * DAY
         for commit_id in walk(commits, head, threshold, keep_start=True):
             why.setdefault(commit_id, f"branch {branch_id}")

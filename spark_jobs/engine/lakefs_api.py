@@ -85,6 +85,14 @@ class LakeFSApi:
     def repository(self, repository_id: str) -> dict[str, Any]:
         return self._get(self._repo(repository_id), f"get repository {repository_id}")
 
+    def repository_metadata(self, repository_id: str) -> dict[str, str]:
+        return self._get(f"{self._repo(repository_id)}/metadata", f"get metadata of {repository_id}") or {}
+
+    def tags(self, repository_id: str) -> dict[str, str]:
+        """tag id -> commit id."""
+        return {t["id"]: t["commit_id"] for t in self._paginate(
+            f"{self._repo(repository_id)}/tags", f"list tags of {repository_id}")}
+
     def gc_rules(self, repository_id: str) -> dict[str, Any] | None:
         """The repository's GC rules, or None when it has none (lakeFS answers 404)."""
         try:

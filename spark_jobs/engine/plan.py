@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,10 +19,18 @@ from typing import Any
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, namespace_prefixes, relative_key
+from spark_jobs.core.cleaning import METADATA_KEY as CLEANING_KEY
+from spark_jobs.core.cleaning import (
+    CleaningPolicy,
+    CleaningPolicyError,
+    parse_cleaning_policies,
+    retained_set,
+    versions_kept,
+)
 from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.plan import StoredObject, plan_deletions
 from spark_jobs.core.report import Summary
-from spark_jobs.core.retention import Commit, GCRules, commit_from_api, metarange_ids, retained_commits
+from spark_jobs.core.retention import Commit, GCRules, commit_from_api, metarange_ids
 from spark_jobs.engine import report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
 from spark_jobs.engine.parallel import Runner
@@ -93,6 +102,8 @@ class Graph:
     heads: dict[str, str]
     commits: dict[str, Commit]
     lakefs_retained: set[str] = field(default_factory=set)
+    cleaning: list[CleaningPolicy] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 def _first_full_address(api: LakeFSApi, repository_id: str, heads: dict[str, str]) -> str | None:
@@ -134,7 +145,11 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
         if local_root is None:
             found = _first_full_address(api, repository_id, heads)
             local_root = local_root_from(namespace, found) if found else None
-    graph = Graph(namespace, local_root, rules, heads, commits)
+    graph = Graph(namespace, local_root, rules, heads, commits, cleaning=_cleaning(api, repository_id))
+    if graph.cleaning:  # savepoints may tag commits no branch reaches any more
+        graph.tags = api.tags(repository_id)
+        for commit_id in sorted(set(graph.tags.values()) - commits.keys()):
+            commits[commit_id] = commit_from_api(api.commit(repository_id, commit_id))
     ns = Namespace(StorageConfig(namespace, local_root, storage_options_json))
     relative = relative_key(location, FULL, namespace_prefixes(namespace, local_root))
     if relative is None:
@@ -147,6 +162,17 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
             if row["commit_id"] not in commits:
                 commits[row["commit_id"]] = commit_from_api(api.commit(repository_id, row["commit_id"]))
     return graph
+
+
+def _cleaning(api: LakeFSApi, repository_id: str) -> list[CleaningPolicy]:
+    raw = api.repository_metadata(repository_id).get(CLEANING_KEY)
+    if not raw:
+        return []
+    try:
+        return parse_cleaning_policies(json.loads(raw))
+    except (ValueError, CleaningPolicyError) as exc:
+        raise GCError(f"the cleaning policies stored on {repository_id} are unusable: {exc}; no GC runs until "
+                      "they are replaced (gc policy set --force) or removed (gc policy clear)", "bad_policies") from None
 
 
 def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str, *, prefixes: tuple[str, ...]) -> set[str]:
@@ -180,8 +206,11 @@ class MarkRequest:
 
 
 def retained_metaranges(graph: Graph, now: datetime) -> tuple[set[str], list[str]]:
-    ours = retained_commits(commits=graph.commits, branch_heads=graph.heads, rules=graph.rules, now=now).commits
-    kept = set(ours) | graph.lakefs_retained
+    """The retained commits (GC rules, lakeFS's own set and the cleaning policies: the same function as the
+    in-process engine) and their distinct metaranges."""
+    kept = set(retained_set(commits=graph.commits, branch_heads=graph.heads, rules=graph.rules,
+                            lakefs_retained=graph.lakefs_retained, policies=graph.cleaning, tags=graph.tags,
+                            now=now).commits)
     return kept, metarange_ids(graph.commits, kept)
 
 
@@ -203,6 +232,10 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
         kept = set(runner.map_units(range_ids, unit_range_addresses, config.open, partitions=request.range_partitions))
         progress(phase="ranges", ranges=len(range_ids), kept=len(kept))
         uncommitted = uncommitted_addresses(api, ctx.ns, request.repository_id, prefixes=ctx.prefixes)
+        if graph.cleaning:  # keep_versions: on the driver, each distinct range read once
+            kept |= versions_kept(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,
+                                  read_metarange=lambda m: ctx.read_metadata("meta_range", m),
+                                  read_range=lambda r: ctx.read_metadata("range", r), namespace_uris=ctx.prefixes)
         mark_seconds = time.monotonic() - t
         t = time.monotonic()
         units = ctx.ns.list_units()
@@ -219,7 +252,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
             start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
             deleted_bytes=plan.deleted_bytes, retained_commits=len(kept_commits), kept_objects=plan.kept,
             candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
-            policies=["gc rules"]).as_dict()
+            policies=["gc rules", *(p.id for p in graph.cleaning)]).as_dict()
         summary.update({  # what only this engine reports
             "first_slice": units[0].removeprefix("data/").rstrip("/") if len(units) > 1 else "",
             "storage_namespace": graph.namespace, "now": request.now.isoformat(),

@@ -94,6 +94,49 @@ def test_engines_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs
     assert gone.value.status == 410
 
 
+def _key(lakefs, repo: str, ref: str, path: str) -> str:
+    address = lakefs.objects.stat_object(repo, ref, path).physical_address
+    return address.split(f"/{repo}/", 1)[1] if "://" in address else address
+
+
+def test_engines_agree_under_cleaning_policies(history, lakefs, lakefs_server, lakefs_conn, local_spark, submit_env):
+    """Cleaning policies through every engine: a savepoint, keep_versions, and an override of lakeFS's GC rules
+    (the one way a clean deletes what lakeFS would keep) give the same plan in process, on the runner engine's
+    threads and on Spark local, and each policy shows in it."""
+    from spark_jobs.core.cleaning import parse_cleaning_policies  # noqa: PLC0415
+    from workers.gc.cleaning_store import set_cleaning  # noqa: PLC0415
+
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    api = LakeFSApiConfig(f"{lakefs_server.endpoint}/api/v1", ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+    before = run(api_config=api, repository_id=history, mode="mark", runner=ThreadRunner(4), now=now,
+                 min_age=timedelta(0))
+    set_cleaning(lakefs, history, parse_cleaning_policies({"policies": [
+        {"id": "releases", "patterns": ["none"], "savepoints": ["v*"]},
+        {"id": "versions", "patterns": ["main"], "keep_versions": 3},
+        {"id": "short-feature", "patterns": ["feature"], "keep_for": "1d", "override_gc_rules": True},
+    ]}))
+    threads = run(api_config=api, repository_id=history, mode="mark", runner=ThreadRunner(4), now=now,
+                  min_age=timedelta(0))
+    local = run_gc(spark=local_spark, lakefs=lakefs_conn, repository_id=history, mode="mark", now=now,
+                   min_age=timedelta(0), env=submit_env)
+    ns = open_namespace(f"local://{history}", local_root=threads["local_root"])
+    marked = mark(lakefs, ns, history, now=now, min_age=timedelta(0), local_root=threads["local_root"])
+    plans = {"threads": plan_fingerprint(*_plan(threads)), "spark-local": plan_fingerprint(*_plan(local)),
+             "workers": plan_fingerprint(marked.summary.as_dict(), [o.key for o in marked.deleted])}
+    assert plans["spark-local"] == plans["threads"] == plans["workers"]
+    assert plans["threads"]["policies"] == ["gc rules", "releases", "versions", "short-feature"]
+
+    deleted, deleted_before = set(plans["threads"]["deleted"]), set(_plan(before)[1])
+    assert _key(lakefs, history, "v1", "tables/a/part-0") in deleted_before - deleted  # the savepoint
+    work = next(c.id for c in lakefs.refs.log_commits(history, "feature").results if c.message == "feature work")
+    # lakeFS's rule keeps feature 30 days; the override keeps one day of it, so the version "feature work" wrote
+    # (overwritten on feature 3 days ago, never merged) goes
+    assert _key(lakefs, history, work, "tables/b/part-0") in deleted - deleted_before
+    feature_line = {c.id for c in lakefs.refs.log_commits(history, "feature", first_parent=True, amount=100).results}
+    dropped = marked.lakefs_retained - marked.retained  # only what lakeFS kept for feature's sake
+    assert work in dropped and dropped <= feature_line
+
+
 def test_spark_run_without_gc_rules_fails_clearly_and_deletes_nothing(lakefs, lakefs_conn, local_spark, submit_env):
     from spark_jobs.engine.plan import GCError  # noqa: PLC0415
 

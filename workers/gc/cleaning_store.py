@@ -9,13 +9,13 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spark_jobs.core.cleaning import CleaningPolicy, CleaningPolicyError, parse_cleaning_policies
+from spark_jobs.core.cleaning import METADATA_KEY, CleaningPolicy, CleaningPolicyError, parse_cleaning_policies
 from workers.lakefs.errors import LakeFSError
 
 if TYPE_CHECKING:
     from workers.lakefs.client import LakeFS
 
-METADATA_KEY = "lakefs_janitor.gc_cleaning.v1"
+
 
 
 class StaleETag(RuntimeError):

@@ -28,11 +28,11 @@ from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core import report
 from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_key
-from spark_jobs.core.cleaning import first_parent_line, latest_versions, policy_retained
+from spark_jobs.core.cleaning import retained_set, versions_kept
 from spark_jobs.core.mark import kept_keys, keys_in_range, unique_range_ids
 from spark_jobs.core.plan import StoredObject, plan_deletions
-from spark_jobs.core.retention import Commit, GCRules, retained_commits
-from spark_jobs.core.sstable import metarange_range_ids, range_entries
+from spark_jobs.core.retention import Commit, GCRules
+from spark_jobs.core.sstable import metarange_range_ids
 from spark_jobs.core.storage import Namespace, StorageError, namespace_uris
 from workers.gc.cleaning_store import get_cleaning
 from workers.lakefs.client import LakeFS
@@ -229,19 +229,19 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
         if commit_id not in commits:
             _first_parent_line(lakefs, repository_id, commit_id, now_s - rules.default_retention_days * 86400,
                                commits)
-    ours = retained_commits(commits=commits, branch_heads=heads, rules=rules, now=now)
-    retained = set(ours.commits) | set(theirs)
     cleaning = get_cleaning(lakefs, repository_id).policies
     versions_keys: set[str] = set()
     tags: dict[str, str] = {}
-    if cleaning:  # Hudi-style policies only add to what the GC rules retain
+    if cleaning:  # the policies need whole first-parent lines and the tags' commits
         for branch, head in heads.items():
             if any(p.matches(branch) for p in cleaning):
                 _first_parent_line(lakefs, repository_id, head, 0, commits, whole=True)
         tags = {t.id: t.commit_id for t in lakefs.paginate("list tags", lakefs.tags.list_tags, repository_id)}
         for commit_id in set(tags.values()) - commits.keys():
             commits[commit_id] = _commit(lakefs.call("get commit", lakefs.commits.get_commit, repository_id, commit_id))
-        retained |= set(policy_retained(commits=commits, branch_heads=heads, tags=tags, policies=cleaning, now=now))
+    decision = retained_set(commits=commits, branch_heads=heads, rules=rules, lakefs_retained=theirs,
+                            policies=cleaning, tags=tags, now=now)
+    retained = set(decision.commits)
     progress("commits", len(retained))
     metaranges = {commits[c].meta_range_id if c in commits else theirs.get(c, "") for c in retained}
     timings["commits"] = time.monotonic() - started
@@ -259,7 +259,9 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
             raise GCError(f"committed metadata is unreadable: {exc}", "corrupt-metadata") from exc
         if cleaning:
             try:
-                versions_keys = _latest_versions(commits, heads, cleaning, read_metarange, read_range, ns_uris)
+                versions_keys = versions_kept(commits=commits, branch_heads=heads, policies=cleaning,
+                                              read_metarange=read_metarange, read_range=read_range,
+                                              namespace_uris=ns_uris)
             except (StorageError, LakeFSError, ValueError) as exc:
                 raise GCError(f"reading file versions for keep_versions failed: {exc}", "metadata") from exc
     kept |= versions_keys
@@ -291,30 +293,7 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
             "staged": staged, "kept": kept, "cutoff": cutoff.timestamp(),
             "keys_of": _keys_reader(read_metarange, read_range, ns_uris)}
     return MarkResult(summary, deleted, retained, seconds=timings, ranges=len(range_ids), seen=seen,
-                      why=dict(ours.why), lakefs_retained=frozenset(theirs))
-
-
-def _latest_versions(commits: dict[str, Commit], heads: dict[str, str], cleaning: list, read_metarange: Callable,
-                     read_range: Callable, ns_uris: tuple[str, ...]) -> set[str]:
-    """KEEP_LATEST_FILE_VERSIONS: per matching branch, each path's N most recent distinct versions in its history."""
-    ranges: dict[str, list[tuple[str, str]]] = {}
-
-    def entries_of(meta_range_id: str) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for range_id in metarange_range_ids(read_metarange(meta_range_id)) if meta_range_id else []:
-            if range_id not in ranges:  # each distinct range once
-                ranges[range_id] = [(path.decode(), key) for path, address, kind, _ in range_entries(read_range(range_id))
-                                    if (key := relative_key(address, kind, ns_uris)) is not None]
-            out += ranges[range_id]
-        return out
-
-    kept: set[str] = set()
-    for branch, head in heads.items():
-        counts = [p.keep_versions for p in cleaning if p.matches(branch) and p.keep_versions]
-        if counts:
-            line = first_parent_line(commits, head)
-            kept |= latest_versions((entries_of(commits[c].meta_range_id) for c in line), max(counts))
-    return kept
+                      why=dict(decision.why), lakefs_retained=frozenset(theirs))
 
 
 def _keys_reader(read_metarange: Callable, read_range: Callable, ns_uris: tuple[str, ...]) -> Callable:

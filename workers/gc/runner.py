@@ -15,7 +15,6 @@ from spark_jobs.core.durations import parse_duration
 from spark_jobs.core.report import Summary
 from spark_jobs.core.storage import Namespace, StorageError, open_namespace
 from workers.gc import run as engine
-from workers.gc.cleaning_store import get_cleaning
 from workers.gc.store import GCRuns
 from workers.lakefs.client import LakeFS
 from workers.lakefs.errors import LakeFSError
@@ -129,16 +128,14 @@ def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest, progress: en
 def choose_engine(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, spark_ready: bool,
                   namespace: Callable[[], tuple[Namespace, str | None]] | None = None) -> tuple[str, str]:
     """The engine a request runs on, and why. ``auto`` takes Spark for a repository whose branch HEADs reach more
-    than ``auto_spark_above_ranges`` distinct ranges, when Spark is configured and installed and the repository
-    has no cleaning policies (which only the in-process engine applies); a sweep runs in-process."""
+    than ``auto_spark_above_ranges`` distinct ranges, when Spark is configured and installed; a sweep runs
+    in-process."""
     if request.engine != "auto":
         return request.engine, "asked for"
     if request.mode == "sweep":
         return "inprocess", "a sweep reads only the plan and the HEADs"
     if not spark_ready:
         return "inprocess", "Spark is not configured or pyspark is not installed"
-    if get_cleaning(lakefs, request.repository_id).policies:
-        return "inprocess", "the repository has cleaning policies"
     ns, _ = (namespace or (lambda: open_repository_namespace(lakefs, gc, request.repository_id)))()
     ranges = engine.head_range_count(lakefs, ns, request.repository_id, metadata_source=gc.metadata_source)
     if ranges > gc.auto_spark_above_ranges:
@@ -175,10 +172,6 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
         if request.engine == "spark":
             if spark is None or connection is None:
                 raise engine.GCError("the Spark engine needs the Spark settings and the lakeFS connection", "spark")
-            if get_cleaning(lakefs, repo).policies and request.mode != "sweep":
-                # the Spark job applies lakeFS's GC rules only: it would collect what a savepoint or keep_* keeps
-                raise engine.GCError(f"lakefs://{repo} has cleaning policies, which the Spark engine does not apply "
-                                     "yet; run it with --engine inprocess", "spark-policies")
             summary, timings = _spark(gc, spark, connection, request, progress), {}
         else:
             summary, timings = _in_process(lakefs, gc, request, progress, namespace)

@@ -75,8 +75,9 @@ def test_metadata_through_lakefs_gives_the_same_plan_as_from_storage(lakefs, rep
     assert len(plans[0].deleted) == 1 and plans[0].ranges == plans[1].ranges >= 2
 
 
-def test_auto_keeps_a_repository_with_cleaning_policies_in_process(lakefs, repo):
+def test_auto_sends_a_repository_with_cleaning_policies_to_spark_too(lakefs, repo):
+    # both engines apply the policies (tests/spark/test_gc_engines.py): size alone decides
     history(lakefs, repo)
     set_cleaning(lakefs, repo, parse_cleaning_policies({"policies": [{"patterns": ["main"], "keep_commits": 2}]}))
     assert choose_engine(lakefs, GCSettings(auto_spark_above_ranges=1), GCRequest(repo, engine="auto"),
-                         spark_ready=True) == ("inprocess", "the repository has cleaning policies")
+                         spark_ready=True)[0] == "spark"

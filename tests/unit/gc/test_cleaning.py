@@ -12,8 +12,9 @@ from spark_jobs.core.cleaning import (
     latest_versions,
     parse_cleaning_policies,
     policy_retained,
+    retained_set,
 )
-from spark_jobs.core.retention import Commit
+from spark_jobs.core.retention import Commit, GCRules
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 N = int(NOW.timestamp())
@@ -109,3 +110,62 @@ def test_policy_document_round_trips():
     parsed = parse_cleaning_policies(doc)
     assert [p.document() for p in parsed] == [{**doc["policies"][0], "keep_for": "1d12h"}]
     assert parsed[0].keep_for == timedelta(hours=36)
+
+
+DAY = 86400
+
+
+def days_line(ages_in_days: list[int], prefix: str, parent: str | None = None) -> dict[str, Commit]:
+    out = {}
+    for i, age in enumerate(ages_in_days):  # oldest first
+        cid = f"{prefix}{i}"
+        out[cid] = Commit(cid, (parent,) if parent else (), N - age * DAY)
+        parent = cid
+    return out
+
+
+def decide(commits, heads, policies, *, lakefs_kept, days=30, tags=None):
+    return set(retained_set(commits=commits, branch_heads=heads, rules=GCRules(days),
+                            lakefs_retained=lakefs_kept, policies=parse_cleaning_policies({"policies": policies}),
+                            tags=tags or {}, now=NOW).commits)
+
+
+def test_without_override_a_clean_keeps_at_least_what_lakefs_keeps():
+    g = days_line([40, 35, 20, 10, 2], "m")
+    lakefs = {"m2", "m3", "m4", "m1"}  # lakeFS's own set: whatever it is, none of it goes
+    kept = decide(g, {"main": "m4"}, [{"patterns": ["main"], "keep_commits": 1}], lakefs_kept=lakefs)
+    assert kept >= lakefs | {"m4", "m3"}
+
+
+def test_override_replaces_the_gc_rules_on_the_branches_it_matches_only():
+    main = days_line([40, 35, 20, 10, 2], "m")
+    feature = days_line([25, 15, 5], "f", parent="m2")  # forked at m2 (20 days)
+    g = {**main, **feature}
+    heads = {"main": "m4", "feature": "f2"}
+    lakefs = {"m1", "m2", "m3", "m4", "f0", "f1", "f2"}  # 30 days everywhere
+    kept = decide(g, heads, [{"patterns": ["feature"], "keep_commits": 1, "override_gc_rules": True}],
+                  lakefs_kept=lakefs)
+    # feature: its latest commit and one more (the policy alone); main: the 30-day rule and lakeFS's set, which
+    # still holds m2, the fork base (main reaches it)
+    assert kept == {"f2", "f1", "m4", "m3", "m2", "m1"}
+    assert "f0" not in kept  # lakeFS kept it for feature's 30 days: the override lets it go
+
+
+def test_an_override_never_drops_a_branch_head_or_a_savepoint():
+    g = days_line([40, 35, 20], "f")
+    kept = decide(g, {"feature": "f2"}, [
+        {"patterns": ["feature"], "keep_for": "1d", "override_gc_rules": True},
+        {"patterns": ["none"], "savepoints": ["release-*"]}], lakefs_kept={"f0", "f1", "f2"}, tags={"release-1": "f0"})
+    assert kept == {"f2", "f0"}  # HEAD (itself older than the window: the state as of a day ago), the savepoint
+
+
+def test_override_must_be_written_out_and_keep_something():
+    with pytest.raises(CleaningPolicyError) as err:
+        parse_cleaning_policies({"policies": [
+            {"patterns": ["a"], "keep_commits": 1, "override_gc_rules": "yes"},
+            {"patterns": ["b"], "savepoints": ["r-*"], "override_gc_rules": True},
+        ]})
+    assert "policies[0].override_gc_rules" in str(err.value) and "policies[1].override_gc_rules" in str(err.value)
+    parsed = parse_cleaning_policies({"policies": [{"patterns": ["a"], "keep_commits": 1,
+                                                    "override_gc_rules": True}]})
+    assert parsed[0].override_gc_rules and parsed[0].document()["override_gc_rules"] is True

@@ -35,19 +35,3 @@ def test_a_namespace_the_janitor_cannot_open_is_a_clear_failure():
         execute(lakefs, GCSettings(), GCRequest("gcs-repo"), runs=runs)
     assert err.value.reason == "storage-config"
     assert runs.history("gcs-repo")[0]["reason"] == "storage-config"
-
-
-def test_the_spark_engine_refuses_a_repository_with_cleaning_policies(monkeypatch):
-    from spark_jobs.core.cleaning import parse_cleaning_policies  # noqa: PLC0415
-    from workers.gc import runner  # noqa: PLC0415
-    from workers.gc.cleaning_store import StoredCleaning  # noqa: PLC0415
-    from workers.settings import LakeFSConnection, SparkSettings  # noqa: PLC0415
-
-    policies = parse_cleaning_policies({"policies": [{"patterns": ["main"], "savepoints": ["release-*"]}]})
-    monkeypatch.setattr(runner, "get_cleaning", lambda lakefs, repo: StoredCleaning(policies, '"x"'))
-    runs = MemoryRuns()
-    with pytest.raises(GCError, match="does not apply") as err:
-        execute(FakeLakeFS({"r": "s3://b/r"}), GCSettings(), GCRequest("r", engine="spark"), runs=runs,
-                spark=SparkSettings(), connection=LakeFSConnection(endpoint_url="http://127.0.0.1:9",
-                                                                    access_key_id="a", secret_access_key="b"))
-    assert err.value.reason == "spark-policies"
