@@ -28,8 +28,10 @@ import lakefs_sdk
 
 from bench import machine
 from bench.gc.generate import HistoryShape, MetadataOnly, S3Objects, generate
+from spark_jobs.core.cleaning import parse_cleaning_policies
 from spark_jobs.core.storage import S3Namespace
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, MotoS3Server
+from workers.gc.cleaning_store import clear_cleaning, set_cleaning
 from workers.gc.run import mark, run
 from workers.lakefs.client import make_lakefs_for
 
@@ -88,6 +90,23 @@ def main() -> int:
                               "append_ratio": round(t_app / t_one, 2), "one": info_one, "many": info_many,
                               "append": info_app}
 
+        # Cleaning policies on the same repository (random writes), each against the GC-rules-only mark above:
+        # what reading whole first-parent lines (keep_commits, keep_for), the tags (savepoints) and every
+        # commit's entries (keep_versions) adds.
+        policy_runs = {
+            "keep_commits 10 + keep_for 36h + savepoints (override_gc_rules)": [
+                {"id": "hudi", "patterns": ["main"], "keep_commits": 10, "keep_for": "36h",
+                 "savepoints": ["release-*"], "override_gc_rules": True}],
+            "keep_versions 2": [{"id": "versions", "patterns": ["main"], "keep_versions": 2}],
+        }
+        out["policies"] = {"gc_rules_only_s": round(t_many, 2), "gc_rules_only_retained": info_many["retained"]}
+        for label, doc in policy_runs.items():
+            set_cleaning(lakefs, "many-commits", parse_cleaning_policies({"policies": doc}))
+            t_policy, info_policy = timed_mark(lakefs, ns("many-commits"), "many-commits")
+            out["policies"][label] = {"seconds": round(t_policy, 2), "ratio": round(t_policy / t_many, 2),
+                                      "retained": info_policy["retained"], "phases": info_policy["phases"]}
+        clear_cleaning(lakefs, "many-commits")
+
         generate(lakefs, repository_id="e2e", storage_namespace="s3://bench/e2e",
                        writer=S3Objects(s3.client(), "s3://bench/e2e"),
                        shape=HistoryShape(args.e2e_objects, 20, 100), end=end, step=timedelta(days=1))
@@ -116,6 +135,9 @@ def main() -> int:
           f"* end to end on {e['objects']:,} objects (20 commits × 100 changed, 3-day retention): "
           f"**{e['seconds']} s** (goal < 5 s), {e['deleted']:,} deleted with {e['delete_requests']} DeleteObjects "
           f"requests: **{e['requests_per_deleted_object']} requests per object** (goal ≤ 0.001 + ε)",
+          *(f"* policy run on the random-writes repository, {label}: {r['seconds']} s, **{r['ratio']}× the GC-rules-"
+            f"only mark**, {r['retained']} commits retained (GC rules alone: {out['policies']['gc_rules_only_retained']})"
+            for label, r in out["policies"].items() if isinstance(r, dict)),
           "", "```json", text, "```", ""]
     (RESULTS / "gc-inprocess.md").write_text("\n".join(md))
     print("\n".join(md))

@@ -7,7 +7,7 @@ or written during the run, must survive. Age comes from the modification time, n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 METADATA_PREFIX = "_lakefs/"
@@ -62,3 +62,24 @@ def plan_deletions(objects: Iterable[StoredObject], kept: set[str], cutoff: floa
             counts[1] += obj.size
     deleted.sort(key=lambda o: o.key)
     return deleted, summary
+
+
+NO_COMMIT = "(in no commit)"
+
+
+def by_path_prefix(deleted: Iterable[StoredObject], paths: Mapping[str, str], depth: int) -> dict[str, list[int]]:
+    """Deleted objects and bytes per logical path prefix (the first ``depth`` folders of the path a commit gave the
+    object; Hudi's partitions), like ``clean showpartitions``. An object no commit names (an upload never
+    committed, or the version of a commit no longer listed) counts under ``(in no commit)``."""
+    out: dict[str, list[int]] = {}
+    for obj in deleted:
+        path = paths.get(obj.key)
+        if path is None:
+            prefix = NO_COMMIT
+        else:
+            folders = path.split("/")[:-1]
+            prefix = "/".join(folders[:depth]) + "/" if folders else "(top level)"
+        counts = out.setdefault(prefix, [0, 0])
+        counts[0] += 1
+        counts[1] += obj.size
+    return out

@@ -32,7 +32,8 @@ class Summary:
     spared_by_recheck: int = 0
     capped: int = 0  # left for the next run by the per-run deletion cap
     dry_run: bool = False
-    by_prefix: dict = field(default_factory=dict)
+    by_prefix: dict = field(default_factory=dict)  # physical: data/<slice> -> [objects, bytes]
+    by_path: dict = field(default_factory=dict)  # logical path prefix -> [objects, bytes], when asked for
     oldest_retained: dict = field(default_factory=dict)  # branch -> oldest retained commit on its first-parent line
     policies: list = field(default_factory=list)  # "gc rules" and the ids of the cleaning policies applied
     error: str | None = None

@@ -81,9 +81,9 @@ def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
                f"{summary.retained_commits} retained commits; cutoff {summary.cutoff_time}")
     if summary.spared_by_recheck:
         click.echo(f"{summary.spared_by_recheck:,} planned objects became reachable during the run and were kept")
-    if by_prefix and summary.by_prefix:
-        breakdown = table("prefix", "objects", "bytes")
-        for prefix, (objects, size) in sorted(summary.by_prefix.items()):
+    if by_prefix and (summary.by_path or summary.by_prefix):
+        breakdown = table("path prefix" if summary.by_path else "prefix", "objects", "bytes")
+        for prefix, (objects, size) in sorted((summary.by_path or summary.by_prefix).items()):
             breakdown.add_row(prefix, f"{objects:,}", f"{size:,}")
         breakdown.add_row("[b]total[/b]", f"{summary.num_deleted_objects:,}", f"{summary.deleted_bytes:,}")
         console.print(breakdown)
@@ -122,16 +122,20 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
 @repository_argument
 @click.option("--min-age", default=None, help="Safety cutoff (e.g. 24h; 0s disables it).")
 @click.option("--now", "now_text", default=None, help="Evaluate retention as of this ISO-8601 time.")
-@click.option("--by-prefix", "by_prefix", is_flag=True, help="Break the plan down by prefix.")
+@click.option("--by-prefix", "by_prefix", type=click.IntRange(1, 32), is_flag=False, flag_value=2, default=None,
+              metavar="[DEPTH]", help="Break the plan down by the path prefix (DEPTH folders, default 2) the "
+                                      "objects had in lakeFS, like Hudi's `clean showpartitions`; reads the "
+                                      "expired history to name them.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
-def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: bool,
+def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: int | None,
              as_json: bool) -> None:
     """Mark only: store the plan (its id is the mark id for `gc sweep`) and show what it would delete."""
-    request = GCRequest(repository, "plan", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age))
+    request = GCRequest(repository, "plan", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
+                        prefix_depth=by_prefix or 2, by_path=by_prefix is not None)
     summary = _go(rt, request, as_json)
-    _print_summary(summary, as_json, by_prefix)
+    _print_summary(summary, as_json, by_prefix is not None)
     if not as_json:
         click.echo(f"mark id: {summary.run_id}  (execute with: lakefs-janitor gc sweep lakefs://{repository} "
                    f"--mark-id {summary.run_id})")

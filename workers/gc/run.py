@@ -30,9 +30,9 @@ from spark_jobs.core import report
 from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_key
 from spark_jobs.core.cleaning import retained_set, versions_kept
 from spark_jobs.core.mark import kept_keys, keys_in_range, unique_range_ids
-from spark_jobs.core.plan import StoredObject, plan_deletions
+from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.retention import Commit, GCRules
-from spark_jobs.core.sstable import metarange_range_ids
+from spark_jobs.core.sstable import metarange_range_ids, range_entries
 from spark_jobs.core.storage import Namespace, StorageError, namespace_uris
 from workers.gc.cleaning_store import get_cleaning
 from workers.lakefs.client import LakeFS
@@ -202,7 +202,7 @@ def head_range_count(lakefs: LakeFS, ns: Namespace, repository_id: str, *, metad
 
 def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, min_age: timedelta | None,
          metadata_source: str = "storage", threads: int = 8, dry_run: bool = False, local_root: str | None = None,
-         progress: Progress | None = None) -> MarkResult:
+         progress: Progress | None = None, prefix_depth: int = 2, by_path: bool = False) -> MarkResult:
     progress = progress or (lambda what, n: None)
     timings: dict[str, float] = {}
     started = time.monotonic()
@@ -275,14 +275,22 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     except StorageError as exc:
         raise GCError(str(exc), "storage-list") from exc
     progress("objects listed", len(listed))
-    deleted, plan = plan_deletions(listed, kept, cutoff.timestamp())
+    deleted, plan = plan_deletions(listed, kept, cutoff.timestamp(), prefix_depth=prefix_depth)
+    paths: dict[str, str] = {}
+    if by_path:  # names for what goes: read the expired commits too (only when asked for: it reads history)
+        try:
+            paths = _paths_of(lakefs, repository_id, heads=heads, commits=commits, keys={o.key for o in deleted},
+                              read_metarange=read_metarange, read_range=read_range, ns_uris=ns_uris)
+        except (StorageError, LakeFSError, ValueError) as exc:
+            raise GCError(f"naming the planned objects by path failed: {exc}", "metadata") from exc
     timings["plan"] = time.monotonic() - t
     summary = report.Summary(
         run_id=run_id, repository_id=repository_id, success=True, start_time=now.isoformat(),
         cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted, deleted_bytes=plan.deleted_bytes,
         retained_commits=len(retained), kept_objects=plan.kept, candidates=plan.candidates, too_new=plan.too_new,
         dry_run=dry_run, by_prefix=plan.by_prefix, oldest_retained=_oldest_retained(commits, heads, retained),
-        policies=["gc rules", *(p.id for p in cleaning)])
+        policies=["gc rules", *(p.id for p in cleaning)],
+        by_path=by_path_prefix(deleted, paths, prefix_depth) if by_path else {})
     try:  # the plan is on record before anything can be deleted
         ns.write(report.deleted_key(run_id), report.deleted_parquet([o.key for o in deleted],
                                                                    [o.size for o in deleted]))
@@ -294,6 +302,28 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
             "keys_of": _keys_reader(read_metarange, read_range, ns_uris)}
     return MarkResult(summary, deleted, retained, seconds=timings, ranges=len(range_ids), seen=seen,
                       why=dict(decision.why), lakefs_retained=frozenset(theirs))
+
+
+def _paths_of(lakefs: LakeFS, repository_id: str, *, heads: dict[str, str], commits: dict[str, Commit],
+              keys: set[str], read_metarange: Callable, read_range: Callable, ns_uris: tuple[str, ...]) -> dict[str, str]:
+    """The path some commit gave each of ``keys``: every commit of every branch's whole log (merged lines too)
+    and every commit the mark already knows (dangling ones), each distinct range read once."""
+    if not keys:
+        return {}
+    known = dict(commits)
+    for head in set(heads.values()):
+        for c in lakefs.paginate("log commits", lakefs.refs.log_commits, repository_id, head, amount=1000):
+            known.setdefault(c.id, _commit(c))
+    paths: dict[str, str] = {}
+    ranges = unique_range_ids({c.meta_range_id for c in known.values()}, read_metarange)
+    for range_id in sorted(ranges):
+        for path, address, kind, _ in range_entries(read_range(range_id)):
+            key = relative_key(address, kind, ns_uris)
+            if key in keys and key not in paths:
+                paths[key] = path.decode(errors="replace")
+        if len(paths) == len(keys):
+            break
+    return paths
 
 
 def _keys_reader(read_metarange: Callable, read_range: Callable, ns_uris: tuple[str, ...]) -> Callable:

@@ -38,6 +38,8 @@ class GCRequest:
     min_age: timedelta | None = None
     dry_run: bool = False
     engine: str = "inprocess"  # inprocess | spark | auto
+    prefix_depth: int = 2  # folders of the plan's by-path breakdown
+    by_path: bool = False  # name what a plan deletes by path prefix (reads the expired history too)
 
 
 def s3_client_factory(gc: GCSettings) -> Callable[[], object]:
@@ -115,7 +117,8 @@ def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest, progress: en
         timings = {}
     elif request.mode == "plan":
         marked = engine.mark(lakefs, ns, repo, now=request.now or datetime.now(UTC),
-                             min_age=min_age_of(gc, request.min_age), dry_run=request.dry_run, **common)
+                             min_age=min_age_of(gc, request.min_age), dry_run=request.dry_run,
+                             prefix_depth=request.prefix_depth, by_path=request.by_path, **common)
         summary, timings = marked.summary, marked.seconds
     else:
         summary, marked = engine.run(lakefs, ns, repo, now=request.now, min_age=min_age_of(gc, request.min_age),

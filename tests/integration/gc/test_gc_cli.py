@@ -98,3 +98,29 @@ def test_a_run_shows_its_progress_on_stderr_and_json_stays_clean(cli, repo, lake
     assert gone(lakefs, repo, first.id, "a.txt")
     assert "objects listed" not in result.stdout and "deleted 1 objects" in result.stdout
     assert json.loads(cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--json").stdout)["swept"] == 0
+
+
+def test_plan_by_path_prefix_names_what_goes_like_clean_showpartitions(cli, repo, lakefs):
+    upload(lakefs, repo, "main", "tables/a/x.parquet", b"a1")
+    upload(lakefs, repo, "main", "tables/b/y.parquet", b"b1")
+    upload(lakefs, repo, "main", "top.txt", b"t1")
+    commit(lakefs, repo, "main", "old", date=int(time.time()) - 30 * DAY)
+    for path, data in (("tables/a/x.parquet", b"a2"), ("tables/b/y.parquet", b"b2"), ("top.txt", b"t2")):
+        upload(lakefs, repo, "main", path, data)
+    commit(lakefs, repo, "main", "newer", date=int(time.time()) - 20 * DAY)
+    upload(lakefs, repo, "main", "staged/z", b"s1")
+    upload(lakefs, repo, "main", "staged/z", b"s2")  # s1 was never committed: garbage no commit names
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    deep = json.loads(cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--by-prefix", "2", "--json").stdout)
+    assert deep["by_path"] == {"tables/a/": [1, 2], "tables/b/": [1, 2], "(top level)": [1, 2],
+                               "(in no commit)": [1, 2]}
+    shallow = json.loads(cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--by-prefix", "--json").stdout)
+    assert shallow["by_path"]["tables/a/"] == [1, 2]  # the default depth: 2
+    one = json.loads(cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--by-prefix", "1", "--json").stdout)
+    assert one["by_path"]["tables/"] == [2, 4]
+    shown = cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--by-prefix", "1").stdout
+    assert "path prefix" in shown and "tables/" in shown and "total" in shown
+    plain = json.loads(cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--json").stdout)
+    assert plain["by_path"] == {} and plain["num_deleted_objects"] == 4  # names only when asked for
+    assert "--by-prefix" in cli("gc", "plan", f"lakefs://{repo}", "--by-prefix", "0", expect_exit=2).output

@@ -47,3 +47,14 @@ def test_storage_refuses_to_delete_metadata_or_leave_the_namespace(tmp_path):
     with pytest.raises(StorageError, match="only under _lakefs/"):
         ns.write("data/g/x", b"no")
     assert (root / "_lakefs" / "abc").exists()
+
+
+def test_by_path_prefix_counts_objects_and_bytes_per_folder_prefix():
+    from spark_jobs.core.plan import NO_COMMIT, StoredObject, by_path_prefix  # noqa: PLC0415
+
+    deleted = [StoredObject("data/s/1", 10, 0), StoredObject("data/s/2", 5, 0), StoredObject("data/s/3", 1, 0),
+               StoredObject("data/s/4", 7, 0)]
+    paths = {"data/s/1": "tables/a/year=2026/p.parquet", "data/s/2": "tables/b/q.parquet", "data/s/3": "top.csv"}
+    assert by_path_prefix(deleted, paths, 1) == {"tables/": [2, 15], "(top level)": [1, 1], NO_COMMIT: [1, 7]}
+    assert by_path_prefix(deleted, paths, 3) == {"tables/a/year=2026/": [1, 10], "tables/b/": [1, 5],
+                                                 "(top level)": [1, 1], NO_COMMIT: [1, 7]}
