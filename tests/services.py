@@ -226,14 +226,16 @@ class CeleryWorker(Service):
 
     name = "celery"
 
-    def __init__(self, env: dict[str, str], queues: str = "celery") -> None:
+    def __init__(self, env: dict[str, str], queues: str = "celery", *, beat: bool = False) -> None:
         super().__init__()
         self.env = env
         self.queues = queues
+        self.beat = beat  # embed beat (-B), its schedule file in the worker's own folder
 
     def start(self) -> CeleryWorker:
+        beat = ["-B", "--schedule", str(self.dir / "beat-schedule")] if self.beat else []
         self._spawn([sys.executable, "-m", "celery", "-A", "workers.celery.worker", "worker", "--pool", "threads",
-                     "--concurrency", "4", "--loglevel", "INFO", "-Q", self.queues,
+                     "--concurrency", "4", "--loglevel", "INFO", "-Q", self.queues, *beat,
                      "--hostname", f"janitor-test-{self.port}@%h", "--without-mingle", "--without-gossip"], self.env)
         wait_until(lambda: b"ready." in self.log.read_bytes(), 60, "celery worker", self.proc, self.log)
         return self

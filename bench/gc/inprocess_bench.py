@@ -94,8 +94,8 @@ def main() -> int:
         # what reading whole first-parent lines (keep_commits, keep_for), the tags (savepoints) and every
         # commit's entries (keep_versions) adds.
         policy_runs = {
-            "keep_commits 10 + keep_for 36h + savepoints (override_gc_rules)": [
-                {"id": "hudi", "patterns": ["main"], "keep_commits": 10, "keep_for": "36h",
+            "keep_commits 10 + keep_for 30m + savepoints (override_gc_rules)": [
+                {"id": "hudi", "patterns": ["main"], "keep_commits": 10, "keep_for": "30m",
                  "savepoints": ["release-*"], "override_gc_rules": True}],
             "keep_versions 2": [{"id": "versions", "patterns": ["main"], "keep_versions": 2}],
         }
