@@ -75,6 +75,19 @@ def min_age_of(gc: GCSettings, given: timedelta | None) -> timedelta | None:
     return parse_duration(gc.min_age, allow_zero=True) if gc.min_age else None
 
 
+# Spark job progress phase -> (the in-process engine's name for it, the event field holding its count)
+SPARK_PHASES = {"commits": ("commits", "retained"), "ranges": ("ranges", "ranges"),
+                "listed": ("objects listed", "objects"), "deleted": ("deleted", "deleted")}
+
+
+def spark_progress(event: dict) -> tuple[str, int] | None:
+    """A Spark job's progress event under the in-process engine's phase name, with its count."""
+    phase = SPARK_PHASES.get(str(event.get("phase")))
+    if event.get("event") != "progress" or phase is None:
+        return None
+    return phase[0], int(event.get(phase[1], 0) or 0)
+
+
 def _spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, request: GCRequest,
            progress: engine.Progress | None) -> Summary:
     """The run as a Spark job (spark_jobs/jobs/gc.py through workers/gc/submit.py), its record read back."""
@@ -88,8 +101,8 @@ def _spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, r
         options.update(key=gc.s3_access_key_id, secret=gc.s3_secret_access_key.get_secret_value())
 
     def on_event(event: dict) -> None:
-        if progress and event.get("event") == "progress" and event.get("phase"):
-            progress(str(event["phase"]), int(event.get("count", 0) or 0))
+        if progress and (step := spark_progress(event)):
+            progress(*step)
 
     try:
         result = run_gc(spark=spark, lakefs=connection, repository_id=request.repository_id, mode=mode,

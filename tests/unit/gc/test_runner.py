@@ -35,3 +35,14 @@ def test_a_namespace_the_janitor_cannot_open_is_a_clear_failure():
         execute(lakefs, GCSettings(), GCRequest("gcs-repo"), runs=runs)
     assert err.value.reason == "storage-config"
     assert runs.history("gcs-repo")[0]["reason"] == "storage-config"
+
+
+def test_spark_progress_events_use_the_in_process_phase_names():
+    from workers.gc.runner import spark_progress  # noqa: PLC0415
+
+    assert spark_progress({"event": "progress", "phase": "commits", "commits": 40, "retained": 12}) == ("commits", 12)
+    assert spark_progress({"event": "progress", "phase": "listed", "objects": 900, "units": 3}) == (
+        "objects listed", 900)
+    assert spark_progress({"event": "progress", "phase": "deleted", "deleted": 5}) == ("deleted", 5)
+    assert spark_progress({"event": "progress", "phase": "start", "app_id": "x"}) is None
+    assert spark_progress({"event": "result", "phase": "deleted"}) is None
