@@ -34,7 +34,7 @@ from spark_jobs.core.retention import Commit, GCRules, commit_from_api, metarang
 from spark_jobs.engine import report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
 from spark_jobs.engine.parallel import Runner
-from spark_jobs.engine.storage import Namespace, ObjectInfo, StorageConfig, StorageError
+from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 
 
 class GCError(RuntimeError):
@@ -90,7 +90,7 @@ def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
     return sorted(keys_in_range(ctx.read_metadata("range", range_id), ctx.prefixes))
 
 
-def unit_list(ctx: OpenContext, unit: str) -> list[ObjectInfo]:
+def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:
     return ctx.ns.list_unit(unit)
 
 
@@ -239,13 +239,13 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
         mark_seconds = time.monotonic() - t
         t = time.monotonic()
         units = ctx.ns.list_units()
-        candidates: list[ObjectInfo] = runner.map_units(units, unit_list, config.open, partitions=request.address_partitions)
+        candidates: list[StoredObject] = runner.map_units(units, unit_list, config.open, partitions=request.address_partitions)
         progress(phase="listed", objects=len(candidates), units=len(units))
         list_seconds = time.monotonic() - t
         reachable = kept | uncommitted
         # The subtraction and its safety rules (data keys only, nothing newer than the cutoff) are core's, the
         # same function the in-process engine calls.
-        deleted, plan = plan_deletions((StoredObject(c.address, c.size, c.mtime) for c in candidates), reachable,
+        deleted, plan = plan_deletions(candidates, reachable,
                                        cutoff.timestamp())
         summary = Summary(
             run_id=request.run_id, repository_id=request.repository_id, success=True,

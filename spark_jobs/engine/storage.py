@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-METADATA_PREFIX = "_lakefs/"
+from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
+
 S3_BATCH = 1000
 RETRYABLE_S3 = {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling", "503"}
 
@@ -38,13 +39,6 @@ class StorageConfig:
 
     def options(self) -> dict:
         return json.loads(self.options_json) if self.options_json else {}
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    address: str  # relative to the namespace
-    size: int
-    mtime: float  # unix seconds
 
 
 @dataclass
@@ -123,7 +117,7 @@ class Namespace:
                 units.append(f"data/{entry['name'].rstrip('/').rsplit('/', 1)[-1]}/")
         return sorted(units) + [""]
 
-    def list_unit(self, unit: str) -> list[ObjectInfo]:
+    def list_unit(self, unit: str) -> list[StoredObject]:
         """Every object of one unit; the root unit is not recursive and skips ``_lakefs`` and ``dummy``."""
         prefix = f"{self.root}/"
         if unit:
@@ -139,7 +133,7 @@ class Namespace:
             address = name[len(prefix):]
             if address.startswith(METADATA_PREFIX) or address == "dummy" or not address:
                 continue
-            out.append(ObjectInfo(address, int(info.get("size") or 0), _mtime(info)))
+            out.append(StoredObject(address, int(info.get("size") or 0), _mtime(info)))
         return out
 
     def delete(self, addresses: Iterable[str]) -> DeleteResult:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import secrets
 import time
@@ -35,6 +34,7 @@ from spark_jobs.core.retention import Commit, GCRules
 from spark_jobs.core.sstable import metarange_range_ids, range_entries
 from spark_jobs.core.storage import Namespace, StorageError, namespace_uris
 from workers.gc.cleaning_store import get_cleaning
+from workers.gc.rules import get_rules_document
 from workers.lakefs.client import LakeFS
 from workers.lakefs.errors import LakeFSError, NotFound
 
@@ -78,15 +78,8 @@ def new_run_id(now: datetime) -> str:
 
 
 def get_rules(lakefs: LakeFS, repository_id: str) -> GCRules | None:
-    try:
-        # Raw JSON: lakeFS sends "branches": null when there are none, which the SDK's model refuses.
-        response = lakefs.call("get GC rules", lakefs.repositories.get_gc_rules_with_http_info, repository_id,
-                               _preload_content=False)
-    except NotFound:
-        return None
-    raw = json.loads(response.raw_data)
-    return GCRules(int(raw["default_retention_days"]),
-                   {b["branch_id"]: int(b["retention_days"]) for b in raw.get("branches") or []})
+    document = get_rules_document(lakefs, repository_id)
+    return None if document is None else GCRules.from_api(document)
 
 
 def grace_period(lakefs: LakeFS) -> timedelta:
