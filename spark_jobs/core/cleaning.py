@@ -214,9 +214,14 @@ def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, s
     policies, uris = list(policies), tuple(namespace_uris)
     ranges: dict[str, list[tuple[str, str]]] = {}
 
-    def entries_of(meta_range_id: str) -> list[tuple[str, str]]:
+    def new_entries(meta_range_id: str, seen: set[str]) -> list[tuple[str, str]]:
+        # A range already walked on this line holds only (path, version) pairs already counted: newest first, a
+        # repeated pair adds no distinct version, so only the ranges new to the line are read and walked.
         out: list[tuple[str, str]] = []
         for range_id in metarange_range_ids(read_metarange(meta_range_id)) if meta_range_id else []:
+            if range_id in seen:
+                continue
+            seen.add(range_id)
             if range_id not in ranges:
                 ranges[range_id] = [(path.decode(), key) for path, address, kind, _ in range_entries(read_range(range_id))
                                     if (key := relative_key(address, kind, uris)) is not None]
@@ -227,6 +232,7 @@ def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, s
     for branch_id, head in sorted(branch_heads.items()):
         counts = [p.keep_versions for p in policies if p.matches(branch_id) and p.keep_versions]
         if counts:
+            seen: set[str] = set()
             line = first_parent_line(commits, head)
-            kept |= latest_versions((entries_of(commits[c].meta_range_id) for c in line), max(counts))
+            kept |= latest_versions((new_entries(commits[c].meta_range_id, seen) for c in line), max(counts))
     return kept
