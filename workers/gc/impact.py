@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from spark_jobs.core.cleaning import first_parent_line, latest_versions, policy_retained
+from spark_jobs.core.cleaning import retained_set, versions_kept
 from spark_jobs.core.plan import is_data_key
-from spark_jobs.core.retention import retained_commits
 from workers.gc.run import MarkResult, mark
 from workers.gc.runner import min_age_of, open_repository_namespace
 from workers.settings import GCSettings
@@ -32,20 +31,20 @@ def branch_impact(marked: MarkResult, branch_ids: list[str], *, now: datetime) -
         if branch not in heads:
             continue
         others = {b: h for b, h in heads.items() if b != branch}
-        retained = set(retained_commits(commits=commits, branch_heads=others, rules=rules, now=now).commits)
-        if cleaning:
-            retained |= set(policy_retained(commits=commits, branch_heads=others, policies=cleaning,
-                                            now=now, tags=seen["tags"]))
+        # The run's own decision without the branch (what lakeFS itself would keep then is not known: its set
+        # is left out, and the seed's rule keeps at least as much on every history tested)
+        retained = retained_set(commits=commits, branch_heads=others, rules=rules, lakefs_retained=(),
+                                policies=cleaning, tags=seen["tags"], now=now).commits
         still: set[str] = set()
         for commit_id in retained:
             if commit_id in commits:
                 still |= keys_of(commits[commit_id].meta_range_id)
-        for b, h in others.items():
+        for b in others:
             still |= seen["staged"].get(b, set())
-            counts = [p.keep_versions for p in cleaning if p.matches(b) and p.keep_versions]
-            if counts:
-                history = ([(k, k) for k in keys_of(commits[c].meta_range_id)] for c in first_parent_line(commits, h))
-                still |= latest_versions(history, max(counts))
+        if cleaning:
+            still |= versions_kept(commits=commits, branch_heads=others, policies=cleaning,
+                                   read_metarange=seen["read_metarange"], read_range=seen["read_range"],
+                                   namespace_uris=seen["ns_uris"])
         freed = [k for k in kept - still if k in sizes and sizes[k][1] < cutoff]
         out[branch] = Impact(branch, len(freed), sum(sizes[k][0] for k in freed))
     return out

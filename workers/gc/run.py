@@ -292,7 +292,8 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
         raise GCError(f"writing the plan failed: {exc}", "storage-write") from exc
     seen = {"commits": commits, "heads": heads, "rules": rules, "cleaning": cleaning, "tags": tags, "listed": listed,
             "staged": staged, "kept": kept, "cutoff": cutoff.timestamp(),
-            "keys_of": _keys_reader(read_metarange, read_range, ns_uris)}
+            "keys_of": _keys_reader(read_metarange, read_range, ns_uris), "read_metarange": read_metarange,
+            "read_range": read_range, "ns_uris": ns_uris}
     return MarkResult(summary, deleted, retained, seconds=timings, ranges=len(range_ids), seen=seen,
                       why=dict(decision.why), lakefs_retained=frozenset(theirs))
 

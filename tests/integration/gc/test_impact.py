@@ -76,3 +76,30 @@ def test_lifecycle_preview_shows_the_impact_beside_branches_due(lakefs, repo, cl
     assert due["impact"] == {"objects": 0, "bytes": 0}
     table = cli("branch-lifecycle", "preview", f"lakefs://{repo}", "--impact").output
     assert "frees" in table and "0 obj" in table
+
+
+def test_impact_under_keep_versions_counts_versions_per_path(lakefs, repo, namespace, local_root):
+    """keep_versions: 2 everywhere; main holds three versions of a.txt, a feature branch sits on the oldest. Only
+    the feature keeps v1 (main keeps its latest two), so deleting it frees v1: the impact must say so (counting
+    each version as a path of its own would keep all three)."""
+    from spark_jobs.core.cleaning import parse_cleaning_policies  # noqa: PLC0415
+    from workers.gc.cleaning_store import set_cleaning  # noqa: PLC0415
+
+    now_s = int(time.time())
+    upload(lakefs, repo, "main", "a.txt", b"v1" * 50)
+    commit(lakefs, repo, "main", "v1", date=now_s - 40 * DAY)
+    create_branch(lakefs, repo, "feature")
+    for version, days in (("v2", 35), ("v3", 30)):
+        upload(lakefs, repo, "main", "a.txt", version.encode() * 50)
+        commit(lakefs, repo, "main", version, date=now_s - days * DAY)
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=7, branches=[]))
+    set_cleaning(lakefs, repo, parse_cleaning_policies({"policies": [{"patterns": ["*"], "keep_versions": 2}]}))
+    now = datetime.now(UTC)
+    marked = mark(lakefs, namespace, repo, now=now, min_age=timedelta(0), dry_run=True, local_root=local_root)
+    assert marked.summary.num_deleted_objects == 0  # v3, v2 by main; v1 by the feature's HEAD
+    predicted = branch_impact(marked, ["feature"], now=now)["feature"]
+    assert (predicted.objects, predicted.bytes) == (1, 100)
+    lakefs.call("delete", lakefs.branches.delete_branch, repo, "feature")
+    summary, _ = run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    assert (summary.swept, summary.deleted_bytes) == (predicted.objects, predicted.bytes)
