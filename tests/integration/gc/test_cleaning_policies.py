@@ -147,3 +147,14 @@ def test_keep_versions_on_random_histories_matches_an_oracle_through_the_api(lak
     listed = {o.key for o in namespace.list_data() if o.key.startswith("data/")}
     assert {o.key for o in marked.deleted} == listed - expected_kept
     assert len(listed - expected_kept) > 0 and len(expected_kept) > len(paths)  # the case is not trivial
+
+
+def test_an_override_cleans_what_the_gc_rules_would_keep_and_only_where_it_matches(cli, lakefs, repo, namespace,
+                                                                                   local_root, tmp_path):
+    ids = setup(lakefs, repo, versions=4)  # a.txt in 4 commits, 30 to 27 days old
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=60, branches=[]))
+    policy(cli, tmp_path, repo, {"policies": [{"patterns": ["ma*"], "keep_commits": 1, "override_gc_rules": True}]})
+    run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    # lakeFS's 60 days would keep all four; the override keeps the latest commit and one more
+    assert [status(lakefs, repo, c, "a.txt") for c in ids] == [410, 410, 200, 200]
