@@ -29,10 +29,10 @@ import lakefs_sdk
 from bench import machine
 from bench.gc.generate import HistoryShape, MetadataOnly, S3Objects, generate
 from spark_jobs.core.cleaning import parse_cleaning_policies
-from spark_jobs.core.storage import S3Namespace
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, MotoS3Server
 from workers.gc.cleaning_store import clear_cleaning, set_cleaning
 from workers.gc.run import mark, run
+from workers.gc.storage import S3Namespace
 from workers.lakefs.client import make_lakefs_for
 
 RESULTS = ROOT / "bench" / "results"

@@ -11,7 +11,6 @@ from pathlib import Path
 import lakefs_sdk
 import pytest
 
-from spark_jobs.core.storage import open_namespace
 from spark_jobs.engine import report
 from spark_jobs.engine.engine import run
 from spark_jobs.engine.lakefs_api import LakeFSApiConfig
@@ -21,6 +20,7 @@ from spark_jobs.engine.storage import Namespace, StorageConfig
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer
 from tests.spark.history import build_history
 from workers.gc.run import mark, sweep
+from workers.gc.storage import open_namespace
 from workers.gc.submit import run_gc
 
 

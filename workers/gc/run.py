@@ -32,9 +32,9 @@ from spark_jobs.core.mark import kept_keys, keys_in_range, unique_range_ids
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.retention import Commit, GCRules
 from spark_jobs.core.sstable import metarange_range_ids, range_entries
-from spark_jobs.core.storage import Namespace, StorageError, namespace_uris
 from workers.gc.cleaning_store import get_cleaning
 from workers.gc.rules import get_rules_document
+from workers.gc.storage import Namespace, StorageError, namespace_uris
 from workers.lakefs.client import LakeFS
 from workers.lakefs.errors import LakeFSError, NotFound
 

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core.durations import parse_duration
 from spark_jobs.core.report import Summary
-from spark_jobs.core.storage import Namespace, StorageError, open_namespace
 from workers.gc import run as engine
+from workers.gc.storage import Namespace, StorageError, open_namespace
 from workers.gc.store import GCRuns
 from workers.lakefs.client import LakeFS
 from workers.lakefs.errors import LakeFSError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.core.storage import open_namespace
+from workers.gc.storage import open_namespace
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ import lakefs_sdk
 import pytest
 
 from spark_jobs.core.cleaning import parse_cleaning_policies
-from spark_jobs.core.storage import namespace_uris
 from tests.integration.conftest import commit, upload
 from workers.gc.cleaning_store import set_cleaning
 from workers.gc.run import lakefs_retained, mark, run
+from workers.gc.storage import namespace_uris
 from workers.lakefs.errors import LakeFSError
 
 DAY = 86400

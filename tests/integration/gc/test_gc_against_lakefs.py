@@ -11,9 +11,9 @@ from pathlib import Path
 import lakefs_sdk
 import pytest
 
-from spark_jobs.core.storage import namespace_uris, open_namespace
 from tests.integration.conftest import commit, create_branch, upload
 from workers.gc.run import GCError, lakefs_retained, mark, run
+from workers.gc.storage import namespace_uris, open_namespace
 from workers.lakefs.client import make_lakefs_for
 from workers.lakefs.errors import LakeFSError
 

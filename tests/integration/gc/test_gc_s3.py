@@ -9,10 +9,10 @@ from datetime import timedelta
 import lakefs_sdk
 import pytest
 
-from spark_jobs.core.storage import S3Namespace
 from tests.integration.conftest import commit, upload
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, WEBHOOK_SECRET, LakeFSServer, MotoS3Server
 from workers.gc.run import run
+from workers.gc.storage import S3Namespace
 from workers.lakefs.client import make_lakefs_for
 from workers.lakefs.errors import LakeFSError
 

@@ -118,3 +118,21 @@ def test_functions_with_more_than_three_parameters_take_the_rest_by_keyword():
                 if len(positional) > 3:
                     offenders.append(f"{name}.{node.name}({', '.join(positional)})")
     assert offenders == []
+
+
+# What spark_jobs/core may import: the standard library's pure parts, its own modules, and the libraries its
+# pure functions are built on (Snappy and CRC32C for SSTable blocks, pyarrow for the report's parquet bytes).
+CORE_MAY_IMPORT = {"__future__", "collections", "dataclasses", "datetime", "typing", "re", "fnmatch", "hashlib",
+                   "json", "math", "struct", "io", "zlib", "enum", "functools", "itertools", "operator", "bisect",
+                   "cramjam", "google_crc32c", "pyarrow", "spark_jobs"}
+
+
+def test_spark_jobs_core_does_no_io():
+    """Pure domain functions take data and `now`: no sockets, files, clients or clocks are reached from core."""
+    found = []
+    for name, path in modules().items():
+        if under(name, "spark_jobs.core"):
+            for target in imported(path):
+                if target.split(".")[0] not in CORE_MAY_IMPORT:
+                    found.append(f"{name} imports {target}")
+    assert found == []

@@ -6,7 +6,7 @@ import pytest
 
 from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
 from spark_jobs.core.plan import StoredObject, plan_deletions
-from spark_jobs.core.storage import LocalNamespace, StorageError
+from workers.gc.storage import LocalNamespace, StorageError
 
 OLD, CUTOFF, NEW = 100.0, 200.0, 300.0
 
