@@ -1,5 +1,6 @@
 """The local run: a real lakeFS, Redis and the janitor on 127.0.0.1, hooks installed into a demo repository,
-a few writes, then the branches' idle clocks and a lifecycle preview. Everything is stopped at the end.
+a few writes, then the branches' idle clocks and a lifecycle preview; then a committed GC with a cleaning policy
+on a history of backdated commits (plan by path, run, past runs). Everything is stopped at the end.
 
     make demo            (or: .venv/bin/python scripts/demo.py [--keep])
 """
@@ -40,6 +41,15 @@ policies:
   - patterns: ["tmp-*"]
     max_age: "1d"
 """
+GC_RULES = "default_retention_days: 7\n"
+CLEANING = """\
+policies:
+  - id: releases
+    patterns: ["main"]
+    keep_commits: 1
+    savepoints: ["release-*"]
+"""
+DAY = 86400
 
 
 def janitor(env: dict[str, str], *args: str) -> None:
@@ -60,6 +70,18 @@ def writes(lakefs, lakefs_server) -> None:
     # times have one-second precision).
     time.sleep(1.1)
     lakefs.upload(REPO, "feature-search", "search/index.parquet", data=b"PAR1")
+
+
+def gc_history(lakefs) -> None:
+    """Daily snapshots of two tables over a month (backdated commits), a release tag on an old one."""
+    now = int(time.time())
+    for day in range(30, 0, -5):
+        for table in ("tables/events", "tables/users"):
+            lakefs.upload(REPO, "main", f"{table}/part-0.parquet", data=f"{table} as of {day} days ago".encode())
+        lakefs.call("commit", lakefs.commits.commit, REPO, "main",
+                    lakefs_sdk.CommitCreation(message=f"snapshot {day} days ago", date=now - day * DAY))
+        if day == 25:
+            lakefs.call("tag", lakefs.tags.create_tag, REPO, lakefs_sdk.TagCreation(id="release-2026.10", ref="main"))
 
 
 def main() -> int:
@@ -88,6 +110,16 @@ def main() -> int:
         future = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 15 * 86400))
         janitor(env, "branch-lifecycle", "preview", f"lakefs://{REPO}", "--now", future)
         janitor(env, "branch-lifecycle", "run", f"lakefs://{REPO}", "--dry-run", "--now", future)
+
+        print("\n--- committed garbage collection ---", flush=True)
+        gc_history(lakefs)
+        (Path(redis_server.dir) / "rules.yaml").write_text(GC_RULES)
+        (Path(redis_server.dir) / "cleaning.yaml").write_text(CLEANING)
+        janitor(env, "gc", "rules", "set", f"lakefs://{REPO}", "-f", str(Path(redis_server.dir) / "rules.yaml"))
+        janitor(env, "gc", "policy", "set", f"lakefs://{REPO}", "-f", str(Path(redis_server.dir) / "cleaning.yaml"))
+        janitor(env, "gc", "plan", f"lakefs://{REPO}", "--min-age", "0s", "--by-prefix", "1")
+        janitor(env, "gc", "run", f"lakefs://{REPO}", "--min-age", "0s")
+        janitor(env, "gc", "show", f"lakefs://{REPO}")
         if args.keep:
             print("\nservices are running; environment for lakefs-janitor:")
             for key in sorted(k for k in env if k.startswith(("LAKECTL_", "LAKEFS_JANITOR_"))

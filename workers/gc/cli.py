@@ -172,9 +172,25 @@ def show_cmd(rt: Runtime, repository: str, limit: int, as_json: bool) -> None:
         oldest = ", ".join(f"{b}@{c[:8]}" for b, c in sorted((r.get("oldest_retained") or {}).items()))
         rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[:16].replace("T", " "),
                      r.get("mode", ""), "yes" if r.get("success") else f"no: {r.get('reason', '')}",
-                     ", ".join(r.get("policies") or []) or "-", oldest or "-", f"{r.get('swept', 0):,}",
-                     f"{r.get('deleted_bytes', 0):,}", f"{r.get('seconds', 0):.1f}")
+                     ", ".join(r.get("policies") or []) or "-", oldest or "-", _deleted_cell(r),
+                     _bytes_cell(r), f"{r.get('seconds', 0):.1f}")
     console.print(rows)
+
+
+def _planned(r: dict) -> bool:
+    return r.get("phase") != "swept"  # a plan, a dry run or a failed run: nothing was deleted
+
+
+def _deleted_cell(r: dict) -> str:
+    if r.get("success") is False and not r.get("swept"):
+        return "-"
+    return f"{r.get('num_deleted_objects', 0):,} planned" if _planned(r) else f"{r.get('swept', 0):,}"
+
+
+def _bytes_cell(r: dict) -> str:
+    if r.get("success") is False and not r.get("swept"):
+        return "-"
+    return f"{r.get('deleted_bytes', 0):,}" + (" planned" if _planned(r) else "")
 
 
 @gc.group("rules")

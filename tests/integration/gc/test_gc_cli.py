@@ -67,6 +67,7 @@ def test_plan_sweep_show_from_the_cli(cli, repo, lakefs, tmp_path):
     assert again["run_id"] == replan and again["swept"] == 0  # nothing left: the plan was empty
     shown = cli("gc", "show", f"lakefs://{repo}").output
     assert "gc rules" in shown and "main@" in shown
+    assert "1 planned" in shown  # a plan's row says what it would delete, not "0 deleted"
     runs = json.loads(cli("gc", "show", f"lakefs://{repo}", "--json").output)[2:]
     assert [r["mode"] for r in runs[:3]] == ["sweep", "plan", "run"] and all(r["success"] for r in runs[:3])
     assert "no GC plan" in cli("gc", "sweep", f"lakefs://{repo}", "--mark-id", "nope", expect_exit=1).output
