@@ -1,7 +1,8 @@
 """Mark: what retained commits and staged entries keep alive (pure; reads go through the callables given).
 
 Ranges are immutable and shared between commits, so each unique metarange and range is read once, whatever the
-number of commits that reference it: the cost follows unique ranges, not commits.
+number of commits that reference it; and the versions of one range share most of their data blocks, so each
+distinct block is decoded once: the cost follows what changed, not commits.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ def unique_range_ids(metarange_ids: Iterable[str], read_metarange: Callable[[str
     return ranges
 
 
-def keys_in_range(data: bytes, namespace_uris: tuple[str, ...]) -> set[str]:
-    """The namespace-relative keys one range file's entries point at (addresses outside it are left out)."""
+def keys_in_range(data: bytes, namespace_uris: tuple[str, ...], seen_blocks: set[bytes] | None = None) -> set[str]:
+    """The namespace-relative keys one range file's entries point at (addresses outside it are left out); with
+    ``seen_blocks``, only those of data blocks not decoded before (see sstable.range_addresses)."""
     out = set()
-    for address, address_type in range_addresses(data):
+    for address, address_type in range_addresses(data, seen_blocks=seen_blocks):
         key = relative_key(address, address_type, namespace_uris)
         if key is not None:
             out.add(key)
@@ -39,7 +41,10 @@ def keys_in_range(data: bytes, namespace_uris: tuple[str, ...]) -> set[str]:
 
 def kept_keys(range_ids: Iterable[str], read_range: Callable[[str], bytes], namespace_uris: tuple[str, ...], *,
               map_: Mapper = map) -> set[str]:
+    # Versions of one range share most of their blocks: each distinct block is decoded once, whatever the
+    # number of range versions holding it (the set is shared by the threads; at worst two decode one block).
+    seen_blocks: set[bytes] = set()
     kept: set[str] = set()
-    for keys in map_(lambda r: keys_in_range(read_range(r), namespace_uris), sorted(set(range_ids))):
+    for keys in map_(lambda r: keys_in_range(read_range(r), namespace_uris, seen_blocks), sorted(set(range_ids))):
         kept |= keys
     return kept

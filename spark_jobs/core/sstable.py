@@ -29,6 +29,7 @@ import google_crc32c  # hardware CRC32C; a hard dependency: GC must not read unv
 _snappy_decompress = cramjam.snappy.decompress_raw
 _crc32c_value = google_crc32c.value
 _unpack_u32 = struct.Struct("<I").unpack_from
+_blake2b = hashlib.blake2b
 
 __all__ = [
     "Entry",
@@ -619,13 +620,30 @@ def _block_entries_fast(b: bytes, out: list[tuple[bytes, str, int, int]]) -> Non
         raise SSTableError("malformed data block (entry overruns the block or address is not UTF-8)") from None
 
 
-def range_addresses(data: bytes, *, verify_checksums: bool = True) -> list[tuple[str, int]]:
-    """(address, address_type) of every entry of a range file: GC's hot path."""
+def range_addresses(data: bytes, *, verify_checksums: bool = True,
+                    seen_blocks: set[bytes] | None = None) -> list[tuple[str, int]]:
+    """(address, address_type) of every entry of a range file: GC's hot path.
+
+    With ``seen_blocks``, data blocks whose stored bytes were decoded before (from any range file) are skipped,
+    and the ones decoded here are added. A commit that changes a few objects makes a new version of each range
+    it touches, but pebble cuts blocks at the same entries, so all the version's blocks but the changed ones are
+    byte for byte those of the version before: identical bytes hold identical entries, so the caller that wants
+    only the set of addresses decodes each distinct block once. The key is a 128-bit BLAKE2b digest of the
+    block as stored (compressed bytes and compression type)."""
     table = _Table(data, verify_checksums=verify_checksums)
     _expect_type(table, b"ranges")
     out: list[tuple[str, int]] = []
-    for block in table.data_blocks():
-        _block_addresses(block, out)
+    if seen_blocks is None:
+        for block in table.data_blocks():
+            _block_addresses(block, out)
+        return out
+    raw = table.data
+    for offset, size in table.data_handles():
+        digest = _blake2b(raw[offset:offset + size + 1], digest_size=16).digest()
+        if digest in seen_blocks:
+            continue
+        _block_addresses(table.block((offset, size)), out)
+        seen_blocks.add(digest)  # only once decoded: a corrupt block is never taken as seen
     return out
 
 
