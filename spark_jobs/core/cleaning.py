@@ -212,27 +212,27 @@ def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, s
     """KEEP_LATEST_FILE_VERSIONS on every matching branch: each path's N most recent distinct versions over the
     branch's first-parent history (N: the largest of the matching policies). Reads each distinct range once."""
     policies, uris = list(policies), tuple(namespace_uris)
-    ranges: dict[str, list[tuple[str, str]]] = {}
 
-    def new_entries(meta_range_id: str, seen: set[str]) -> list[tuple[str, str]]:
-        # A range already walked on this line holds only (path, version) pairs already counted: newest first, a
-        # repeated pair adds no distinct version, so only the ranges new to the line are read and walked.
+    def new_entries(meta_range_id: str, seen_ranges: set[str], seen_blocks: set[bytes]) -> list[tuple[str, str]]:
+        # Newest first, a (path, version) pair met again adds no distinct version: a range, or a data block of a
+        # range version, already walked on this line holds only such pairs, so only what is new is decoded.
         out: list[tuple[str, str]] = []
         for range_id in metarange_range_ids(read_metarange(meta_range_id)) if meta_range_id else []:
-            if range_id in seen:
+            if range_id in seen_ranges:
                 continue
-            seen.add(range_id)
-            if range_id not in ranges:
-                ranges[range_id] = [(path.decode(), key) for path, address, kind, _ in range_entries(read_range(range_id))
-                                    if (key := relative_key(address, kind, uris)) is not None]
-            out += ranges[range_id]
+            seen_ranges.add(range_id)
+            out += [(path.decode(), key) for path, address, kind, _ in
+                    range_entries(read_range(range_id), seen_blocks=seen_blocks)
+                    if (key := relative_key(address, kind, uris)) is not None]
         return out
 
     kept: set[str] = set()
     for branch_id, head in sorted(branch_heads.items()):
         counts = [p.keep_versions for p in policies if p.matches(branch_id) and p.keep_versions]
         if counts:
-            seen: set[str] = set()
+            seen_ranges: set[str] = set()
+            seen_blocks: set[bytes] = set()
             line = first_parent_line(commits, head)
-            kept |= latest_versions((new_entries(commits[c].meta_range_id, seen) for c in line), max(counts))
+            kept |= latest_versions((new_entries(commits[c].meta_range_id, seen_ranges, seen_blocks) for c in line),
+                                    max(counts))
     return kept

@@ -507,14 +507,29 @@ def iter_entries(data: bytes) -> Iterator[Entry]:
             yield decode_entry(_user_key(key), _split_value(value)[1])
 
 
-def range_entries(data: bytes, *, verify_checksums: bool = True) -> list[tuple[bytes, str, int, int]]:
-    """(path, address, address_type, size) of every entry of a range file."""
+def range_entries(data: bytes, *, verify_checksums: bool = True,
+                  seen_blocks: set[bytes] | None = None) -> list[tuple[bytes, str, int, int]]:
+    """(path, address, address_type, size) of every entry of a range file; with ``seen_blocks``, of the data
+    blocks not decoded before only (as in range_addresses)."""
     table = _Table(data, verify_checksums=verify_checksums)
     _expect_type(table, b"ranges")
     out: list[tuple[bytes, str, int, int]] = []
-    for block in table.data_blocks():
-        _block_entries_fast(block, out)
+    if seen_blocks is None:
+        for block in table.data_blocks():
+            _block_entries_fast(block, out)
+        return out
+    for handle, digest in _block_digests(table):
+        if digest not in seen_blocks:
+            _block_entries_fast(table.block(handle), out)
+            seen_blocks.add(digest)
     return out
+
+
+def _block_digests(table: _Table) -> Iterator[tuple[tuple[int, int], bytes]]:
+    """Each data block's handle and the 128-bit BLAKE2b digest of the block as stored (with its type byte)."""
+    raw = table.data
+    for offset, size in table.data_handles():
+        yield (offset, size), _blake2b(raw[offset:offset + size + 1], digest_size=16).digest()
 
 
 def _block_entries_fast(b: bytes, out: list[tuple[bytes, str, int, int]]) -> None:
@@ -637,13 +652,10 @@ def range_addresses(data: bytes, *, verify_checksums: bool = True,
         for block in table.data_blocks():
             _block_addresses(block, out)
         return out
-    raw = table.data
-    for offset, size in table.data_handles():
-        digest = _blake2b(raw[offset:offset + size + 1], digest_size=16).digest()
-        if digest in seen_blocks:
-            continue
-        _block_addresses(table.block((offset, size)), out)
-        seen_blocks.add(digest)  # only once decoded: a corrupt block is never taken as seen
+    for handle, digest in _block_digests(table):
+        if digest not in seen_blocks:
+            _block_addresses(table.block(handle), out)
+            seen_blocks.add(digest)  # only once decoded: a corrupt block is never taken as seen
     return out
 
 

@@ -25,7 +25,10 @@ class ThreadRunner:
         if not units:
             return []
         chunks = max(1, min(len(units), self.threads))
-        parts = [units[i::chunks] for i in range(chunks)]
+        # Contiguous slices, as Spark's parallelize cuts them: neighbouring units (versions of one key span)
+        # share a context
+        size = -(-len(units) // chunks)
+        parts = [units[i:i + size] for i in range(0, len(units), size)]
 
         def run(part: list[Any]) -> list[Any]:
             context = make_context()

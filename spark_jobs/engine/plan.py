@@ -64,6 +64,7 @@ class OpenContext:
         self.ns = Namespace(config.storage)
         self._api: LakeFSApi | None = None
         self.prefixes = namespace_prefixes(config.storage.namespace, config.storage.local_root)
+        self.seen_blocks: set[bytes] = set()  # data blocks this partition decoded (see sstable.range_addresses)
 
     @property
     def api(self) -> LakeFSApi:
@@ -86,8 +87,14 @@ def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[str]:
     return sstable.metarange_range_ids(ctx.read_metadata("meta_range", metarange_id))
 
 
+def unit_metarange_spans(ctx: OpenContext, metarange_id: str) -> list[tuple[bytes, str]]:
+    """(first key, range id) of every range a metarange lists."""
+    return [(r.min_key, r.range_id)
+            for r in sstable.metarange_ranges(ctx.read_metadata("meta_range", metarange_id))]
+
+
 def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
-    return sorted(keys_in_range(ctx.read_metadata("range", range_id), ctx.prefixes))
+    return sorted(keys_in_range(ctx.read_metadata("range", range_id), ctx.prefixes, ctx.seen_blocks))
 
 
 def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:
@@ -227,8 +234,11 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
         progress(phase="commits", commits=len(graph.commits), retained=len(kept_commits),
                  metaranges=len(metaranges))
         t = time.monotonic()
-        range_ids = sorted(set(runner.map_units(metaranges, unit_metarange_ranges, config.open,
-                                                partitions=request.range_partitions)))
+        spans = set(runner.map_units(metaranges, unit_metarange_spans, config.open,
+                                     partitions=request.range_partitions))
+        # In key order, so the versions of one key span fall in one partition, which then decodes the data
+        # blocks they share once (OpenContext.seen_blocks)
+        range_ids = list(dict.fromkeys(range_id for _, range_id in sorted(spans)))
         kept = set(runner.map_units(range_ids, unit_range_addresses, config.open, partitions=request.range_partitions))
         progress(phase="ranges", ranges=len(range_ids), kept=len(kept))
         uncommitted = uncommitted_addresses(api, ctx.ns, request.repository_id, prefixes=ctx.prefixes)
