@@ -28,9 +28,9 @@ def run(*, api_config: LakeFSApiConfig, repository_id: str, mode: str, runner: R
         engine: str = "inprocess", range_partitions: int = 50, address_partitions: int = 200,
         progress: Callable[..., None] = lambda **_: None) -> dict[str, Any]:
     if mode not in MODES:
-        raise GCError(f"unknown GC mode {mode!r} (one of {', '.join(MODES)})", "bad_arguments")
+        raise GCError(f"unknown GC mode {mode!r} (one of {', '.join(MODES)})", "bad-arguments")
     if mode == "sweep" and not mark_id:
-        raise GCError("a sweep needs the mark id of a stored plan (--mark-id)", "bad_arguments")
+        raise GCError("a sweep needs the mark id of a stored plan (--mark-id)", "bad-arguments")
     now = now or datetime.now(UTC)
     api = LakeFSApi(api_config)
     try:

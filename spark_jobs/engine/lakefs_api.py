@@ -18,7 +18,7 @@ class LakeFSApiError(RuntimeError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
-        self.reason = "lakefs_unavailable" if status is None or status >= 500 else "lakefs_error"
+        self.reason = "lakefs-unavailable" if status is None or status >= 500 else "lakefs"
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
     body = api.gc_rules(repository_id)
     if body is None:
         raise GCError(f"repository {repository_id} has no GC rules: nothing is collected until they are set "
-                      f"(lakefs-janitor gc rules set lakefs://{repository_id} ...)", "no_rules")
+                      f"(lakefs-janitor gc rules set lakefs://{repository_id} ...)", "no-rules")
     rules = GCRules.from_api(body)
     heads = api.branches(repository_id)
     commits: dict[str, Commit] = {}
@@ -160,7 +160,7 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
     ns = Namespace(StorageConfig(namespace, local_root, storage_options_json))
     relative = relative_key(location, FULL, namespace_prefixes(namespace, local_root))
     if relative is None:
-        raise GCError(f"lakeFS wrote its commits list outside the namespace: {location}", "lakefs_error")
+        raise GCError(f"lakeFS wrote its commits list outside the namespace: {location}", "lakefs-prepare")
     if relative and not relative.endswith(".csv"):
         relative = relative.rstrip("/") + "/commits.csv"
     for row in csv.DictReader(io.StringIO(ns.read(relative).decode())):
@@ -179,7 +179,7 @@ def _cleaning(api: LakeFSApi, repository_id: str) -> list[CleaningPolicy]:
         return parse_cleaning_policies(json.loads(raw))
     except (ValueError, CleaningPolicyError) as exc:
         raise GCError(f"the cleaning policies stored on {repository_id} are unusable: {exc}; no GC runs until "
-                      "they are replaced (gc policy set --force) or removed (gc policy clear)", "bad_policies") from None
+                      "they are replaced (gc policy set --force) or removed (gc policy clear)", "bad-policies") from None
 
 
 def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str, *, prefixes: tuple[str, ...]) -> set[str]:
@@ -190,7 +190,7 @@ def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str, *, 
     for location in sorted(set(locations)):
         relative = relative_key(location, FULL, prefixes)
         if relative is None:
-            raise GCError(f"lakeFS wrote uncommitted addresses outside the namespace: {location}", "lakefs_error")
+            raise GCError(f"lakeFS wrote uncommitted addresses outside the namespace: {location}", "lakefs-prepare")
         for info in ns.fs.find(ns.path(relative), detail=True).values():
             table = pq.read_table(io.BytesIO(ns.fs.cat_file(info["name"])), columns=["physical_address"])
             for address in table.column("physical_address").to_pylist():
@@ -276,7 +276,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
         summary["seconds"]["total"] = round(time.monotonic() - started, 3)
         return summary
     except StorageError as exc:
-        raise GCError(str(exc), "storage_error") from exc
+        raise GCError(str(exc), "storage") from exc
     finally:
         ctx.close()
 

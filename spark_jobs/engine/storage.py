@@ -28,7 +28,7 @@ RETRYABLE_S3 = {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeo
 
 
 class StorageError(RuntimeError):
-    reason = "storage_error"
+    reason = "storage"
 
 
 @dataclass(frozen=True)

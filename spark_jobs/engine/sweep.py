@@ -38,9 +38,9 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, mark_id: 
     try:
         summary = report.read_summary(ctx.ns, mark_id)
         if not summary.get("success"):
-            raise GCError(f"plan {mark_id} did not succeed: refusing to sweep it", "plan_failed")
+            raise GCError(f"plan {mark_id} did not succeed: refusing to sweep it", "failed-plan")
         if summary.get("dry_run"):
-            raise GCError(f"plan {mark_id} is a dry run: refusing to sweep it", "plan_dry_run")
+            raise GCError(f"plan {mark_id} is a dry run: refusing to sweep it", "dry-run-plan")
         planned = report.read_deleted(ctx.ns, mark_id)
         read_before = report.read_ranges(ctx.ns, mark_id)
         _commits, metaranges = retained_metaranges(graph, now)
@@ -64,9 +64,9 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, mark_id: 
         progress(phase="deleted", deleted=record["deleted"], failed=len(failed))
         report.write_sweep(ctx.ns, mark_id, record)
         if failed:
-            raise GCError(f"{len(failed)} objects could not be deleted, e.g. {failed[0]}", "delete_failed")
+            raise GCError(f"{len(failed)} objects could not be deleted, e.g. {failed[0]}", "storage-delete")
         return record
     except StorageError as exc:
-        raise GCError(str(exc), "storage_error") from exc
+        raise GCError(str(exc), "storage") from exc
     finally:
         ctx.close()

@@ -34,7 +34,7 @@ class JobArgumentParser(argparse.ArgumentParser):
     """Bad arguments become an ``error`` event the submitter shows, not just a usage line lost in Spark's logs."""
 
     def error(self, message: str) -> NoReturn:
-        emit("error", reason="bad_arguments", message=f"{self.prog}: {message}")
+        emit("error", reason="bad-arguments", message=f"{self.prog}: {message}")
         self.exit(2)
 
 

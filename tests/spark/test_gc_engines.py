@@ -146,7 +146,7 @@ def test_spark_run_without_gc_rules_fails_clearly_and_deletes_nothing(lakefs, la
     try:
         with pytest.raises(GCError, match=f"repository {name} has no GC rules") as caught:
             run_gc(spark=local_spark, lakefs=lakefs_conn, repository_id=name, mode="full", env=submit_env)
-        assert caught.value.reason == "no_rules"
+        assert caught.value.reason == "no-rules"
     finally:
         lakefs.repositories.delete_repository(name, force=True)
 

@@ -89,3 +89,14 @@ def test_the_celery_task_submits_the_spark_job(env, history, lakefs, monkeypatch
         assert runs[0]["engine"] == "spark" and runs[0]["phase"] == "swept" and runs[0]["swept"] == result["deleted"]
     finally:
         worker.cleanup()
+
+
+def test_a_repository_without_rules_is_the_same_clear_skip_on_spark(env, lakefs):
+    name = f"si-{uuid.uuid4().hex[:10]}"
+    lakefs.repositories.create_repository(lakefs_sdk.RepositoryCreation(
+        name=name, storage_namespace=f"local://{name}", default_branch="main"))
+    try:
+        out = cli(env, "gc", "run", f"lakefs://{name}", "--engine", "spark", expect_exit=1).output
+        assert f"lakefs://{name} has no GC rules: skipped" in out and "(no-rules)" in out
+    finally:
+        lakefs.repositories.delete_repository(name, force=True)

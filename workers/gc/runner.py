@@ -109,7 +109,10 @@ def _spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, r
                         now=request.now, min_age=min_age_of(gc, request.min_age), mark_id=request.mark_id,
                         storage_options=options or None, metadata_from=gc.metadata_source, on_event=on_event)
     except Exception as exc:  # the job's own GCError, or spark-submit failing: one failure reason either way
-        raise engine.GCError(str(exc), getattr(exc, "reason", "spark")) from exc
+        reason = getattr(exc, "reason", "spark")
+        if reason == "no-rules":  # a skip, as in process (the Celery task reports it as one)
+            raise engine.NoRules(request.repository_id) from exc
+        raise engine.GCError(str(exc), reason) from exc
     summary = Summary.from_dict(result.get("stored_summary", {}))  # both engines write the same summary.json
     if mode in ("full", "sweep"):
         sweep = result.get("stored_sweep") or result.get("sweep") or {}

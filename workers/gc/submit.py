@@ -265,18 +265,18 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, repository_id: str
     outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage_options_json=options_json,
                       on_event=on_event, env=env, app_name=f"lakefs-janitor-gc-{repository_id}")
     if not outcome.success:
-        reason = (outcome.error or {}).get("reason") or "spark_failed"
+        reason = (outcome.error or {}).get("reason") or "spark"
         raise GCError(f"GC of {repository_id} on Spark failed: {outcome.failure_reason()}", reason)
     result = dict(outcome.result)
     ns = Namespace(StorageConfig(result["storage_namespace"], result.get("local_root"), options_json))
     stored = report.read_summary(ns, result["run_id"])
     if not stored.get("success") or stored.get("run_id") != result["run_id"]:
         raise GCError(f"GC of {repository_id}: the job ended but its summary.json does not report success",
-                      "summary_missing")
+                      "summary-missing")
     result["stored_summary"] = stored
     if mode in ("full", "sweep"):
         sweep_record = json.loads(ns.read(f"{report.run_dir(result['run_id'])}/sweep.json"))
         if not sweep_record.get("success"):
-            raise GCError(f"GC of {repository_id}: the sweep's record does not report success", "delete_failed")
+            raise GCError(f"GC of {repository_id}: the sweep's record does not report success", "storage-delete")
         result["stored_sweep"] = sweep_record
     return result
