@@ -511,25 +511,26 @@ def range_entries(data: bytes, *, verify_checksums: bool = True,
                   seen_blocks: set[bytes] | None = None) -> list[tuple[bytes, str, int, int]]:
     """(path, address, address_type, size) of every entry of a range file; with ``seen_blocks``, of the data
     blocks not decoded before only (as in range_addresses)."""
-    table = _Table(data, verify_checksums=verify_checksums)
-    _expect_type(table, b"ranges")
     out: list[tuple[bytes, str, int, int]] = []
-    if seen_blocks is None:
-        for block in table.data_blocks():
-            _block_entries_fast(block, out)
-        return out
-    for handle, digest in _block_digests(table):
-        if digest not in seen_blocks:
-            _block_entries_fast(table.block(handle), out)
-            seen_blocks.add(digest)
+    for block in _range_blocks(data, verify_checksums, seen_blocks):
+        _block_entries_fast(block, out)
     return out
 
 
-def _block_digests(table: _Table) -> Iterator[tuple[tuple[int, int], bytes]]:
-    """Each data block's handle and the 128-bit BLAKE2b digest of the block as stored (with its type byte)."""
+def _range_blocks(data: bytes, verify_checksums: bool, seen_blocks: set[bytes] | None) -> Iterator[bytes]:
+    """The decompressed data blocks of a range file; with ``seen_blocks``, only those whose stored bytes (keyed by
+    a 128-bit BLAKE2b digest, with the compression type byte) are not in it, each added once it was yielded."""
+    table = _Table(data, verify_checksums=verify_checksums)
+    _expect_type(table, b"ranges")
+    if seen_blocks is None:
+        yield from table.data_blocks()
+        return
     raw = table.data
     for offset, size in table.data_handles():
-        yield (offset, size), _blake2b(raw[offset:offset + size + 1], digest_size=16).digest()
+        digest = _blake2b(raw[offset:offset + size + 1], digest_size=16).digest()
+        if digest not in seen_blocks:
+            yield table.block((offset, size))
+            seen_blocks.add(digest)  # only once decoded and walked: a corrupt block is never taken as seen
 
 
 def _block_entries_fast(b: bytes, out: list[tuple[bytes, str, int, int]]) -> None:
@@ -645,17 +646,9 @@ def range_addresses(data: bytes, *, verify_checksums: bool = True,
     byte for byte those of the version before: identical bytes hold identical entries, so the caller that wants
     only the set of addresses decodes each distinct block once. The key is a 128-bit BLAKE2b digest of the
     block as stored (compressed bytes and compression type)."""
-    table = _Table(data, verify_checksums=verify_checksums)
-    _expect_type(table, b"ranges")
     out: list[tuple[str, int]] = []
-    if seen_blocks is None:
-        for block in table.data_blocks():
-            _block_addresses(block, out)
-        return out
-    for handle, digest in _block_digests(table):
-        if digest not in seen_blocks:
-            _block_addresses(table.block(handle), out)
-            seen_blocks.add(digest)  # only once decoded: a corrupt block is never taken as seen
+    for block in _range_blocks(data, verify_checksums, seen_blocks):
+        _block_addresses(block, out)
     return out
 
 
