@@ -100,3 +100,16 @@ def test_a_repository_without_rules_is_the_same_clear_skip_on_spark(env, lakefs)
         assert f"lakefs://{name} has no GC rules: skipped" in out and "(no-rules)" in out
     finally:
         lakefs.repositories.delete_repository(name, force=True)
+
+
+def test_plan_on_spark_then_sweep_in_process_from_the_cli(env, history, lakefs):
+    planned = json.loads(cli(env, "gc", "plan", f"lakefs://{history}", "--engine", "spark", "--min-age", "0s",
+                             "--json").stdout)
+    assert planned["phase"] == "mark" and planned["num_deleted_objects"] >= 5
+    assert not gone(lakefs, history, "v1", "tables/a/part-0")
+    swept = json.loads(cli(env, "gc", "sweep", f"lakefs://{history}", "--mark-id", planned["run_id"],
+                           "--json").stdout)
+    assert swept["phase"] == "swept" and swept["swept"] == planned["num_deleted_objects"]
+    assert gone(lakefs, history, "v1", "tables/a/part-0")
+    assert "--engine inprocess" in cli(env, "gc", "plan", f"lakefs://{history}", "--engine", "spark",
+                                       "--by-prefix", expect_exit=2).output

@@ -125,15 +125,20 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
 @click.option("--by-prefix", "by_prefix", type=click.IntRange(1, 32), is_flag=False, flag_value=2, default=None,
               metavar="[DEPTH]", help="Break the plan down by the path prefix (DEPTH folders, default 2) the "
                                       "objects had in lakeFS, like Hudi's `clean showpartitions`; reads the "
-                                      "expired history to name them.")
+                                      "expired history to name them (in process).")
+@click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None)
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
 def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: int | None,
-             as_json: bool) -> None:
+             engine: str | None, as_json: bool) -> None:
     """Mark only: store the plan (its id is the mark id for `gc sweep`) and show what it would delete."""
+    chosen = engine or rt.settings.gc.engine
+    if by_prefix is not None and chosen == "spark":
+        raise click.UsageError("--by-prefix names objects in process: use --engine inprocess (or auto)")
     request = GCRequest(repository, "plan", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
-                        prefix_depth=by_prefix or 2, by_path=by_prefix is not None)
+                        prefix_depth=by_prefix or 2, by_path=by_prefix is not None,
+                        engine="inprocess" if by_prefix is not None else chosen)
     summary = _go(rt, request, as_json)
     _print_summary(summary, as_json, by_prefix is not None)
     if not as_json:
