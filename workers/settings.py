@@ -120,7 +120,7 @@ class GCSettings(BaseModel):
     auto_spark_above_ranges: int = Field(default=2000, gt=0, description="--engine auto: Spark above this many ranges")
     metadata_source: str = Field(default="storage", pattern="^(storage|lakefs)$",
                                  description="read SSTables from the namespace, or through lakeFS's API")
-    local_blockstore_path: str | None = Field(default=None, description="lakeFS's blockstore.local.path")
+    local_blockstore_path: str | None = Field(default=None, description="lakeFS's blockstore.local.path; None: learnt from lakeFS")
     s3_endpoint_url: str | None = None
     s3_region: str | None = None
     s3_access_key_id: str | None = None
