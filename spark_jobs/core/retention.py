@@ -108,3 +108,18 @@ def metarange_ids(commits: Mapping[str, Commit], retained: Iterable[str]) -> lis
 
 def threshold_of(rules: GCRules, branch_id: str | None, now: datetime) -> datetime:
     return now - timedelta(days=rules.days(branch_id))
+
+
+def oldest_retained(commits: Mapping[str, Commit], branch_heads: Mapping[str, str],
+                    retained: Iterable[str]) -> dict[str, str]:
+    """Per branch, the oldest commit of its first-parent line that the run retains without a gap from HEAD (what
+    `gc show` reports, like Hudi's earliest retained commit)."""
+    kept = set(retained)
+    out = {}
+    for branch_id, head in sorted(branch_heads.items()):
+        current, oldest = commits.get(head), head
+        while current is not None and current.first_parent in kept:
+            oldest = current.first_parent
+            current = commits.get(current.first_parent)
+        out[branch_id] = oldest
+    return out

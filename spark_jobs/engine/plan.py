@@ -30,7 +30,7 @@ from spark_jobs.core.cleaning import (
 from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.plan import StoredObject, plan_deletions
 from spark_jobs.core.report import Summary
-from spark_jobs.core.retention import Commit, GCRules, commit_from_api, metarange_ids
+from spark_jobs.core.retention import Commit, GCRules, commit_from_api, metarange_ids, oldest_retained
 from spark_jobs.engine import report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
 from spark_jobs.engine.parallel import Runner
@@ -262,6 +262,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
             start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
             deleted_bytes=plan.deleted_bytes, retained_commits=len(kept_commits), kept_objects=plan.kept,
             candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
+            oldest_retained=oldest_retained(graph.commits, graph.heads, kept_commits),
             policies=["gc rules", *(p.id for p in graph.cleaning)]).as_dict()
         summary.update({  # what only this engine reports
             "first_slice": units[0].removeprefix("data/").rstrip("/") if len(units) > 1 else "",
@@ -283,7 +284,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, request: M
 
 def plan_fingerprint(summary: dict[str, Any], deleted: list[str]) -> dict[str, Any]:
     """What every engine must agree on: the deleted set and the summary fields all of them write (not the run
-    id, nor ``oldest_retained``, which only the in-process engine reports)."""
-    shared = set(Summary.__dataclass_fields__) - {"run_id", "oldest_retained"}
+    id, nor ``by_path``, which only the in-process engine names)."""
+    shared = set(Summary.__dataclass_fields__) - {"run_id", "by_path"}
     return {"deleted": sorted(deleted), **{k: summary.get(k) for k in sorted(shared)}}
 

@@ -30,7 +30,7 @@ from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_
 from spark_jobs.core.cleaning import retained_set, versions_kept
 from spark_jobs.core.mark import kept_keys, keys_in_range, unique_range_ids
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
-from spark_jobs.core.retention import Commit, GCRules
+from spark_jobs.core.retention import Commit, GCRules, oldest_retained
 from spark_jobs.core.sstable import metarange_range_ids, range_entries
 from workers.gc.cleaning_store import get_cleaning
 from workers.gc.rules import get_rules_document
@@ -281,7 +281,7 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
         run_id=run_id, repository_id=repository_id, success=True, start_time=now.isoformat(),
         cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted, deleted_bytes=plan.deleted_bytes,
         retained_commits=len(retained), kept_objects=plan.kept, candidates=plan.candidates, too_new=plan.too_new,
-        dry_run=dry_run, by_prefix=plan.by_prefix, oldest_retained=_oldest_retained(commits, heads, retained),
+        dry_run=dry_run, by_prefix=plan.by_prefix, oldest_retained=oldest_retained(commits, heads, retained),
         policies=["gc rules", *(p.id for p in cleaning)],
         by_path=by_path_prefix(deleted, paths, prefix_depth) if by_path else {})
     try:  # the plan is on record before anything can be deleted
@@ -333,17 +333,6 @@ def _keys_reader(read_metarange: Callable, read_range: Callable, ns_uris: tuple[
         return out
 
     return keys_of
-
-
-def _oldest_retained(commits: dict[str, Commit], heads: dict[str, str], retained: set[str]) -> dict[str, str]:
-    out = {}
-    for branch, head in heads.items():
-        current, oldest = commits.get(head), head
-        while current is not None and current.first_parent in retained:
-            oldest = current.first_parent
-            current = commits.get(current.first_parent)
-        out[branch] = oldest
-    return out
 
 
 def load_plan(ns: Namespace, run_id: str) -> tuple[report.Summary, list[StoredObject]]:

@@ -108,3 +108,11 @@ def test_random_graphs_match_the_oracle():
         heads = {f"b{j}": rng.choice(ids) for j in range(rng.randint(1, 4))}
         rules = GCRules(rng.randint(1, 20), {"b0": rng.randint(1, 30)})
         assert kept(commits, heads, rules) == oracle(commits, heads, rules)
+
+
+def test_oldest_retained_is_the_end_of_the_unbroken_run_from_head():
+    from spark_jobs.core.retention import Commit, oldest_retained  # noqa: PLC0415
+
+    commits = {c: Commit(c, (p,) if p else (), 0) for c, p in (("a", None), ("b", "a"), ("c", "b"), ("d", "c"))}
+    assert oldest_retained(commits, {"main": "d", "old": "a"}, {"d", "c", "a"}) == {"main": "c", "old": "a"}
+    assert oldest_retained(commits, {"main": "d"}, {"d"}) == {"main": "d"}  # HEAD alone
