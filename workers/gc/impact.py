@@ -26,6 +26,7 @@ def branch_impact(marked: MarkResult, branch_ids: list[str], *, now: datetime) -
     commits, heads, rules, cleaning = seen["commits"], seen["heads"], seen["rules"], seen["cleaning"]
     keys_of, kept, cutoff = seen["keys_of"], seen["kept"], seen["cutoff"]
     sizes = {o.key: (o.size, o.mtime) for o in seen["listed"] if is_data_key(o.key)}
+    staged = seen["staged_by_branch"]()  # per branch: once, whatever the number of branches asked about
     out: dict[str, Impact] = {}
     for branch in branch_ids:
         if branch not in heads:
@@ -40,7 +41,7 @@ def branch_impact(marked: MarkResult, branch_ids: list[str], *, now: datetime) -
             if commit_id in commits:
                 still |= keys_of(commits[commit_id].meta_range_id)
         for b in others:
-            still |= seen["staged"].get(b, set())
+            still |= staged.get(b, set())
         if cleaning:
             still |= versions_kept(commits=commits, branch_heads=others, policies=cleaning,
                                    read_metarange=seen["read_metarange"], read_range=seen["read_range"],

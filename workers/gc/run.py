@@ -141,13 +141,38 @@ def lakefs_retained(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], *, 
     return {r["commit_id"]: r.get("metarange_id", "") for r in rows if r.get("expired", "false") == "false"}
 
 
-def staged_keys(lakefs: LakeFS, repository_id: str, branches: list[str], *, ns_uris: tuple[str, ...]) -> set[str]:
-    """Every uncommitted address on every branch, hidden ones included (deletes need nothing kept)."""
-    return set().union(*staged_keys_by_branch(lakefs, repository_id, branches, ns_uris=ns_uris).values())
+def lakefs_uncommitted(lakefs: LakeFS, ns: Namespace, ns_uris: tuple[str, ...], *, repository_id: str) -> set[str]:
+    """Every staged address on every branch, hidden ones included, as lakeFS's own GC gets them: lakeFS writes
+    them as parquet under ``_lakefs/retention/gc/uncommitted/`` (``prepare_garbage_collection_uncommitted``,
+    paged by continuation token). One call per page, whatever the number of staged objects; the Spark engine
+    reads the same files."""
+    import lakefs_sdk  # noqa: PLC0415 - the SDK model, only here
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    out: set[str] = set()
+    token: str | None = None
+    while True:
+        answer = lakefs.call("prepare GC uncommitted", lakefs.internal.prepare_garbage_collection_uncommitted,
+                             repository_id, lakefs_sdk.PrepareGCUncommittedRequest(continuation_token=token))
+        if answer.gc_uncommitted_location:
+            prefix = relative_key(answer.gc_uncommitted_location, FULL, ns_uris)
+            if prefix is None:
+                raise GCError(f"lakeFS wrote the uncommitted addresses outside the namespace "
+                              f"({answer.gc_uncommitted_location})", "lakefs-prepare")
+            for key in ns.list_metadata(prefix.rstrip("/") + "/"):
+                table = pq.read_table(io.BytesIO(ns.read(key)), columns=["physical_address"])
+                for address in table.column("physical_address").to_pylist():
+                    relative = relative_key(address, FULL if "://" in address else RELATIVE, ns_uris)
+                    if relative is not None:
+                        out.add(relative)
+        token = answer.continuation_token
+        if not token:
+            return out
 
 
 def staged_keys_by_branch(lakefs: LakeFS, repository_id: str, branches: list[str], *,
                           ns_uris: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each branch's staged addresses (the impact view needs them per branch; a run takes lakeFS's own list)."""
     out: dict[str, set[str]] = {}
     for branch in branches:
         keys = out.setdefault(branch, set())
@@ -258,8 +283,10 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
             except (StorageError, LakeFSError, ValueError) as exc:
                 raise GCError(f"reading file versions for keep_versions failed: {exc}", "metadata") from exc
     kept |= versions_keys
-    staged = staged_keys_by_branch(lakefs, repository_id, list(heads), ns_uris=ns_uris)
-    kept |= set().union(*staged.values())
+    try:
+        kept |= lakefs_uncommitted(lakefs, ns, ns_uris, repository_id=repository_id)
+    except StorageError as exc:
+        raise GCError(f"reading lakeFS's list of uncommitted addresses failed: {exc}", "storage-read") from exc
     timings["mark"] = time.monotonic() - t
 
     t = time.monotonic()
@@ -291,7 +318,8 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     except StorageError as exc:
         raise GCError(f"writing the plan failed: {exc}", "storage-write") from exc
     seen = {"commits": commits, "heads": heads, "rules": rules, "cleaning": cleaning, "tags": tags, "listed": listed,
-            "staged": staged, "kept": kept, "cutoff": cutoff.timestamp(),
+            "staged_by_branch": lambda: staged_keys_by_branch(lakefs, repository_id, list(heads), ns_uris=ns_uris),
+            "kept": kept, "cutoff": cutoff.timestamp(),
             "keys_of": _keys_reader(read_metarange, read_range, ns_uris), "read_metarange": read_metarange,
             "read_range": read_range, "ns_uris": ns_uris}
     return MarkResult(summary, deleted, retained, seconds=timings, ranges=len(range_ids), seen=seen,
@@ -360,7 +388,7 @@ def reachable_now(lakefs: LakeFS, ns: Namespace, repository_id: str, *, retained
     with ThreadPoolExecutor(threads) as pool:
         kept = kept_keys(unique_range_ids(metaranges, read_metarange, map_=pool.map), read_range, ns_uris,
                          map_=pool.map)
-    return kept | staged_keys(lakefs, repository_id, list(heads), ns_uris=ns_uris)
+    return kept | lakefs_uncommitted(lakefs, ns, ns_uris, repository_id=repository_id)
 
 
 def sweep(lakefs: LakeFS, ns: Namespace, repository_id: str, *, run_id: str, retained: set[str] | None = None,

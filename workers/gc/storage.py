@@ -30,6 +30,7 @@ class Namespace(Protocol):
 
     def probe(self) -> None: ...
     def list_data(self) -> Iterator[StoredObject]: ...
+    def list_metadata(self, prefix: str) -> list[str]: ...
     def read(self, key: str) -> bytes: ...
     def write(self, key: str, data: bytes) -> None: ...
     def delete(self, keys: list[str]) -> int: ...
@@ -39,6 +40,12 @@ def _check_key(key: str) -> str:
     if not key or key.startswith("/") or ".." in key.split("/"):
         raise StorageError(f"refusing a key that leaves the namespace: {key!r}")
     return key
+
+
+def _metadata_prefix(prefix: str) -> str:
+    if not prefix.startswith(METADATA_PREFIX):
+        raise StorageError(f"the GC lists only lakeFS's metadata under {METADATA_PREFIX}, not {prefix!r}")
+    return _check_key(prefix)
 
 
 class LocalNamespace:
@@ -80,6 +87,17 @@ class LocalNamespace:
                     yield StoredObject(f"data/{entry.name}", st.st_size, st.st_mtime)
         except OSError as exc:
             raise StorageError(f"listing {self.uri} failed: {exc}") from exc
+
+    def list_metadata(self, prefix: str) -> list[str]:
+        """Keys of the files under ``prefix`` inside ``_lakefs/`` (what lakeFS wrote for a GC run)."""
+        base = self._path(_metadata_prefix(prefix))
+        if not base.is_dir():
+            return []
+        try:
+            return sorted(os.path.relpath(os.path.join(folder, name), self.root).replace(os.sep, "/")
+                          for folder, _, files in os.walk(base) for name in files)
+        except OSError as exc:
+            raise StorageError(f"listing {self.uri}/{prefix} failed: {exc}") from exc
 
     def _list_slice(self, path: str) -> list[StoredObject]:
         out = []
@@ -191,6 +209,11 @@ class S3Namespace:
         with ThreadPoolExecutor(self.workers) as pool:  # in parallel by slice
             for found in pool.map(lambda s: [o for p in self._list(s) for o in self._objects(p)], slices):
                 yield from found
+
+    def list_metadata(self, prefix: str) -> list[str]:
+        """Keys of the objects under ``prefix`` inside ``_lakefs/`` (what lakeFS wrote for a GC run)."""
+        start = self.prefix + _metadata_prefix(prefix)
+        return sorted(o["Key"][len(self.prefix):] for page in self._list(start) for o in page.get("Contents", []))
 
     def read(self, key: str) -> bytes:
         body = self._call("read", self.client.get_object, Bucket=self.bucket, Key=self.prefix + _check_key(key))
