@@ -11,7 +11,7 @@ lakeFS computes a retained set too, but its walks share visited commits in commi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -123,3 +123,20 @@ def oldest_retained(commits: Mapping[str, Commit], branch_heads: Mapping[str, st
             current = commits.get(current.first_parent)
         out[branch_id] = oldest
     return out
+
+
+def read_line(log: Iterable[Commit], threshold: int | None, commits: MutableMapping[str, Commit], *,
+              depth: MutableMapping[str, float]) -> None:
+    """Take a ref's first-parent log (newest first, read lazily) into ``commits``, down to the first commit at or
+    before ``threshold`` (the last one retention can keep; None: the whole line). ``depth`` remembers, per
+    commit, the lowest threshold a read went on from it with; a read stops early only at a commit an earlier
+    read went on from at least as deep, so a long retention is never cut short by a shorter one read first."""
+    floor = float("-inf") if threshold is None else threshold
+    for commit in log:
+        commits[commit.id] = commit
+        known = depth.get(commit.id)
+        if known is not None and known <= floor:
+            return
+        depth[commit.id] = floor if known is None else min(known, floor)
+        if threshold is not None and commit.creation_date <= threshold:
+            return

@@ -34,7 +34,8 @@ def run(*, api_config: LakeFSApiConfig, repository_id: str, mode: str, runner: R
     now = now or datetime.now(UTC)
     api = LakeFSApi(api_config)
     try:
-        graph = load_graph(api, repository_id, local_root=local_root, storage_options_json=storage_options_json)
+        graph = load_graph(api, repository_id, now=now, local_root=local_root,
+                           storage_options_json=storage_options_json)
         config = JobContextConfig(api=api_config, repository_id=repository_id, metadata_from=metadata_from,
                                   storage=StorageConfig(graph.namespace, graph.local_root, storage_options_json))
         out: dict[str, Any] = {"repository_id": repository_id, "mode": mode, "engine": engine,
@@ -49,7 +50,7 @@ def run(*, api_config: LakeFSApiConfig, repository_id: str, mode: str, runner: R
             mark_id = run_id
         if mode in ("full", "sweep"):
             if mode == "full":  # the graph may have moved while we marked: the re-check reads it anew
-                graph = load_graph(api, repository_id, local_root=graph.local_root,
+                graph = load_graph(api, repository_id, now=now, local_root=graph.local_root,
                                    storage_options_json=storage_options_json)
             out["run_id"] = mark_id
             out["sweep"] = sweep(api, runner, config, mark_id=mark_id, graph=graph, now=now,

@@ -110,9 +110,10 @@ class LakeFSApi:
         return {b["id"]: b["commit_id"] for b in self._paginate(
             f"{self._repo(repository_id)}/branches", f"list branches of {repository_id}", show_hidden="true")}
 
-    def log(self, repository_id: str, ref: str) -> Iterator[dict[str, Any]]:
+    def log(self, repository_id: str, ref: str, *, first_parent: bool = False) -> Iterator[dict[str, Any]]:
+        params = {"first_parent": "true"} if first_parent else {}
         yield from self._paginate(f"{self._repo(repository_id)}/refs/{quote(ref, safe='')}/commits",
-                                  f"log {repository_id}@{ref}")
+                                  f"log {repository_id}@{ref}", **params)
 
     def commit(self, repository_id: str, commit_id: str) -> dict[str, Any]:
         return self._get(f"{self._repo(repository_id)}/commits/{commit_id}", f"get commit {commit_id}")

@@ -30,7 +30,7 @@ from spark_jobs.core.cleaning import (
 from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.plan import StoredObject, plan_deletions
 from spark_jobs.core.report import Summary
-from spark_jobs.core.retention import Commit, GCRules, commit_from_api, metarange_ids, oldest_retained
+from spark_jobs.core.retention import DAY, Commit, GCRules, commit_from_api, metarange_ids, oldest_retained, read_line
 from spark_jobs.engine import report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
 from spark_jobs.engine.parallel import Runner
@@ -123,7 +123,7 @@ def _first_full_address(api: LakeFSApi, repository_id: str, heads: dict[str, str
     return None
 
 
-def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = None,
+def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, local_root: str | None = None,
                storage_options_json: str | None = None) -> Graph:
     repo = api.repository(repository_id)
     namespace = repo["storage_namespace"]
@@ -133,14 +133,20 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
                       f"(lakefs-janitor gc rules set lakefs://{repository_id} ...)", "no-rules")
     rules = GCRules.from_api(body)
     heads = api.branches(repository_id)
+    cleaning = _cleaning(api, repository_id)
+    now_s = int(now.timestamp())
     commits: dict[str, Commit] = {}
-    for head in sorted(set(heads.values())):
-        if head in commits:
-            continue
-        for c in api.log(repository_id, head):
-            if c["id"] in commits:
-                continue  # the log goes on past known commits (merges), so keep reading: ids dedupe it
-            commits[c["id"]] = commit_from_api(c)
+    depth: dict[str, float] = {}
+
+    def line(ref: str, threshold: int | None) -> None:
+        # Each first-parent line only as deep as retention can reach (the policies need whole lines), pages
+        # fetched lazily: never the whole history of every branch
+        read_line((commit_from_api(c) for c in api.log(repository_id, ref, first_parent=True)), threshold,
+                  commits, depth=depth)
+
+    for branch_id, head in sorted(heads.items()):
+        whole = any(p.matches(branch_id) for p in cleaning)
+        line(head, None if whole else now_s - rules.days(branch_id) * DAY)
     # lakeFS's own retained set (it sees dangling commits of deleted branches, which the API cannot list):
     # ours must contain it.
     prepared = api.prepare_commits(repository_id)
@@ -152,7 +158,7 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
         if local_root is None:
             found = _first_full_address(api, repository_id, heads)
             local_root = local_root_from(namespace, found) if found else None
-    graph = Graph(namespace, local_root, rules, heads, commits, cleaning=_cleaning(api, repository_id))
+    graph = Graph(namespace, local_root, rules, heads, commits, cleaning=cleaning)
     if graph.cleaning:  # savepoints may tag commits no branch reaches any more
         graph.tags = api.tags(repository_id)
         for commit_id in sorted(set(graph.tags.values()) - commits.keys()):
@@ -166,8 +172,8 @@ def load_graph(api: LakeFSApi, repository_id: str, *, local_root: str | None = N
     for row in csv.DictReader(io.StringIO(ns.read(relative).decode())):
         if row.get("expired", "false").lower() == "false":
             graph.lakefs_retained.add(row["commit_id"])
-            if row["commit_id"] not in commits:
-                commits[row["commit_id"]] = commit_from_api(api.commit(repository_id, row["commit_id"]))
+    for commit_id in sorted(graph.lakefs_retained - commits.keys()):  # dangling leaves only lakeFS knows of
+        line(commit_id, now_s - rules.default_retention_days * DAY)
     return graph
 
 

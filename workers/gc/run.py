@@ -30,7 +30,7 @@ from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_
 from spark_jobs.core.cleaning import retained_set, versions_kept
 from spark_jobs.core.mark import kept_keys, keys_in_range, unique_range_ids
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
-from spark_jobs.core.retention import Commit, GCRules, oldest_retained
+from spark_jobs.core.retention import Commit, GCRules, oldest_retained, read_line
 from spark_jobs.core.sstable import metarange_range_ids, range_entries
 from workers.gc.cleaning_store import get_cleaning
 from workers.gc.rules import get_rules_document
@@ -95,16 +95,13 @@ def _commit(c) -> Commit:
     return Commit(c.id, tuple(c.parents or ()), int(c.creation_date), c.meta_range_id or "")
 
 
-def _first_parent_line(lakefs: LakeFS, repository_id: str, ref: str, threshold: int, into: dict[str, Commit], *,
-                       whole: bool = False) -> None:
-    """A ref's first-parent line down to the first commit at or before ``threshold`` (the last one retention can
-    keep), stopping early at commits already known; ``whole``: down to the first commit."""
-    for c in lakefs.paginate("log commits", lakefs.refs.log_commits, repository_id, ref, first_parent=True,
-                             amount=1000):
-        seen = c.id in into
-        into[c.id] = _commit(c)
-        if not whole and (c.creation_date <= threshold or seen):
-            return
+def _first_parent_line(lakefs: LakeFS, repository_id: str, ref: str, threshold: int | None,
+                       into: dict[str, Commit], depth: dict[str, float]) -> None:
+    """A ref's first-parent line down to the first commit at or before ``threshold`` (None: all of it), pages
+    fetched only as far as read_line goes."""
+    log = (_commit(c) for c in lakefs.paginate("log commits", lakefs.refs.log_commits, repository_id, ref,
+                                               first_parent=True, amount=1000))
+    read_line(log, threshold, into, depth=depth)
 
 
 def prepared_commits_location(lakefs: LakeFS, repository_id: str, *, timeout: float = 600) -> str:
@@ -236,9 +233,10 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     run_id = new_run_id(now)
     heads = dict(lakefs.branch_heads(repository_id, show_hidden=True))
     commits: dict[str, Commit] = {}
+    depth: dict[str, float] = {}  # how deep each commit's line has been read (see read_line)
     now_s = int(now.timestamp())
     for branch, head in heads.items():
-        _first_parent_line(lakefs, repository_id, head, now_s - rules.days(branch) * 86400, commits)
+        _first_parent_line(lakefs, repository_id, head, now_s - rules.days(branch) * 86400, commits, depth)
     try:
         theirs = lakefs_retained(lakefs, ns, ns_uris, repository_id=repository_id)
     except StorageError as exc:
@@ -246,14 +244,14 @@ def mark(lakefs: LakeFS, ns: Namespace, repository_id: str, *, now: datetime, mi
     for commit_id in theirs:  # dangling leaves only lakeFS knows of (deleted branches), with their lines
         if commit_id not in commits:
             _first_parent_line(lakefs, repository_id, commit_id, now_s - rules.default_retention_days * 86400,
-                               commits)
+                               commits, depth)
     cleaning = get_cleaning(lakefs, repository_id).policies
     versions_keys: set[str] = set()
     tags: dict[str, str] = {}
     if cleaning:  # the policies need whole first-parent lines and the tags' commits
         for branch, head in heads.items():
             if any(p.matches(branch) for p in cleaning):
-                _first_parent_line(lakefs, repository_id, head, 0, commits, whole=True)
+                _first_parent_line(lakefs, repository_id, head, None, commits, depth)
         tags = {t.id: t.commit_id for t in lakefs.paginate("list tags", lakefs.tags.list_tags, repository_id)}
         for commit_id in set(tags.values()) - commits.keys():
             commits[commit_id] = _commit(lakefs.call("get commit", lakefs.commits.get_commit, repository_id, commit_id))

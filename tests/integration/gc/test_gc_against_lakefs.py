@@ -219,3 +219,22 @@ def test_lakefs_unreachable_mid_mark_fails_before_any_sweep(lakefs, repo, namesp
     with pytest.raises(LakeFSError, match="unreachable"):
         run(DiesAfter(lakefs, 2), namespace, repo, min_age=timedelta(0), local_root=local_root)
     assert {o.key for o in namespace.list_data()} == before
+
+
+def test_a_long_retention_is_not_cut_short_by_a_shorter_one_read_first(lakefs, repo, namespace, local_root):
+    """'a-feature' (7 days) sorts before 'main' (30 days) and shares main's recent history: reading its line first
+    must not stop main's line where the feature's stopped. main's 30-day window and the commit before it are kept
+    by the seed's rule itself, not only because lakeFS's own set happens to hold them."""
+    now = int(time.time())
+    ids = {}
+    for name, days in (("m0", 40), ("m1", 25), ("m2", 20), ("m3", 2)):
+        upload(lakefs, repo, "main", "a.txt", name.encode())
+        ids[name] = commit(lakefs, repo, "main", name, date=now - days * DAY).id
+    create_branch(lakefs, repo, "a-feature", "main")
+    upload(lakefs, repo, "a-feature", "f.txt", b"f")
+    commit(lakefs, repo, "a-feature", "feature", date=now - 1 * DAY)
+    rules(lakefs, repo, 7, main=30)
+    marked = mark(lakefs, namespace, repo, now=datetime.now(UTC), min_age=timedelta(0), local_root=local_root,
+                  dry_run=True)
+    assert {name: marked.why.get(i) for name, i in ids.items()} == {
+        "m0": "branch main", "m1": "branch main", "m2": "branch a-feature", "m3": "branch a-feature"}

@@ -116,3 +116,28 @@ def test_oldest_retained_is_the_end_of_the_unbroken_run_from_head():
     commits = {c: Commit(c, (p,) if p else (), 0) for c, p in (("a", None), ("b", "a"), ("c", "b"), ("d", "c"))}
     assert oldest_retained(commits, {"main": "d", "old": "a"}, {"d", "c", "a"}) == {"main": "c", "old": "a"}
     assert oldest_retained(commits, {"main": "d"}, {"d"}) == {"main": "d"}  # HEAD alone
+
+
+def test_read_line_never_cuts_a_longer_retention_short_and_reads_no_further_than_needed():
+    from spark_jobs.core.retention import Commit, read_line  # noqa: PLC0415
+
+    line = [Commit(f"c{i}", (f"c{i + 1}",) if i < 9 else (), 1000 - i * 100) for i in range(10)]  # newest first
+    consumed: list[str] = []
+
+    def log(start: int = 0):
+        for c in line[start:]:
+            consumed.append(c.id)
+            yield c
+
+    commits: dict = {}
+    depth: dict = {}
+    read_line(log(), 750, commits, depth=depth)  # short retention: c0..c3 (c3 is the first at or before 750)
+    assert sorted(commits) == ["c0", "c1", "c2", "c3"]
+    read_line(log(), 450, commits, depth=depth)  # a longer one read after it goes on past c3, down to c6
+    assert sorted(commits) == [f"c{i}" for i in range(7)]
+    consumed.clear()
+    read_line(log(1), 750, commits, depth=depth)  # a shorter one from c1 stops at once: c1 was read on from deeper
+    assert consumed == ["c1"]
+    consumed.clear()
+    read_line(log(), None, commits, depth=depth)  # the whole line
+    assert sorted(commits) == [f"c{i}" for i in range(10)] and consumed == [f"c{i}" for i in range(10)]
