@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything lakefs-janitor needs on a fresh Debian machine with Python 3.11, Java 17 and Go:
 # Debian packages (redis-server, wrk), a virtualenv in .venv with the project, PySpark and its test tools,
-# and the lakeFS server built from its Go module. Downloads are cached under ~/.cache.
+# the lakeFS server built from its Go module, and the object-store servers of the GC tests (scripts/build-stores.sh).
+# Downloads and builds are cached under ~/.cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-python3.11}"
@@ -28,3 +29,5 @@ fi
 PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test,spark]'  # pip caches the wheel it builds from pyspark's sdist
 
 scripts/build-lakefs.sh >/dev/null
+# The object-store servers the GC is tested on (versitygw for S3, Azurite, fake-gcs-server), cached like lakeFS.
+scripts/build-stores.sh >/dev/null
