@@ -1,13 +1,13 @@
 """Baselines for bench/webhook.py: bare Flask JSON endpoints on the receiver's route.
 
 ``app`` parses the JSON body and answers with a small JSON object, as the receiver does, and nothing else: no
-shared-secret check, no validation, no Redis, no metrics. It is the tracked baseline. ``ping_app`` (only with
-``--ablation``) does the same plus one Redis PING per request through a client built like the receiver's, i.e.
-the cheapest request that still makes one synchronous Redis round trip.
+shared-secret check, no validation, no Redis, no metrics. ``ping_app`` does the same plus one Redis PING per
+request through a client built like the receiver's, i.e. the cheapest request that still makes one synchronous
+Redis round trip: the tracked baseline, since every hook the receiver records has to reach Redis once.
 
 bench/webhook.py serves them with exactly the gunicorn command line that ``lakefs-janitor serve`` produces for the
-receiver (only the bind port and the app differ), so the receiver/bare throughput ratio is the cost of the
-receiver's own work on top of Flask + gunicorn.
+receiver (only the bind port and the app differ), so receiver / ping_app is the cost of the receiver's own work
+on top of Flask + gunicorn + one Redis round trip.
 
     gunicorn ... bench.bare_app:app
 """

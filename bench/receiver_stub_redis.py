@@ -1,24 +1,36 @@
-"""Profiling aid for ``bench/webhook.py --ablation``: the real receiver with its one Redis call stubbed out.
+"""Profiling aid for ``bench/webhook.py --ablation``: the real receiver with its one Redis call answered in process.
 
 Everything else is the production app from ``webhook.create_app`` (secret check, JSON parsing, pydantic
-validation, clock_update, Prometheus multi-process counters, jsonify); only ``ClockStore``'s Lua script call is
-replaced by one that answers "recorded" without a round trip. Served with the receiver's own gunicorn command
-line, it splits the receiver/bare gap into "the Redis round trip" and "the receiver's Python work".
-Never used outside the benchmark.
+validation, what the event changes, Prometheus multi-process counters, jsonify), built like ``webhook.wsgi``;
+only the Redis client is another: its EVALSHA (the receiver's one round trip per hook) answers "changed" at once,
+and its PING (for /healthz) answers too. Anything else it is asked goes to a port where nothing listens and fails,
+so should the receiver start sending other commands the stub's answers stop being 2xx and the bench fails (the
+bench also checks that this server sent Redis nothing). Served with the receiver's own gunicorn command line, it
+splits the receiver's gap into "the Redis round trip" and "the receiver's Python work". Never used outside the
+benchmark.
 """
 
 from __future__ import annotations
+
+import gc
+
+import redis
 
 from webhook import create_app
 from workers.settings import load_settings
 
 
-class _AlwaysRecorded:
-    """Stands in for the registered redis Script: same call signature, no I/O."""
+class _AnsweredInProcess(redis.Redis):
+    """A redis-py client whose EVALSHA and PING need no server."""
 
-    def __call__(self, keys=None, args=None, client=None) -> int:
-        return 1
+    def evalsha(self, sha, numkeys, *keys_and_args):  # the signature of redis.Redis.evalsha
+        return [1, 1, 1, 1]  # every step of the script: "changed"
+
+    def ping(self, **kwargs) -> bool:
+        return True
 
 
-app = create_app(load_settings())
-app.extensions["janitor"]["clock"]._record = _AlwaysRecorded()
+app = create_app(load_settings(),
+                 redis_client=_AnsweredInProcess(host="127.0.0.1", port=9, socket_timeout=2, socket_connect_timeout=2))
+gc.collect()  # as webhook.wsgi does
+gc.freeze()

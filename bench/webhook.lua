@@ -2,9 +2,11 @@
 --
 -- wrk ... -s bench/webhook.lua URL -- SECRET REPOSITORY TAG BASE_EPOCH BRANCHES
 --
--- Request i of thread t writes branch "TAG-t<t>-<i mod BRANCHES>" at event_time BASE_EPOCH + i seconds, so
--- every branch's event_time moves forward on each write and the receiver's Redis update is a real one
--- ("recorded"; "stale" only if a request is overtaken by a later write of its branch on another connection).
+-- Request i of thread t writes branch "TAG-t<t>-<i mod BRANCHES>" at event_time BASE_EPOCH + i seconds with
+-- commit "c-TAG-t<t>-<i>", so every branch's event_time moves forward on each write and the receiver's Redis update
+-- is a real one ("recorded"; "stale" only if a request is overtaken by a later write of its branch on another
+-- connection), and every commit GC counts is a new one. bench/webhook.py picks BASE_EPOCH so that the times stay
+-- inside the window the receiver accepts (not in the future).
 -- Each thread counts responses by HTTP status class and by the body's "status" field, and done() prints one
 -- line "BENCH_JSON {...}" with those counts, wrk's own summary and latency percentiles (us).
 
@@ -31,7 +33,7 @@ function init(args)
 end
 
 local template = '{"event_type":"%s","event_time":"%s","action_name":"lakefs-janitor","hook_id":"janitor",'
-  .. '"repository_id":"%s","branch_id":"%s-t%d-%d","source_ref":"%s-t%d-%d","commit_id":"c%d%08d",'
+  .. '"repository_id":"%s","branch_id":"%s-t%d-%d","source_ref":"%s-t%d-%d","commit_id":"c-%s-t%d-%08d",'
   .. '"commit_message":"bench","committer":"bench","commit_metadata":{"k":"v"}}'
 
 function request()
@@ -40,7 +42,7 @@ function request()
   local event_type = "post-commit"
   if counter % 4 == 0 then event_type = "post-merge" end
   local event_time = os.date("!%Y-%m-%dT%H:%M:%SZ", base + counter)
-  local body = string.format(template, event_type, event_time, repo, tag, tid, b, tag, tid, b, tid, counter)
+  local body = string.format(template, event_type, event_time, repo, tag, tid, b, tag, tid, b, tag, tid, counter)
   return wrk.format(nil, nil, nil, body)
 end
 
