@@ -185,10 +185,13 @@ class VariantServer(Service):
         self.env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(self.dir / "metrics")}
         self.argv = variant_argv(receiver_argv, self.port, app)
 
-    def start(self) -> VariantServer:
+    def spawn(self) -> VariantServer:
         self._spawn(self.argv, self.env)
+        return self
+
+    def wait_ready(self) -> VariantServer:
         wait_until(lambda: requests.get(f"{self.url}/healthz", timeout=1).status_code == 200,
-                   30, self.name, self.proc, self.log)
+                   60, self.name, self.proc, self.log)
         return self
 
     @property
@@ -723,7 +726,10 @@ def main(argv: list[str] | None = None) -> int:
             services.append(servers[name])
             if args.metrics_dir:
                 servers[name].env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir(name)
-            servers[name].start()
+            servers[name].spawn()  # all at once: they boot side by side
+        for server in servers.values():
+            if isinstance(server, VariantServer):
+                server.wait_ready()
         for name, server in servers.items():
             wait_until(lambda s=server: len(children(s.proc.pid)) == args.workers, 30, f"{name} workers")
             print(f"{name:9} {server.url}: {' '.join(cmdline(server.proc.pid)[1:])}")

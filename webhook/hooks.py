@@ -12,7 +12,8 @@ from webhook.auth import secret_ok
 from webhook.context import services
 from webhook.errors import error_response
 from workers.gc.store import GCRuns
-from workers.idle_clock.events import EVENT_TYPES, EventError, clock_update, parse_event
+from workers.hooks import record
+from workers.idle_clock.events import EVENT_TYPES, EventError, parse_event
 
 bp = Blueprint("hooks", __name__)
 
@@ -24,8 +25,9 @@ def _event_label(payload: object) -> str:
 
 @bp.route("/webhooks/lakefs", methods=["POST"], provide_automatic_options=False)
 def receive():
-    metrics = services().metrics
-    secret = services().settings.webhook_secret
+    s = services()
+    metrics = s.metrics
+    secret = s.settings.webhook_secret
     if not secret_ok(secret.get_secret_value() if secret else None):
         metrics.webhook_events.labels("unknown", "unauthorized").inc()
         return error_response(401, "missing or wrong shared secret")
@@ -38,18 +40,14 @@ def receive():
     except EventError as exc:
         metrics.webhook_events.labels(_event_label(payload), "rejected").inc()
         return error_response(422, "not a valid lakeFS event", details=exc.errors)
-    update = clock_update(event)
-    if update is None:
-        metrics.webhook_events.labels(event.event_type, "ignored").inc()
-        return jsonify({"status": "ignored"}), 200
     try:
-        changed = _apply(update)
+        # Everything the event changes in Redis (idle clock, summary, GC's commit count): one atomic round trip.
+        outcome = record(event, clock=s.clock, runs=GCRuns(s.redis, s.settings.key_prefix))
     except Exception:
         metrics.webhook_events.labels(event.event_type, "error").inc()
         raise
-    _count_for_gc(event)
-    metrics.webhook_events.labels(event.event_type, "recorded" if changed else "stale").inc()
-    return jsonify({"status": "recorded" if changed else "stale"}), 200
+    metrics.webhook_events.labels(event.event_type, outcome).inc()
+    return jsonify({"status": outcome}), 200
 
 
 def _read_json() -> tuple[object, Response | None]:
@@ -74,20 +72,3 @@ def _read_json() -> tuple[object, Response | None]:
         return None, error_response(400, "body is JSON nested too deeply")
     except ValueError as exc:
         return None, error_response(400, f"body is not JSON ({exc}); expected a lakeFS action payload")
-
-
-def _count_for_gc(event) -> None:
-    """Event-driven cleaning counts the commits and merges since a repository's last GC run."""
-    if event.event_type in ("post-commit", "post-merge") and event.commit_id:
-        s = services()
-        GCRuns(s.redis, s.settings.key_prefix).count_commit(event.repository_id, event.commit_id)
-
-
-def _apply(update) -> bool:
-    clock = services().clock
-    if update.kind == "create":
-        return clock.record_created(update.repository_id, update.branch_id, update.at, source="webhook",
-                                    head=update.head)
-    if update.kind == "delete":
-        return clock.record_deleted(update.repository_id, update.branch_id, update.at)
-    return clock.record_write(update.repository_id, update.branch_id, update.at, source="webhook", head=update.head)

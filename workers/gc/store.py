@@ -8,8 +8,12 @@ import redis
 from redis.lock import Lock
 
 from workers.locks import named_lock
+from workers.scripts import Step
 
 HISTORY_LENGTH = 1000
+
+# KEYS: the repository's set of commits reported since its last run. ARGV: commit id. 1 when the commit is new.
+COUNT_COMMIT_LUA = "return redis.call('SADD', KEYS[1], ARGV[1])"
 
 
 class GCRuns:
@@ -31,13 +35,10 @@ class GCRuns:
     def _commits(self, repository_id: str) -> str:
         return f"{self.prefix}:gc-commits-since-run:{repository_id}"
 
-    def count_commit(self, repository_id: str, commit_id: str) -> int:
-        """Remember a commit or merge the hooks reported since the last run (a set: a redelivered hook counts
-        once); returns how many there are."""
-        pipe = self.redis.pipeline()
-        pipe.sadd(self._commits(repository_id), commit_id)
-        pipe.scard(self._commits(repository_id))
-        return int(pipe.execute()[1])
+    def commit_step(self, repository_id: str, commit_id: str) -> Step:
+        """Count a commit or merge the hooks reported since the last run, as a step of the hook's one atomic call
+        (``ClockStore.record``); a set, so a redelivered hook counts once."""
+        return Step(COUNT_COMMIT_LUA, (self._commits(repository_id),), (commit_id,))
 
     def commits_since_run(self) -> dict[str, int]:
         """Repository → commits reported since its last run started, for every repository with any."""

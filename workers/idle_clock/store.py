@@ -10,12 +10,17 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import redis
 from redis.lock import Lock
 
+from workers import scripts
 from workers.locks import named_lock
+from workers.scripts import Step
+
+if TYPE_CHECKING:
+    from workers.idle_clock.events import ClockKind
 
 Source = Literal["webhook", "reconciler", "restored"]
 
@@ -28,42 +33,61 @@ local function refresh_summary(key, summary, branch)
 end
 """
 
+# One change to a branch's clock, as a step of an atomic call (workers.scripts): a hook's other changes (GC's commit
+# count) run in the same script. Written for the receiver's hot path: one HMGET reads all it decides on, one HSET
+# writes the branch, and the summary is built from what was read instead of read back.
 # KEYS: branch hash, repository summary hash, repository set.
-# ARGV: kind (create|write|delete), unix seconds, source, branch id, repository id, head commit ('' if none),
-#       tombstone TTL seconds.
-_RECORD = _REFRESH_SUMMARY + """
+# ARGV: kind (create|write|delete), unix seconds (as _stamp writes them), source, branch id, repository id,
+#       head commit ('' if none), tombstone TTL seconds.
+RECORD_LUA = """
 local key, summary, repos = KEYS[1], KEYS[2], KEYS[3]
-local kind, ts, src, branch, repo, head = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local deleted = tonumber(redis.call('HGET', key, 'deleted_at') or '-1')
-if ts < deleted then return 0 end
+local kind, stamp, src, branch, repo, head = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local ts = tonumber(stamp)
+local v = redis.call('HMGET', key, 'deleted_at', 'created_at', 'last_write_at', 'first_seen_at', 'head_at')
+local deleted, created, written, seen, head_at = v[1], v[2], v[3], v[4], v[5]
+if deleted and ts < tonumber(deleted) then return 0 end
 if kind == 'delete' then
-  -- Within one second (lakeFS's event_time has whole seconds) arrival order decides: a delete and a re-create
-  -- delivered in order keep the new life; delivered out of order, the new life loses its creation time and is
-  -- skipped (or adopted), never deleted early.
-  local created = tonumber(redis.call('HGET', key, 'created_at') or '-1')
-  if created > ts then return 0 end
+  -- A creation or write after the deletion belongs to a later life, delivered before this delete: keep it (were
+  -- a write of the next life wiped here while its creation is still on the way, the branch would look idle
+  -- since its creation). Within one second (lakeFS's event_time has whole seconds) arrival order decides: a
+  -- delete and a re-create delivered in order keep the new life; delivered out of order, the new life loses
+  -- its creation time and is skipped (or adopted), never deleted early.
+  if (created and tonumber(created) > ts) or (written and tonumber(written) > ts) then return 0 end
   redis.call('DEL', key)
-  redis.call('HSET', key, 'deleted_at', ts)
+  redis.call('HSET', key, 'deleted_at', stamp)
   redis.call('EXPIRE', key, tonumber(ARGV[7]))
   redis.call('HDEL', summary, branch)
   return 1
 end
-local field = 'created_at'
-if kind == 'write' then field = 'last_write_at' end
-local current = tonumber(redis.call('HGET', key, field) or '-1')
+local fields = {}
 -- The HEAD a hook reports is news even when its time is not (a write the reconciler already dated in the
 -- same second): remembering it keeps the reconciler from counting the same commit again.
 -- lakeFS's event_time has whole seconds while a look is timed to the millisecond: within one second the hook's
 -- HEAD wins (were it the older one, the next look sees the difference and dates it late, never early).
-if head ~= '' then
-  local seen = tonumber(redis.call('HGET', key, 'head_at') or '-1')
-  if ts >= math.floor(seen) then redis.call('HSET', key, 'head', head, 'head_at', ts) end
+if head ~= '' and (not head_at or ts >= math.floor(tonumber(head_at))) then
+  fields = {'head', head, 'head_at', stamp}
 end
-if ts <= current then return 0 end
-redis.call('HDEL', key, 'deleted_at')
-redis.call('PERSIST', key)
-redis.call('HSET', key, field, ts, field == 'created_at' and 'created_src' or 'last_write_src', src)
-refresh_summary(key, summary, branch)
+local current = created
+if kind == 'write' then current = written end
+if current and ts <= tonumber(current) then
+  if #fields > 0 then redis.call('HSET', key, unpack(fields)) end
+  return 0
+end
+if kind == 'write' then
+  written = stamp
+  table.insert(fields, 'last_write_at') table.insert(fields, stamp)
+  table.insert(fields, 'last_write_src') table.insert(fields, src)
+else
+  created = stamp
+  table.insert(fields, 'created_at') table.insert(fields, stamp)
+  table.insert(fields, 'created_src') table.insert(fields, src)
+end
+redis.call('HSET', key, unpack(fields))
+if deleted then
+  redis.call('HDEL', key, 'deleted_at')
+  redis.call('PERSIST', key)
+end
+redis.call('HSET', summary, branch, (created or '') .. ',' .. (written or '') .. ',' .. (seen or ''))
 redis.call('SADD', repos, repo)
 return 1
 """
@@ -155,7 +179,6 @@ class ClockStore:
     def __init__(self, client: redis.Redis, prefix: str = "lakefs-janitor"):
         self.redis = client
         self.prefix = prefix
-        self._record = client.register_script(_RECORD)
         self._observe = client.register_script(_OBSERVE)
 
     def _key(self, repository_id: str, branch_id: str) -> str:
@@ -167,21 +190,30 @@ class ClockStore:
     def _repos(self) -> str:
         return f"{self.prefix}:repositories"
 
-    def _run(self, kind: str, repository_id: str, branch_id: str, at: datetime, source: str, head: str | None) -> bool:
-        keys = [self._key(repository_id, branch_id), self._index(repository_id), self._repos()]
-        args = [kind, _stamp(at), source, branch_id, repository_id, head or "", TOMBSTONE_TTL_SECONDS]
-        return bool(self._record(keys=keys, args=args))
+    def change(self, kind: ClockKind, repository_id: str, branch_id: str, *, at: datetime, source: Source = "webhook",
+               head: str | None = None) -> Step:
+        """One change to a branch's clock (create, write or delete), as a step ``record`` runs, alone or with the
+        steps of other stores that the same event changes. Times only move forward; a time older than a deletion
+        already seen changes nothing."""
+        keys = (self._key(repository_id, branch_id), self._index(repository_id), self._repos())
+        return Step(RECORD_LUA, keys, (kind, _stamp(at), source, branch_id, repository_id, head or "",
+                                       TOMBSTONE_TTL_SECONDS))
+
+    def record(self, change: Step, *also: Step) -> bool:
+        """Apply a ``change`` and the other stores' steps ``also``, in one atomic call and one round trip; whether
+        the clock moved (False: the change was older than what is known)."""
+        return bool(scripts.run(self.redis, (change, *also))[0])
 
     def record_created(self, repository_id: str, branch_id: str, at: datetime, *, source: Source = "webhook",
                        head: str | None = None) -> bool:
-        return self._run("create", repository_id, branch_id, at, source, head)
+        return self.record(self.change("create", repository_id, branch_id, at=at, source=source, head=head))
 
     def record_write(self, repository_id: str, branch_id: str, at: datetime, *, source: Source = "webhook",
                      head: str | None = None) -> bool:
-        return self._run("write", repository_id, branch_id, at, source, head)
+        return self.record(self.change("write", repository_id, branch_id, at=at, source=source, head=head))
 
     def record_deleted(self, repository_id: str, branch_id: str, at: datetime) -> bool:
-        return self._run("delete", repository_id, branch_id, at, "webhook", None)
+        return self.record(self.change("delete", repository_id, branch_id, at=at))
 
     def observe(self, repository_id: str, branch_id: str, *, head: str, fingerprint: str, now: datetime) -> bool:
         """Remember what the reconciler saw, and when the branch was first seen at all."""

@@ -13,7 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("webhook", "workers", "spark_jobs")
-SHARED = ("workers.settings", "workers.uris", "workers.locks", "workers.metrics", "workers.lakefs")
+SHARED = ("workers.settings", "workers.uris", "workers.locks", "workers.metrics", "workers.lakefs", "workers.scripts")
+# What a hook changes spans domains (the idle clock, GC's commit count): only the receiver may use it.
+HOOKS = "workers.hooks"
 DOMAINS = ("workers.idle_clock", "workers.branch_lifecycle", "workers.gc")
 # A domain may build on another only in this direction (a lifecycle run looks at a branch as the reconciler does).
 DOMAIN_MAY_IMPORT = {"workers.branch_lifecycle": ("workers.idle_clock", "workers.gc"),
@@ -59,6 +61,8 @@ def violations() -> list[str]:
                 found.append(f"{name} imports {target}: workers never import webhook")
             elif any(under(name, s) for s in SHARED) and any(under(target, d) for d in DOMAINS):
                 found.append(f"{name} imports {target}: shared modules import no domain")
+            elif under(target, HOOKS) and any(under(name, p) for p in (*SHARED, *DOMAINS)):
+                found.append(f"{name} imports {target}: {HOOKS} is for the receiver; domains never import it")
             else:
                 for domain in DOMAINS:
                     if under(name, domain):
