@@ -6,7 +6,7 @@ import pytest
 
 from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
 from spark_jobs.core.plan import StoredObject, plan_deletions
-from workers.gc.storage import LocalNamespace, StorageError
+from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 
 OLD, CUTOFF, NEW = 100.0, 200.0, 300.0
 
@@ -39,7 +39,8 @@ def test_storage_refuses_to_delete_metadata_or_leave_the_namespace(tmp_path):
     root = tmp_path / "ns"
     (root / "_lakefs").mkdir(parents=True)
     (root / "_lakefs" / "abc").write_bytes(b"m")
-    ns = LocalNamespace("local://ns", root)
+    ns = Namespace(StorageConfig("local://ns", str(tmp_path)))
+    assert ns.path("_lakefs/abc") == str(root / "_lakefs" / "abc")  # the file checked below is the one it sees
     with pytest.raises(StorageError, match="metadata"):
         ns.delete(["_lakefs/abc"])
     with pytest.raises(StorageError, match="leaves the namespace"):
