@@ -1,5 +1,6 @@
-"""In-memory stand-ins for unit tests of orchestration code (no lakeFS, no Redis). Integration tests never use
-them: they run against the real services in tests/services.py."""
+"""In-memory stand-ins of our own stores for unit tests of orchestration code (no Redis). lakeFS is never faked:
+unit tests reach it at a closed loopback port, integration tests run against the real services in
+tests/services.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
-from workers.lakefs.errors import NotFound
 from workers.metrics import Metrics
 
 
@@ -48,26 +48,6 @@ class MemoryRuns:
 
     def run_started(self, repository_id: str) -> None:
         self.started.append(repository_id)
-
-
-class _Repositories:
-    def __init__(self, known: dict[str, str]):
-        self.known = known
-
-    def get_repository(self, repository_id: str, **_: object):
-        if repository_id not in self.known:
-            raise NotFound(f"get repository: lakeFS answered 404: repository {repository_id!r} not found", 404)
-        return type("Repository", (), {"id": repository_id, "storage_namespace": self.known[repository_id]})()
-
-
-class FakeLakeFS:
-    """Just enough of workers.lakefs.client.LakeFS to exercise error paths: repositories and their namespaces."""
-
-    def __init__(self, repositories: dict[str, str] | None = None):
-        self.repositories = _Repositories(repositories or {})
-
-    def call(self, what: str, fn, *args, **kwargs):
-        return fn(*args, **kwargs)
 
 
 def fresh_metrics() -> Metrics:
