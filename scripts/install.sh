@@ -31,3 +31,4 @@ PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test,spark]'  # p
 scripts/build-lakefs.sh >/dev/null
 # The object-store servers the GC is tested on (versitygw for S3, Azurite, fake-gcs-server), cached like lakeFS.
 scripts/build-stores.sh >/dev/null
+scripts/build-k8s-tools.sh >/dev/null  # helm, kubernetes-validate and the CRDs the Helm chart is tested with, cached
