@@ -71,6 +71,9 @@ class Metrics:
                                    ["repository"], namespace=NS, registry=r)
         self.gc_trigger_skips = Counter("gc_trigger_skips", "Due repositories not started, by reason",
                                         ["repository", "reason"], namespace=NS, registry=r)
+        self.gc_storage_backoffs = Counter("gc_storage_backoffs", "Times a store throttled the GC's sweep (SlowDown, "
+                                           "503, ServerBusy) and its request rate backed off", ["repository"],
+                                           namespace=NS, registry=r)
         self.gc_failures = Counter("gc_failures", "GC runs that failed, by reason", ["repository", "reason"],
                                    namespace=NS, registry=r)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from spark_jobs.core.durations import DurationError, parse_duration
@@ -121,10 +121,24 @@ class GCSettings(BaseModel):
     metadata_source: str = Field(default="storage", pattern="^(storage|lakefs)$",
                                  description="read SSTables from the namespace, or through lakeFS's API")
     local_blockstore_path: str | None = Field(default=None, description="lakeFS's blockstore.local.path; None: learnt from lakeFS")
-    s3_endpoint_url: str | None = None
+    # Each store's settings; unset ones fall back to the provider's default credential chain (environment,
+    # config files, instance or workload identity), as lakeFS's own GC does.
+    s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint; None: AWS")
     s3_region: str | None = None
     s3_access_key_id: str | None = None
     s3_secret_access_key: SecretStr | None = None
+    azure_connection_string: SecretStr | None = Field(default=None, description="Azure Blob connection string "
+                                                      "(wins over the account settings)")
+    azure_account_name: str | None = Field(default=None, description="None: the account in the namespace's host")
+    azure_account_key: SecretStr | None = None
+    azure_endpoint_url: str | None = Field(default=None, description="blob endpoint (lakeFS's "
+                                           "blockstore.azure.test_endpoint_url); None: the account's")
+    gcs_endpoint_url: str | None = Field(default=None, description="GCS endpoint (an emulator); None: Google's")
+    gcs_token: str | None = Field(default=None, description="a service-account JSON file, 'anon', or None: the "
+                                  "default credentials")
+    gcs_project: str | None = None
+    store_max_requests: int = Field(default=8, gt=0, le=256, description="requests to the store in flight at once "
+                                    "per process (the throttled sweep's cap)")
     threads: int = Field(default=8, gt=0, le=256, description="in-process engine: reads and deletes in parallel")
     lock_seconds: int = Field(default=6 * 3600, gt=0, description="one GC per repository at a time; expiry")
     trigger_commits: int = Field(default=0, ge=0, description="start a repository's GC after this many commits "
@@ -137,6 +151,26 @@ class GCSettings(BaseModel):
     @classmethod
     def _cron(cls, value: str) -> str:
         return _check_cron(value)
+
+    @field_validator("s3_endpoint_url", "azure_endpoint_url", "gcs_endpoint_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http(s):// URL")
+        return value.rstrip("/") if value else value
+
+    @model_validator(mode="after")
+    def _stores(self) -> GCSettings:
+        if bool(self.s3_access_key_id) != bool(self.s3_secret_access_key):
+            raise ValueError("gc.s3_access_key_id and gc.s3_secret_access_key go together: set both (or neither, "
+                             "for the default credential chain)")
+        if self.azure_account_key and not (self.azure_account_name or self.azure_connection_string):
+            raise ValueError("gc.azure_account_key needs gc.azure_account_name (the key is the account's)")
+        if self.gcs_token not in (None, "anon", "google_default", "cloud", "browser") and \
+                not Path(self.gcs_token).expanduser().is_file():
+            raise ValueError(f"gc.gcs_token: {self.gcs_token!r} is neither 'anon' nor a readable service-account "
+                             "JSON file")
+        return self
 
     @field_validator("min_age")
     @classmethod

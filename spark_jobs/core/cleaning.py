@@ -164,6 +164,12 @@ def policy_retained(*, commits: Mapping[str, Commit], branch_heads: Mapping[str,
     return why
 
 
+def savepoint_tags(tags: Mapping[str, str], policies: Iterable[CleaningPolicy]) -> dict[str, str]:
+    """The tags (tag id → commit id) some policy's savepoint patterns match: the only tags a clean keeps."""
+    patterns = [s for p in policies for s in p.savepoints]
+    return {t: c for t, c in tags.items() if any(fnmatch.fnmatchcase(t, s) for s in patterns)}
+
+
 def latest_versions(history: Iterable[Iterable[tuple[str, str]]], n: int) -> set[str]:
     """KEEP_LATEST_FILE_VERSIONS over a branch's history, newest commit first: for every path, its N most recent
     distinct addresses (the first one seen is HEAD's, so HEAD's version is always among them)."""
@@ -184,17 +190,17 @@ def overridden_branches(branch_heads: Mapping[str, str], policies: Iterable[Clea
 
 def retained_set(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str], rules: GCRules,
                  lakefs_retained: Iterable[str], policies: Iterable[CleaningPolicy], tags: Mapping[str, str],
-                 now: datetime) -> Retained:
+                 now: datetime, not_leaves: Iterable[str] = ()) -> Retained:
     """Every commit a run retains, each with why: the seed's rule on every branch no ``override_gc_rules`` policy
     matches and on the ancestry leaves; lakeFS's own retained set, except the commits lakeFS keeps only for an
     overridden branch (those on its first-parent line that no other reason keeps); every branch HEAD; and what
     the policies keep. Without an overriding policy this is a superset of lakeFS's set: a clean then never
-    deletes what lakeFS's GC would keep. ``commits`` must hold the overridden branches' whole first-parent lines.
-    Both engines call this one function."""
+    deletes what lakeFS's GC would keep. ``commits`` must hold the overridden branches' whole first-parent lines;
+    ``not_leaves`` are commits in ``commits`` only as a savepoint's target (never dangling tips)."""
     policies = list(policies)
     overridden = overridden_branches(branch_heads, policies)
     why = dict(retained_commits(commits=commits, branch_heads=branch_heads, rules=rules, now=now,
-                                skip_branches=overridden).why)
+                                skip_branches=overridden, not_leaves=not_leaves).why)
     only_for_overridden = {c for b in overridden for c in first_parent_line(commits, branch_heads[b])}
     for commit_id in sorted(set(lakefs_retained) - only_for_overridden):
         why.setdefault(commit_id, "lakeFS's own retained set")

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import io
 import json
+import secrets
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 
 REPORT_PREFIX = "_lakefs/retention/gc/unified"
+FORMAT = 2  # the plan layout; a plan of another format is never swept
 
 
 @dataclass
@@ -37,6 +40,24 @@ class Summary:
     oldest_retained: dict = field(default_factory=dict)  # branch -> oldest retained commit on its first-parent line
     policies: list = field(default_factory=list)  # "gc rules" and the ids of the cleaning policies applied
     error: str | None = None
+    format: int = FORMAT
+    marked: bool = False  # the mark completed and its plan is whole: the only plans a sweep executes
+    engine: str = ""  # the runner: inprocess | spark
+    storage_namespace: str = ""
+    local_root: str | None = None  # the local blockstore's folder, for a local:// namespace
+    min_age_seconds: float = 0.0
+    commits: int = 0  # commits read
+    lakefs_retained_commits: int = 0
+    metaranges: int = 0
+    ranges: int = 0  # distinct range files the mark read
+    uncommitted_addresses: int = 0
+    seconds: dict = field(default_factory=dict)  # phase -> seconds
+    delete_requests: int = 0
+    backoffs: int = 0  # times the store throttled the sweep and the rate backed off
+    num_failed: int = 0
+    failed: list = field(default_factory=list)  # the first failures of the sweep
+    new_ranges_read: int = 0  # by the sweep's re-check
+    swept_at: str | None = None
 
     @classmethod
     def parse(cls, data: bytes) -> Summary:
@@ -52,6 +73,11 @@ class Summary:
 
     def dumps(self) -> bytes:
         return json.dumps(self.as_dict(), indent=2, sort_keys=True).encode()
+
+
+def new_run_id(now: datetime) -> str:
+    """Sorts newest first like lakeFS's descending xids: 10^10 - seconds, then randomness."""
+    return f"{10**10 - int(now.timestamp()):010d}-{secrets.token_hex(6)}"
 
 
 def run_dir(run_id: str) -> str:
@@ -73,8 +99,9 @@ def ranges_key(run_id: str) -> str:
     return f"{run_dir(run_id)}/ranges.json"
 
 
-def sweep_key(run_id: str) -> str:
-    return f"{run_dir(run_id)}/sweep.json"
+def retained_key(run_id: str) -> str:
+    """The commits the mark retained (so the sweep's re-check reads only HEADs that moved off them)."""
+    return f"{run_dir(run_id)}/retained.json"
 
 
 def deleted_parquet(addresses: list[str], sizes: list[int]) -> bytes:

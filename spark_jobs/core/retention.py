@@ -55,10 +55,12 @@ class Retained:
     why: Mapping[str, str]
 
 
-def ancestry_leaves(commits: Mapping[str, Commit], branch_heads: Iterable[str]) -> set[str]:
-    """Commits that are no commit's first parent and no branch HEAD."""
+def ancestry_leaves(commits: Mapping[str, Commit], branch_heads: Iterable[str],
+                    not_leaves: Iterable[str] = ()) -> set[str]:
+    """Commits that are no commit's first parent and no branch HEAD. ``not_leaves``: commits known for another
+    reason only (a tag's commit whose children were not read is no tip of a deleted branch)."""
     first_parents = {c.first_parent for c in commits.values() if c.first_parent}
-    return set(commits) - first_parents - set(branch_heads)
+    return set(commits) - first_parents - set(branch_heads) - set(not_leaves)
 
 
 def walk(commits: Mapping[str, Commit], start: str, threshold: int, *, keep_start: bool) -> list[str]:
@@ -77,7 +79,7 @@ def walk(commits: Mapping[str, Commit], start: str, threshold: int, *, keep_star
 
 
 def retained_commits(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str], rules: GCRules,
-                     now: datetime, skip_branches: Iterable[str] = ()) -> Retained:
+                     now: datetime, skip_branches: Iterable[str] = (), not_leaves: Iterable[str] = ()) -> Retained:
     """The seed's retained set. ``branch_heads`` maps every branch (hidden ones included) to its HEAD; branches in
     ``skip_branches`` (their retention decided elsewhere) are not walked, but their HEADs are still no leaves."""
     now_s = int(now.timestamp())
@@ -90,7 +92,7 @@ def retained_commits(*, commits: Mapping[str, Commit], branch_heads: Mapping[str
         for commit_id in walk(commits, head, threshold, keep_start=True):
             why.setdefault(commit_id, f"branch {branch_id}")
     default = now_s - rules.default_retention_days * DAY
-    for leaf in sorted(ancestry_leaves(commits, branch_heads.values())):
+    for leaf in sorted(ancestry_leaves(commits, branch_heads.values(), not_leaves)):
         for commit_id in walk(commits, leaf, default, keep_start=False):
             why.setdefault(commit_id, f"dangling leaf {leaf[:12]}")
     return Retained(frozenset(why), why)

@@ -1,62 +1,117 @@
-"""One GC run, whatever the engine: full (mark, then sweep that plan), mark only, sweep a stored mark, dry run.
-The caller picks the Runner (threads in-process, executors on Spark); everything else is the same code."""
+"""One GC run, whatever the runner: full (mark, then sweep that plan), mark only, sweep a stored plan, dry run.
+The caller picks the Runner (threads in process, executors on Spark); everything else is this code. The result is
+the run's one record (``core.report.Summary``), as stored in summary.json."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
+from spark_jobs.core.mark import unique_range_ids
+from spark_jobs.core.report import Summary, new_run_id
+from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
+from spark_jobs.engine.mark import GCError, JobConfig, Marked, MarkRequest, Progress, load_graph, mark
 from spark_jobs.engine.parallel import Runner
-from spark_jobs.engine.plan import GCError, JobContextConfig, MarkRequest, load_graph, mark
-from spark_jobs.engine.storage import StorageConfig
+from spark_jobs.engine.storage import StorageConfig, StorageError
 from spark_jobs.engine.sweep import sweep
 
 MODES = ("full", "mark", "sweep", "dry-run")
 
 
-def new_run_id(now: datetime) -> str:
-    # Sorts newest first like lakeFS's descending xids, so listings show recent runs first.
-    return f"{(10**10 - int(now.timestamp())):010d}-{uuid.uuid4().hex[:12]}"
+@dataclass(frozen=True)
+class RunRequest:
+    repository_id: str
+    mode: str = "full"
+    now: datetime | None = None
+    run_id: str | None = None
+    mark_id: str | None = None  # the plan a sweep executes
+    min_age: timedelta | None = None
+    max_deletions: int | None = None
+    prefix_depth: int = 2
+    by_path: bool = False
+    engine: str = "inprocess"  # the runner's name, for the record
+    metadata_from: str = "storage"
+    range_partitions: int = 50
+    address_partitions: int = 200
 
 
-def run(*, api_config: LakeFSApiConfig, repository_id: str, mode: str, runner: Runner, now: datetime | None = None,
-        run_id: str | None = None, mark_id: str | None = None, min_age: timedelta | None = None,
-        storage_options_json: str | None = None, local_root: str | None = None, metadata_from: str = "storage",
-        engine: str = "inprocess", range_partitions: int = 50, address_partitions: int = 200,
-        progress: Callable[..., None] = lambda **_: None) -> dict[str, Any]:
-    if mode not in MODES:
-        raise GCError(f"unknown GC mode {mode!r} (one of {', '.join(MODES)})", "bad-arguments")
-    if mode == "sweep" and not mark_id:
-        raise GCError("a sweep needs the mark id of a stored plan (--mark-id)", "bad-arguments")
-    now = now or datetime.now(UTC)
+def _check(request: RunRequest) -> datetime:
+    if request.mode not in MODES:
+        raise GCError(f"unknown GC mode {request.mode!r} (one of {', '.join(MODES)})", "bad-arguments")
+    if request.mode == "sweep" and not request.mark_id:
+        raise GCError("a sweep needs the id of a stored plan (--mark-id)", "bad-arguments")
+    now = request.now or datetime.now(UTC)
+    if request.mode in ("full", "mark") and now > datetime.now(UTC) + timedelta(seconds=5):
+        raise GCError("a run dated in the future would delete objects not yet expired; only a dry run may look "
+                      "ahead", "future-now")
+    return now
+
+
+def run(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, runner: Runner, *,
+        progress: Progress = lambda phase, count: None) -> Summary:
+    """``storage`` carries the store options (and the local blockstore's folder when configured); the namespace
+    itself is the repository's, read from lakeFS."""
+    return run_marked(api_config, storage, request, runner, progress=progress)[0]
+
+
+def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, runner: Runner, *,
+               progress: Progress = lambda phase, count: None) -> tuple[Summary, Marked | None]:
+    """``run``, with what the mark saw (None for a sweep of a stored plan)."""
+    now = _check(request)
     api = LakeFSApi(api_config)
     try:
-        graph = load_graph(api, repository_id, now=now, local_root=local_root,
-                           storage_options_json=storage_options_json)
-        config = JobContextConfig(api=api_config, repository_id=repository_id, metadata_from=metadata_from,
-                                  storage=StorageConfig(graph.namespace, graph.local_root, storage_options_json))
-        out: dict[str, Any] = {"repository_id": repository_id, "mode": mode, "engine": engine,
-                               "storage_namespace": graph.namespace, "local_root": graph.local_root}
-        if mode != "sweep":
-            run_id = run_id or new_run_id(now)
-            out["run_id"] = run_id
-            out["summary"] = mark(api, runner, config, request=MarkRequest(
-                repository_id=repository_id, run_id=run_id, now=now, min_age=min_age, dry_run=mode == "dry-run",
-                engine=engine, range_partitions=range_partitions, address_partitions=address_partitions),
-                graph=graph, progress=progress)
-            mark_id = run_id
-        if mode in ("full", "sweep"):
-            if mode == "full":  # the graph may have moved while we marked: the re-check reads it anew
-                graph = load_graph(api, repository_id, now=now, local_root=graph.local_root,
-                                   storage_options_json=storage_options_json)
-            out["run_id"] = mark_id
-            out["sweep"] = sweep(api, runner, config, mark_id=mark_id, graph=graph, now=now,
-                                 range_partitions=range_partitions, address_partitions=address_partitions,
-                                 progress=progress)
-        out["success"] = True
-        return out
+        marked = None
+        if request.mode == "sweep":
+            storage = resolve_storage(api, request.repository_id, storage)
+            mark_id = request.mark_id or ""
+        else:
+            graph, storage = load_graph(api, request.repository_id, now=now, storage=storage)
+            config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
+            mark_id = request.run_id or new_run_id(now)
+            marked = mark(api, runner, config, request=MarkRequest(
+                repository_id=request.repository_id, run_id=mark_id, now=now, min_age=request.min_age,
+                dry_run=request.mode == "dry-run", engine=request.engine, range_partitions=request.range_partitions,
+                address_partitions=request.address_partitions, prefix_depth=request.prefix_depth,
+                by_path=request.by_path), graph=graph, progress=progress)
+            if request.mode != "full":
+                return marked.summary, marked
+        config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
+        summary = sweep(api, runner, config, mark_id=mark_id, range_partitions=request.range_partitions,
+                        address_partitions=request.address_partitions, max_deletions=request.max_deletions,
+                        progress=progress)
+        summary.engine = request.engine
+        return summary, marked
+    except LakeFSApiError as exc:
+        raise GCError(str(exc), exc.reason) from exc
+    except StorageError as exc:
+        raise GCError(str(exc), "storage") from exc
+    finally:
+        api.close()
+
+
+def resolve_storage(api: LakeFSApi, repository_id: str, storage: StorageConfig) -> StorageConfig:
+    """The repository's namespace in ``storage``; a local blockstore's folder learnt from lakeFS when not set."""
+    namespace = api.repository(repository_id)["storage_namespace"]
+    local_root = storage.local_root
+    if namespace.startswith("local://") and not local_root:
+        from spark_jobs.core.addresses import local_root_from  # noqa: PLC0415
+
+        location = api.prepare_commits(repository_id).get("gc_commits_location", "")
+        local_root = local_root_from(namespace, location)
+    return replace(storage, namespace=namespace, local_root=local_root)
+
+
+def head_range_count(api_config: LakeFSApiConfig, repository_id: str) -> int:
+    """The distinct ranges the branch HEADs reach, read through lakeFS (no storage access needed): a cheap
+    measure of a repository's size, the one ``--engine auto`` decides by."""
+    api = LakeFSApi(api_config)
+    try:
+        heads = set(api.branches(repository_id).values())
+        metaranges = {api.commit(repository_id, h).get("meta_range_id", "") for h in heads}
+        return len(unique_range_ids(metaranges, lambda m: api.metadata_object(repository_id, "meta_range", m)))
+    except LakeFSApiError as exc:
+        raise GCError(f"sizing lakefs://{repository_id} failed: {exc}", exc.reason) from exc
+    except ValueError as exc:
+        raise GCError(f"sizing lakefs://{repository_id}: unreadable metarange: {exc}", "corrupt-metadata") from exc
     finally:
         api.close()

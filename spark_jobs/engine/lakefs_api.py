@@ -1,5 +1,7 @@
-"""A small lakeFS REST client on `requests`, for the GC on the driver and on executors (spark_jobs ships alone,
-without lakefs_sdk). Plain configuration in, so it can be rebuilt on an executor from what the job was given.
+"""The GC's view of lakeFS: a small REST client on `requests`, the one the engine uses on either runner, on the
+driver and on executors (spark_jobs ships alone, without lakefs_sdk). Plain configuration in, so it can be rebuilt
+on an executor from what the job was given. It reads: GC rules, grace period, branch HEADs, first-parent logs,
+tags, cleaning policies (repository metadata), prepared commits and uncommitted addresses, metadata files.
 Idempotent GETs are retried on connection errors and 5xx with back-off; everything else fails with a clear
 LakeFSApiError naming the call."""
 
@@ -122,6 +124,33 @@ class LakeFSApi:
         """A range or metarange file's bytes through lakeFS (kind: range | meta_range)."""
         return self._request("GET", f"{self._repo(repository_id)}/metadata/object/{kind}/{object_id}",
                              f"read {kind} {object_id}").content
+
+    def objects(self, repository_id: str, ref: str, *, amount: int = 1000) -> Iterator[dict[str, Any]]:
+        yield from self._paginate(f"{self._repo(repository_id)}/refs/{quote(ref, safe='')}/objects/ls",
+                                  f"list objects of {repository_id}@{ref}")
+
+    def first_object(self, repository_id: str, ref: str) -> dict[str, Any] | None:
+        page = self._get(f"{self._repo(repository_id)}/refs/{quote(ref, safe='')}/objects/ls",
+                         f"list objects of {repository_id}@{ref}", amount=1)
+        return next(iter(page.get("results", [])), None)
+
+    def staged_addresses(self, repository_id: str, branch_id: str) -> list[str]:
+        """Physical addresses of a branch's staged (uncommitted) objects: its diff, then a stat per object."""
+        out = []
+        branch = quote(branch_id, safe="")
+        for diff in self._paginate(f"{self._repo(repository_id)}/branches/{branch}/diff",
+                                   f"list uncommitted changes of {repository_id}@{branch_id}"):
+            if diff.get("type") == "removed" or diff.get("path_type", "object") != "object":
+                continue
+            try:
+                stat = self._get(f"{self._repo(repository_id)}/refs/{branch}/objects/stat",
+                                 f"stat {diff['path']}", path=diff["path"])
+            except LakeFSApiError as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            out.append(stat["physical_address"])
+        return out
 
     def prepare_commits(self, repository_id: str, *, timeout: float = 1200) -> dict[str, Any]:
         """lakeFS's own retained-commits computation (async form; the blocking one fails on the local

@@ -1,30 +1,41 @@
-"""The storage namespace through fsspec: read and write GC metadata, list data objects by unit (one unit per
-``data/<slice>/`` plus the legacy flat root), and delete in provider batches.
+"""The storage namespace as the GC sees it, on every store lakeFS supports, through fsspec: list data objects by
+unit (one unit per ``data/<slice>/`` plus the legacy flat root), read, write under ``_lakefs/``, and delete in the
+store's batches under its throttling (``throttle.Throttle``).
 
-Built from plain configuration (``StorageConfig``) so an executor can rebuild it. Never lists or deletes under
-``_lakefs/``; never touches anything outside the namespace (addresses are relative to it by construction).
+Built from plain configuration (``StorageConfig``) so an executor can rebuild it. Never lists, writes or deletes
+outside the namespace (keys are relative to it by construction and checked), and never deletes under ``_lakefs/``.
 
-* S3 (s3fs): listing by prefix, deletes with DeleteObjects at 1,000 keys per request, back-off and retry of keys
-  that failed with SlowDown / 503 / InternalError; NoSuchKey counts as deleted.
-* local (lakeFS's local blockstore): ``local://<name>`` is the folder ``<blockstore root>/<name>``; the root is
-  found from the full addresses lakeFS reports (see addresses.local_root_from).
-* GCS / Azure: the same code through gcsfs / adlfs (``fs.rm`` of a list: gcsfs batches 100 per request, adlfs
-  deletes concurrently); install them next to the janitor and pass their options as storage options.
+=========  ==========================================================  ===========  ===========================
+store      namespace forms (as lakeFS accepts them)                     fsspec       delete batch
+=========  ==========================================================  ===========  ===========================
+local      ``local://<name>`` (under lakeFS's blockstore.local.path)   file         one unlink per object
+S3         ``s3://bucket/prefix`` (``s3a://`` read as the same)         s3fs         DeleteObjects, 1,000 keys
+Azure      ``https://<account>.blob.core.windows.net/<container>/…``   adlfs        blob batch, 256 blobs
+           (ADLS Gen2: ``…dfs.core.windows.net/…``, the same blobs)
+GCS        ``gs://bucket/prefix``                                      gcsfs        JSON batch, 100 objects
+=========  ==========================================================  ===========  ===========================
 """
 
 from __future__ import annotations
 
 import json
-import random
-import time
+import os
+import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from spark_jobs.core.addresses import namespace_prefixes
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
+from spark_jobs.engine.throttle import Throttle, Throttled
 
-S3_BATCH = 1000
-RETRYABLE_S3 = {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling", "503"}
+BATCH = {"local": 1000, "s3": 1000, "azure": 256, "gcs": 100}
+AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?:blob|dfs)\.core\.windows\.net$")
+# What the stores answer when they throttle or have a passing fault worth a retry at a lower rate
+THROTTLING = ("SlowDown", "ServerBusy", "Throttl", "TooManyRequests", "Too Many Requests", "RequestLimitExceeded",
+              "ServiceUnavailable", "Service Unavailable", "InternalError", "OperationTimedOut", "rateLimitExceeded")
+THROTTLING_STATUS = {429, 500, 502, 503, 504}
 
 
 class StorageError(RuntimeError):
@@ -32,24 +43,64 @@ class StorageError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class StorageConfig:
-    namespace: str  # as lakeFS gives it: s3://bucket/prefix, local://name, gs://..., az://...
-    local_root: str | None = None  # the local blockstore's root folder, for local:// namespaces
-    options_json: str | None = None  # fsspec storage options (JSON object), e.g. an S3 endpoint and keys
+class Location:
+    store: str  # local | s3 | azure | gcs
+    protocol: str  # fsspec protocol
+    root: str  # the namespace's path as fsspec names it: bucket/prefix, container/prefix, or a local folder
+    account: str | None = None  # Azure storage account
 
-    def options(self) -> dict:
-        return json.loads(self.options_json) if self.options_json else {}
+
+def locate(namespace: str, local_root: str | None = None) -> Location:
+    """Where a storage namespace lives, or a StorageError that says which forms are supported."""
+    scheme, _, rest = namespace.partition("://")
+    if not rest.strip("/"):
+        raise StorageError(f"storage namespace {namespace!r} is not a URL with a bucket, container or name")
+    if scheme == "local":
+        if not local_root:
+            raise StorageError(f"{namespace} is on lakeFS's local blockstore: set the blockstore folder "
+                               "(LAKEFS_JANITOR_GC__LOCAL_BLOCKSTORE_PATH, lakeFS's blockstore.local.path)")
+        return Location("local", "file", f"{local_root.rstrip('/')}/{rest.strip('/')}")
+    if scheme in ("s3", "s3a"):
+        return Location("s3", "s3", rest.strip("/"))
+    if scheme == "gs":
+        return Location("gcs", "gcs", rest.strip("/"))
+    if scheme in ("https", "http"):
+        host, _, path = rest.partition("/")
+        match = AZURE_HOST.match(host)
+        if match and path.strip("/"):
+            return Location("azure", "abfs", path.strip("/"), match.group("account"))
+    raise StorageError(f"storage namespace {namespace!r}: supported are local://name, s3://bucket/prefix, "
+                       "gs://bucket/prefix and https://<account>.blob.core.windows.net/<container>/<prefix>")
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    namespace: str  # as lakeFS gives it
+    local_root: str | None = None  # the local blockstore's folder, for local:// namespaces
+    # fsspec options per store, a JSON object {"s3": {...}, "azure": {...}, "gcs": {...}}: endpoint, credentials
+    options_json: str | None = None
+    max_in_flight: int = 8  # requests to the store at once, per process
+
+    def options(self, store: str) -> dict[str, Any]:
+        try:
+            every = json.loads(self.options_json) if self.options_json else {}
+        except ValueError as exc:
+            raise StorageError(f"the storage options are not JSON: {exc}") from None
+        if not isinstance(every, dict) or not isinstance(every.get(store, {}), dict):
+            raise StorageError('the storage options must be a JSON object {"s3": {...}, "azure": {...}, "gcs": {...}}')
+        return dict(every.get(store) or {})
 
 
 @dataclass
 class DeleteResult:
     deleted: int = 0
     requests: int = 0
-    failed: list[str] | None = None
+    backoffs: int = 0
+    failed: list[str] = field(default_factory=list)
 
 
 def _mtime(info: dict) -> float:
-    for key in ("LastModified", "last_modified", "mtime", "updated", "created"):
+    for key in ("LastModified", "last_modified", "mtime", "updated", "created", "creation_time"):
         value = info.get(key)
         if isinstance(value, datetime):
             return value.timestamp()
@@ -60,120 +111,266 @@ def _mtime(info: dict) -> float:
     raise StorageError(f"no modification time for {info.get('name')}: cannot apply the safety cutoff")
 
 
+def _status(exc: BaseException) -> int | None:
+    for attr in ("status_code", "status", "code"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return None
+
+
+def is_throttling(exc: BaseException) -> bool:
+    """Whether an error from a store library says "slow down" (or a passing server fault)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if _status(seen) in THROTTLING_STATUS or any(word in str(seen) for word in THROTTLING):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def check_key(key: str) -> str:
+    if not key or key.startswith("/") or ".." in key.split("/") or "://" in key:
+        raise StorageError(f"refusing a key that leaves the namespace: {key!r}")
+    return key
+
+
+def _filesystem(location: Location, options: dict[str, Any]):
+    import fsspec  # noqa: PLC0415 - built on executors too, after the zip is importable
+
+    options = dict(options)
+    if location.store == "local":
+        return fsspec.filesystem("file")
+    if location.store == "gcs":
+        # gcsfs otherwise first probes a gRPC API for the bucket type, which stalls 60 s against emulators
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    if location.store == "s3":
+        # The throttle below retries throttled requests at a lowered rate: botocore's own retries would hide
+        # every throttling answer from it (and retry at full speed).
+        options.setdefault("config_kwargs", {}).setdefault("retries", {"max_attempts": 2, "mode": "standard"})
+    if location.store == "azure" and location.account and not options.get("connection_string"):
+        options.setdefault("account_name", location.account)
+    # A GC must see the namespace as it is now: no listing cache. The instance is shared by every namespace
+    # with the same options in this process (fsspec's instance cache): a client is built once per executor.
+    options.setdefault("use_listings_cache", False)
+    try:
+        return fsspec.filesystem(location.protocol, **options)
+    except ImportError as exc:
+        package = {"s3": "s3fs", "azure": "adlfs", "gcs": "gcsfs"}[location.store]
+        raise StorageError(f"{location.store} namespaces need the Python package {package} ({exc})") from None
+    except (TypeError, ValueError) as exc:
+        raise StorageError(f"the {location.store} storage settings are unusable: {exc}") from None
+
+
 class Namespace:
     def __init__(self, config: StorageConfig) -> None:
-        import fsspec  # noqa: PLC0415 - built on executors too, after the zip is importable
-
         self.config = config
-        scheme, _, rest = config.namespace.partition("://")
-        if not rest:
-            raise StorageError(f"storage namespace {config.namespace!r} is not a URL")
-        self.scheme = scheme
-        if scheme == "local":
-            if not config.local_root:
-                raise StorageError(f"{config.namespace}: the local blockstore's root is unknown "
-                                   "(no full address to learn it from)")
-            self.fs = fsspec.filesystem("file")
-            self.root = f"{config.local_root.rstrip('/')}/{rest.strip('/')}"
-        else:
-            protocol = {"s3a": "s3", "abfs": "abfs", "az": "az", "gs": "gcs"}.get(scheme, scheme)
-            options = config.options()
-            # A GC must see the namespace as it is now: no listing cache. The filesystem instance itself is shared
-            # by every context with the same options in this process (fsspec's instance cache): building an S3
-            # client costs ~0.3 s of CPU, once per executor process rather than once per task or thread.
-            options.setdefault("use_listings_cache", False)
-            self.fs = fsspec.filesystem(protocol, **options)
-            self.root = rest.strip("/")
+        self.location = locate(config.namespace, config.local_root)
+        self.store = self.location.store
+        self.root = self.location.root
+        self.fs = _filesystem(self.location, config.options(self.location.store))
+        self.throttle = Throttle(max_in_flight=config.max_in_flight)
+        self.prefixes = namespace_prefixes(config.namespace, config.local_root)
 
-    def path(self, address: str) -> str:
-        return f"{self.root}/{address.lstrip('/')}"
+    def path(self, key: str) -> str:
+        return f"{self.root}/{check_key(key)}"
 
-    def read(self, address: str) -> bytes:
+    def _call(self, what: str, fn):
+        """One request (or one library call) under the throttle; other errors become a StorageError."""
+        def attempt():
+            try:
+                return fn()
+            except FileNotFoundError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - provider errors vary; classified here
+                if is_throttling(exc):
+                    raise Throttled(str(exc)) from exc
+                raise StorageError(f"{what} on {self.config.namespace} failed: {type(exc).__name__}: {exc}") from exc
         try:
-            return self.fs.cat_file(self.path(address))
-        except FileNotFoundError:
-            raise StorageError(f"{self.config.namespace}/{address} does not exist") from None
-        except Exception as exc:  # noqa: BLE001 - provider errors vary; the message says which file
-            raise StorageError(f"cannot read {self.config.namespace}/{address}: {exc}") from exc
+            return self.throttle.call(attempt, what)
+        except Throttled as exc:
+            raise StorageError(f"{what} on {self.config.namespace}: {exc}") from None
 
-    def write(self, address: str, data: bytes) -> None:
-        if not address.startswith(METADATA_PREFIX):
-            raise StorageError(f"refusing to write {address}: the GC writes only under {METADATA_PREFIX}")
-        path = self.path(address)
-        if self.scheme == "local":
+    def probe(self) -> None:
+        """Fail early, and say why, when the namespace cannot be listed with the settings given."""
+        try:
+            self._call("list", lambda: self.fs.ls(self.root, detail=False))
+        except FileNotFoundError:
+            raise StorageError(f"{self.config.namespace} does not exist or is empty (no _lakefs/ there): check "
+                               "the store settings" + (" and the blockstore folder" if self.store == "local" else
+                                                       "")) from None
+
+    def read(self, key: str) -> bytes:
+        try:
+            return self._call(f"reading {key}", lambda: self.fs.cat_file(self.path(key)))
+        except FileNotFoundError:
+            raise StorageError(f"{self.config.namespace}/{key} does not exist") from None
+
+    def write(self, key: str, data: bytes) -> None:
+        if not check_key(key).startswith(METADATA_PREFIX):
+            raise StorageError(f"refusing to write {key}: the GC writes only under {METADATA_PREFIX}")
+        path = self.path(key)
+        if self.store == "local":
             self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        self.fs.pipe_file(path, data)
+            tmp = f"{path}.tmp-{os.getpid()}"
+            self.fs.pipe_file(tmp, data)
+            os.replace(tmp, path)  # a reader never sees half a file
+            return
+        self._call(f"writing {key}", lambda: self.fs.pipe_file(path, data))
+
+    def list_metadata(self, prefix: str) -> list[str]:
+        """Keys of the files under ``prefix`` inside ``_lakefs/`` (what lakeFS wrote for a GC run)."""
+        if not check_key(prefix).startswith(METADATA_PREFIX):
+            raise StorageError(f"the GC lists only lakeFS's metadata under {METADATA_PREFIX}, not {prefix!r}")
+        base = f"{self.root}/"
+        try:
+            found = self._call(f"listing {prefix}", lambda: self.fs.find(self.path(prefix.rstrip("/"))))
+        except FileNotFoundError:
+            return []
+        return sorted(name[len(base):] for name in found if name.startswith(base))
 
     def list_units(self) -> list[str]:
         """``data/<slice>/`` for every slice, then ``""`` for the namespace root (legacy flat layout)."""
-        units = []
-        data = self.path("data")
         try:
-            entries = self.fs.ls(data, detail=True, refresh=True) if self.fs.exists(data) else []
+            entries = self._call("listing data/", lambda: self.fs.ls(self.path("data"), detail=True, refresh=True))
         except FileNotFoundError:
             entries = []
-        for entry in entries:
-            if entry.get("type") == "directory":
-                units.append(f"data/{entry['name'].rstrip('/').rsplit('/', 1)[-1]}/")
+        units = {f"data/{e['name'].rstrip('/').rsplit('/', 1)[-1]}/" for e in entries if e.get("type") == "directory"}
         return sorted(units) + [""]
 
     def list_unit(self, unit: str) -> list[StoredObject]:
         """Every object of one unit; the root unit is not recursive and skips ``_lakefs`` and ``dummy``."""
-        prefix = f"{self.root}/"
-        if unit:
-            found = self.fs.find(self.path(unit), detail=True)
-            infos = found.values()
-        else:
-            infos = [e for e in self.fs.ls(self.root, detail=True, refresh=True) if e.get("type") == "file"]
+        base = f"{self.root}/"
+        try:
+            if unit:
+                infos = self._call(f"listing {unit}", lambda: self.fs.find(self.path(unit.rstrip("/")),
+                                                                           detail=True)).values()
+            else:
+                infos = [e for e in self._call("listing the root", lambda: self.fs.ls(self.root, detail=True,
+                                                                                      refresh=True))
+                         if e.get("type") == "file"]
+        except FileNotFoundError:
+            return []
         out = []
         for info in infos:
             name = info["name"]
-            if not name.startswith(prefix) or info.get("type") == "directory":
+            if not name.startswith(base) or info.get("type") == "directory":
                 continue
-            address = name[len(prefix):]
-            if address.startswith(METADATA_PREFIX) or address == "dummy" or not address:
+            key = name[len(base):]
+            if not key or key.startswith(METADATA_PREFIX) or key == "dummy" or key.endswith("/"):
                 continue
-            out.append(StoredObject(address, int(info.get("size") or 0), _mtime(info)))
+            out.append(StoredObject(key, int(info.get("size") or 0), _mtime(info)))
         return out
 
-    def delete(self, addresses: Iterable[str]) -> DeleteResult:
-        addresses = [a for a in addresses if a and not a.startswith(METADATA_PREFIX)]
-        if self.scheme == "s3":
-            return self._delete_s3(addresses)
-        result = DeleteResult()
-        if self.scheme == "local":
-            for address in addresses:
-                try:
-                    self.fs.rm_file(self.path(address))
-                except FileNotFoundError:
-                    pass  # already gone: a re-run over a partly collected namespace
-                result.deleted += 1
-                result.requests += 1
-            return result
-        paths = [self.path(a) for a in addresses]
-        self.fs.rm(paths)
-        return DeleteResult(deleted=len(paths), requests=-1)
+    def list_data(self) -> Iterable[StoredObject]:
+        """Every data object, unit by unit (the runners list units in parallel)."""
+        for unit in self.list_units():
+            yield from self.list_unit(unit)
 
-    def _delete_s3(self, addresses: list[str]) -> DeleteResult:
-        result = DeleteResult(failed=[])
-        bucket, _, _ = self.root.partition("/")
-        for start in range(0, len(addresses), S3_BATCH):
-            keys = [self.path(a).partition("/")[2] for a in addresses[start:start + S3_BATCH]]
-            attempt = 0
-            while keys:
-                out = self.fs.call_s3("delete_objects", Bucket=bucket,
-                                      Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
-                result.requests += 1
-                errors = out.get("Errors", [])
-                retry = [e["Key"] for e in errors if e.get("Code") in RETRYABLE_S3]
-                fatal = [e for e in errors if e.get("Code") not in RETRYABLE_S3 and e.get("Code") != "NoSuchKey"]
-                result.deleted += len(keys) - len(retry) - len(fatal)
-                result.failed += [f"{e['Key']}: {e.get('Code')} {e.get('Message', '')}" for e in fatal]
-                keys = retry
-                if keys:
-                    attempt += 1
-                    if attempt > 8:
-                        result.failed += [f"{k}: still throttled after {attempt} attempts" for k in keys]
-                        break
-                    time.sleep(min(30.0, 0.2 * 2 ** attempt) * (0.5 + random.random()))
+    def delete(self, keys: Iterable[str]) -> DeleteResult:
+        """Delete in the store's batches; an object already gone counts as deleted (a re-run over a partly
+        collected namespace). Refuses anything under ``_lakefs/``."""
+        keys = list(keys)
+        for key in keys:
+            if check_key(key).startswith(METADATA_PREFIX):
+                raise StorageError(f"refusing to delete metadata {key!r}")
+        result = DeleteResult()
+        size = BATCH[self.store]
+        before = self.throttle.stats.backoffs
+        for start in range(0, len(keys), size):
+            batch = keys[start:start + size]
+            requests = self.throttle.stats.requests
+            if self.store == "local":
+                self._delete_local(batch, result)
+            else:
+                self._delete_batch(batch, result)
+            result.requests += self.throttle.stats.requests - requests
+        result.backoffs = self.throttle.stats.backoffs - before
         return result
+
+    def _delete_local(self, batch: list[str], result: DeleteResult) -> None:
+        for key in batch:
+            try:
+                os.unlink(self.path(key))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                result.failed.append(f"{key}: {exc.strerror}")
+                continue
+            result.deleted += 1
+        self.throttle.stats.requests += len(batch)
+
+    def _delete_batch(self, batch: list[str], result: DeleteResult) -> None:
+        pending = list(batch)
+        for attempt in range(self.throttle.max_attempts):
+            throttled_keys: list[str] = []
+
+            def request(keys=pending, retry=throttled_keys) -> None:
+                retry.clear()
+                done, again, failed = self._batch_request(keys)
+                result.deleted += done
+                result.failed.extend(failed)
+                if again and len(again) == len(keys):
+                    raise Throttled(f"all {len(keys)} keys of a batch delete were throttled")
+                retry.extend(again)
+
+            self._call("batch delete", request)
+            if not throttled_keys:
+                return
+            # some keys of the batch were throttled: count it as a back-off and retry only those
+            self.throttle._feedback(True)  # noqa: SLF001 - the partial answer is throttling too
+            self.throttle.sleep(min(30.0, 0.1 * 2 ** attempt))
+            pending = list(throttled_keys)
+        result.failed.extend(f"{k}: still throttled" for k in pending)
+
+    def _batch_request(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
+        """One batch-delete request: (deleted, keys to retry because the store throttled them, failures)."""
+        if self.store == "s3":
+            return self._s3_batch(keys)
+        if self.store == "azure":
+            return self._azure_batch(keys)
+        return self._gcs_batch(keys)
+
+    def _s3_batch(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
+        bucket, _, _ = self.root.partition("/")
+        names = {self.path(k).partition("/")[2]: k for k in keys}
+        out = self.fs.call_s3("delete_objects", Bucket=bucket,
+                              Delete={"Objects": [{"Key": n} for n in names], "Quiet": True})
+        errors = out.get("Errors", [])
+        again = [names[e["Key"]] for e in errors if any(w in str(e.get("Code")) for w in THROTTLING)]
+        failed = [f"{names.get(e['Key'], e['Key'])}: {e.get('Code')} {e.get('Message', '')}" for e in errors
+                  if e.get("Code") != "NoSuchKey" and names.get(e["Key"]) not in again]
+        return len(keys) - len(again) - len(failed), again, failed
+
+    def _azure_batch(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
+        from fsspec.asyn import sync  # noqa: PLC0415
+
+        container, _, _ = self.root.partition("/")
+        names = {self.path(k).partition("/")[2]: k for k in keys}
+
+        async def request() -> list[tuple[str, int]]:
+            # one blob batch request (adlfs's own rm deletes blob by blob)
+            async with self.fs.service_client.get_container_client(container) as client:
+                responses = await client.delete_blobs(*names, raise_on_any_failure=False)
+                statuses = [response.status_code async for response in responses]
+            return list(zip(names, statuses, strict=True))
+
+        answers = sync(self.fs.loop, request)
+        again = [names[n] for n, status in answers if status in THROTTLING_STATUS]
+        failed = [f"{names[n]}: HTTP {status}" for n, status in answers
+                  if status not in (200, 202, 404) and status not in THROTTLING_STATUS]
+        return len(keys) - len(again) - len(failed), again, failed
+
+    def _gcs_batch(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
+        from fsspec.asyn import sync  # noqa: PLC0415
+
+        # One JSON batch request (gcsfs retries the parts GCS throttled by itself); not fs.rm, which lists first
+        answers = sync(self.fs.loop, self.fs._rm_files, [self.path(k) for k in keys])  # noqa: SLF001
+        # answers come in completion order, not the keys' order: a path, or an OSError saying why
+        failed = [f"(batch of {keys[0]}…): {a}" for a in answers
+                  if isinstance(a, Exception) and not ("404" in str(a) or "No such object" in str(a)
+                                                       or "Not Found" in str(a))]
+        return len(keys) - len(failed), [], failed

@@ -1,6 +1,8 @@
-"""The sweep: execute a stored, successful plan. Before deleting, re-check against the repository as it is now:
-anything that became reachable since the mark (a branch reset to an old commit, a new staged write pointing at an
-old address) is dropped from the deletion. Only ranges the mark did not read are read again."""
+"""The sweep: execute a stored, complete plan. Before deleting, re-check against the repository as it is now:
+anything that became reachable since the mark (a branch reset or created onto an old commit, a new staged write
+pointing at an old address) is dropped from the deletion. Only HEADs off the retained set are read, and of their
+ranges only those the mark did not read. Deletions go in the store's batches, spread by the Runner, under the
+per-run cap; the record (summary.json) is rewritten with what was done."""
 
 from __future__ import annotations
 
@@ -9,64 +11,84 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from spark_jobs.core.retention import commit_from_api
 from spark_jobs.engine import report
-from spark_jobs.engine.lakefs_api import LakeFSApi
-from spark_jobs.engine.parallel import Runner
-from spark_jobs.engine.plan import (
+from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
+from spark_jobs.engine.mark import (
     GCError,
-    Graph,
-    JobContextConfig,
+    JobConfig,
     OpenContext,
-    retained_metaranges,
+    Progress,
     uncommitted_addresses,
     unit_metarange_ranges,
     unit_range_addresses,
 )
-from spark_jobs.engine.storage import S3_BATCH, StorageError
+from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.storage import BATCH, StorageError
 
 
 def unit_delete(ctx: OpenContext, batch: list[str]) -> list[dict[str, Any]]:
     result = ctx.ns.delete(batch)
-    return [{"deleted": result.deleted, "requests": result.requests, "failed": result.failed or []}]
+    return [{"deleted": result.deleted, "requests": result.requests, "backoffs": result.backoffs,
+             "failed": result.failed}]
 
 
-def sweep(api: LakeFSApi, runner: Runner, config: JobContextConfig, *, mark_id: str, graph: Graph, now: datetime,
-          range_partitions: int = 50, address_partitions: int = 200,
-          progress: Callable[..., None] = lambda **_: None) -> dict[str, Any]:
+def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, ctx: OpenContext, plan: report.Plan, *,
+                  partitions: int) -> tuple[set[str], int]:
+    """What branches reach now that the mark did not account for, and how many ranges that read anew."""
+    heads = api.branches(config.repository_id)
+    moved = sorted(set(heads.values()) - (plan.retained or set()))
+    metaranges = sorted({commit_from_api(api.commit(config.repository_id, h)).meta_range_id for h in moved} - {""})
+    ranges = set(runner.map_units(metaranges, unit_metarange_ranges, config.open, partitions=partitions))
+    new_ranges = sorted(ranges - (plan.ranges or set()))
+    reachable = set(runner.map_units(new_ranges, unit_range_addresses, config.open, partitions=partitions))
+    return reachable | uncommitted_addresses(api, ctx.ns, config.repository_id), len(new_ranges)
+
+
+def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, range_partitions: int = 50,
+          address_partitions: int = 200, max_deletions: int | None = None,
+          progress: Progress = lambda phase, count: None,
+          before_delete: Callable[[], None] = lambda: None) -> report.Summary:
     started = time.monotonic()
     ctx = config.open()
     try:
-        summary = report.read_summary(ctx.ns, mark_id)
-        if not summary.get("success"):
-            raise GCError(f"plan {mark_id} did not succeed: refusing to sweep it", "failed-plan")
-        if summary.get("dry_run"):
-            raise GCError(f"plan {mark_id} is a dry run: refusing to sweep it", "dry-run-plan")
-        planned = report.read_deleted(ctx.ns, mark_id)
-        read_before = report.read_ranges(ctx.ns, mark_id)
-        _commits, metaranges = retained_metaranges(graph, now)
-        ranges_now = set(runner.map_units(metaranges, unit_metarange_ranges, config.open, partitions=range_partitions))
-        new_ranges = sorted(ranges_now - read_before)
-        reachable = set(runner.map_units(new_ranges, unit_range_addresses, config.open, partitions=range_partitions))
-        reachable |= uncommitted_addresses(api, ctx.ns, config.repository_id, prefixes=ctx.prefixes)
-        to_delete = [a for a in planned if a not in reachable]
-        progress(phase="recheck", planned=len(planned), new_ranges=len(new_ranges),
-                 became_reachable=len(planned) - len(to_delete))
-        batches = [to_delete[i:i + S3_BATCH] for i in range(0, len(to_delete), S3_BATCH)]
+        try:
+            plan = report.read_plan(ctx.ns, mark_id, config.repository_id)
+        except report.PlanError as exc:
+            raise GCError(str(exc), exc.reason) from None
+        summary = plan.summary
+        try:
+            spare, summary.new_ranges_read = reachable_now(api, runner, config, ctx, plan,
+                                                           partitions=range_partitions)
+        except (StorageError, LakeFSApiError, ValueError) as exc:
+            raise GCError(f"re-checking branches before the sweep failed: {exc}; nothing deleted", "recheck") \
+                from exc
+        doomed = [k for k in plan.keys if k not in spare]
+        summary.spared_by_recheck = len(plan.keys) - len(doomed)
+        if max_deletions is not None and len(doomed) > max_deletions:
+            # a long pause must not produce one huge run: the rest is still garbage next time
+            summary.capped = len(doomed) - max_deletions
+            doomed = doomed[:max_deletions]
+        progress("re-checked", len(doomed))
+        before_delete()
+        size = BATCH[ctx.ns.store]
+        batches = [doomed[i:i + size] for i in range(0, len(doomed), size)]
         results = runner.map_units(batches, unit_delete, config.open, partitions=address_partitions)
         failed = [f for r in results for f in r["failed"]]
-        record = {
-            "run_id": mark_id, "success": not failed, "swept_at": datetime.now(UTC).isoformat(),
-            "planned": len(planned), "became_reachable": len(planned) - len(to_delete),
-            "deleted": sum(r["deleted"] for r in results), "delete_requests": sum(r["requests"] for r in results),
-            "failed": failed[:100], "num_failed": len(failed), "new_ranges_read": len(new_ranges),
-            "seconds": round(time.monotonic() - started, 3),
-        }
-        progress(phase="deleted", deleted=record["deleted"], failed=len(failed))
-        report.write_sweep(ctx.ns, mark_id, record)
+        summary.swept = sum(r["deleted"] for r in results)
+        summary.delete_requests = sum(r["requests"] for r in results)
+        summary.backoffs = sum(r["backoffs"] for r in results)
+        summary.num_failed, summary.failed = len(failed), failed[:100]
+        summary.phase, summary.success = "swept", not failed
+        summary.swept_at = datetime.now(UTC).isoformat()
+        summary.seconds = {**summary.seconds, "sweep": round(time.monotonic() - started, 3)}
+        summary.error = f"{len(failed)} objects could not be deleted, e.g. {failed[0]}" if failed else None
+        progress("deleted", summary.swept)
+        report.write_summary(ctx.ns, summary)
         if failed:
-            raise GCError(f"{len(failed)} objects could not be deleted, e.g. {failed[0]}", "storage-delete")
-        return record
+            raise GCError(summary.error, "storage-delete")
+        return summary
     except StorageError as exc:
-        raise GCError(str(exc), "storage") from exc
+        raise GCError(str(exc), "storage-delete") from exc
     finally:
         ctx.close()

@@ -1,11 +1,12 @@
-"""spark-submit entry point of the committed GC: the same run as the in-process engine (spark_jobs.engine.engine),
-with every per-unit step on executors: metaranges and ranges spread over lakefs.gc.range.num_partitions
+"""spark-submit entry point of the committed GC: the one engine (spark_jobs.engine.engine) on a Spark runner,
+every per-unit step on executors: metaranges and ranges spread over lakefs.gc.range.num_partitions
 partitions, the namespace listed by slice and the deletions sent in batches of 1,000 over
-lakefs.gc.address.num_partitions partitions. The driver computes retention, the plan and the report, exactly
-as in-process, so both engines write the same plan.
+lakefs.gc.address.num_partitions partitions. The driver computes retention, the plan and the record, exactly
+as the thread runner does in process, so both write the same plan.
 
     spark-submit --py-files spark_jobs.zip spark_jobs/jobs/gc.py --repository REPO --mode full|mark|sweep|dry-run
         [--now ISO-8601] [--min-age-seconds S] [--run-id ID] [--mark-id ID] [--metadata-from storage|lakefs]
+        [--max-deletions N] [--prefix-depth D] [--by-path] [--local-root DIR] [--max-in-flight N]
 
 lakeFS connection, timeouts, partition counts and storage options come from the Hadoop configuration
 (spark.hadoop.lakefs.*), as workers/gc/submit.py passes them. Progress and the result are printed as events
@@ -44,8 +45,9 @@ def _parse_now(value: str | None) -> datetime | None:
 
 
 def main(argv: list[str]) -> int:
-    from spark_jobs.engine.engine import MODES, run  # noqa: PLC0415
+    from spark_jobs.engine.engine import MODES, RunRequest, run  # noqa: PLC0415
     from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
+    from spark_jobs.engine.storage import StorageConfig  # noqa: PLC0415
     from spark_jobs.jobs.config import JobConfigError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415
 
@@ -57,7 +59,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--run-id")
     parser.add_argument("--mark-id")
     parser.add_argument("--metadata-from", choices=["storage", "lakefs"], default="storage")
-    parser.add_argument("--local-root", help="root of lakeFS's local blockstore (default: found from addresses)")
+    parser.add_argument("--local-root", help="root of lakeFS's local blockstore (default: learnt from lakeFS)")
+    parser.add_argument("--max-deletions", type=int, help="delete at most this many objects this run")
+    parser.add_argument("--prefix-depth", type=int, default=2)
+    parser.add_argument("--by-path", action="store_true", help="name the planned objects by their lakeFS paths")
+    parser.add_argument("--max-in-flight", type=int, default=8, help="requests to the store at once, per process")
     args = parser.parse_args(argv)
     sc = spark_context()
     try:
@@ -67,15 +73,18 @@ def main(argv: list[str]) -> int:
         api = LakeFSApiConfig(config.api_url, config.access_key, config.secret_key,
                               connect_timeout=config.connection_timeout_seconds,
                               read_timeout=config.read_timeout_seconds)
-        emit("progress", phase="start", app_id=sc.applicationId, master=sc.master, config=config.public())
-        out = run(api_config=api, repository_id=args.repository, mode=args.mode, runner=SparkRunner(sc),
-                  now=_parse_now(args.now), run_id=args.run_id, mark_id=args.mark_id,
-                  min_age=timedelta(seconds=args.min_age_seconds) if args.min_age_seconds is not None else None,
-                  storage_options_json=config.storage_options_json, local_root=args.local_root,
-                  metadata_from=args.metadata_from, engine="spark",
-                  range_partitions=config.range_num_partitions, address_partitions=config.address_num_partitions,
-                  progress=lambda **fields: emit("progress", **fields))
-        emit("result", app_id=sc.applicationId, master=sc.master, **out)
+        emit("progress", phase="start", count=0, app_id=sc.applicationId, master=sc.master, config=config.public())
+        request = RunRequest(
+            repository_id=args.repository, mode=args.mode, now=_parse_now(args.now), run_id=args.run_id,
+            mark_id=args.mark_id,
+            min_age=timedelta(seconds=args.min_age_seconds) if args.min_age_seconds is not None else None,
+            max_deletions=args.max_deletions, prefix_depth=args.prefix_depth, by_path=args.by_path, engine="spark",
+            metadata_from=args.metadata_from, range_partitions=config.range_num_partitions,
+            address_partitions=config.address_num_partitions)
+        storage = StorageConfig("", args.local_root, config.storage_options_json, args.max_in_flight)
+        summary = run(api, storage, request, SparkRunner(sc),
+                      progress=lambda phase, count: emit("progress", phase=phase, count=count))
+        emit("result", app_id=sc.applicationId, master=sc.master, success=True, summary=summary.as_dict())
     finally:
         sc.stop()
     return 0

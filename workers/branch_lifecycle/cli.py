@@ -177,11 +177,10 @@ def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | Non
 def _impacts(rt: Runtime, repository: str, due: list[str]) -> dict[str, dict]:
     if not due:
         return {}
-    from workers.gc.impact import repository_impact  # noqa: PLC0415 - the GC only when asked for
-    from workers.gc.run import GCError  # noqa: PLC0415
+    from workers.gc.runner import GCError, repository_impact  # noqa: PLC0415 - the GC only when asked for
 
     try:
-        found = repository_impact(rt.lakefs, rt.settings.gc, repository, branch_ids=due)
+        found = repository_impact(rt.settings.gc, rt.settings.lakefs, repository, branch_ids=due)
     except GCError as exc:
         raise click.ClickException(f"--impact: {exc}") from None
     return {b: {"objects": i.objects, "bytes": i.bytes} for b, i in found.items()}

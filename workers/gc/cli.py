@@ -17,10 +17,8 @@ from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policie
 from spark_jobs.core.durations import DurationError, parse_duration
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
 from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
-from workers.gc.impact import repository_impact
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
-from workers.gc.run import GCError
-from workers.gc.runner import Busy, GCRequest, execute
+from workers.gc.runner import Busy, GCError, GCRequest, execute, repository_impact
 from workers.gc.store import GCRuns
 
 
@@ -61,9 +59,9 @@ def _progress_display(enabled: bool) -> Iterator[Callable[[str, int], None] | No
 def _go(rt: Runtime, request: GCRequest, as_json: bool):
     try:
         with _progress_display(not as_json) as progress:
-            return execute(rt.lakefs, rt.settings.gc, request,
+            return execute(rt.settings.gc, request, connection=rt.settings.lakefs,
                            runs=GCRuns(rt.services.redis, rt.settings.key_prefix), metrics=None, progress=progress,
-                           spark=rt.settings.spark, connection=rt.settings.lakefs)
+                           spark=rt.settings.spark)
     except Busy as exc:
         raise click.ClickException(str(exc)) from None
     except GCError as exc:
@@ -81,6 +79,10 @@ def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
                f"{summary.retained_commits} retained commits; cutoff {summary.cutoff_time}")
     if summary.spared_by_recheck:
         click.echo(f"{summary.spared_by_recheck:,} planned objects became reachable during the run and were kept")
+    if summary.capped:
+        click.echo(f"{summary.capped:,} more objects wait for the next run (gc.max_deletions_per_run)")
+    if summary.backoffs:
+        click.echo(f"the store throttled the sweep {summary.backoffs:,} times; it slowed down and completed")
     if by_prefix and (summary.by_path or summary.by_prefix):
         breakdown = table("path prefix" if summary.by_path else "prefix", "objects", "bytes")
         for prefix, (objects, size) in sorted((summary.by_path or summary.by_prefix).items()):
@@ -125,7 +127,7 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
 @click.option("--by-prefix", "by_prefix", type=click.IntRange(1, 32), is_flag=False, flag_value=2, default=None,
               metavar="[DEPTH]", help="Break the plan down by the path prefix (DEPTH folders, default 2) the "
                                       "objects had in lakeFS, like Hudi's `clean showpartitions`; reads the "
-                                      "expired history to name them (in process).")
+                                      "expired history to name them).")
 @click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None)
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
@@ -133,12 +135,9 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
 def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: int | None,
              engine: str | None, as_json: bool) -> None:
     """Mark only: store the plan (its id is the mark id for `gc sweep`) and show what it would delete."""
-    chosen = engine or rt.settings.gc.engine
-    if by_prefix is not None and chosen == "spark":
-        raise click.UsageError("--by-prefix names objects in process: use --engine inprocess (or auto)")
     request = GCRequest(repository, "plan", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
                         prefix_depth=by_prefix or 2, by_path=by_prefix is not None,
-                        engine="inprocess" if by_prefix is not None else chosen)
+                        engine=engine or rt.settings.gc.engine)
     summary = _go(rt, request, as_json)
     _print_summary(summary, as_json, by_prefix is not None)
     if not as_json:
@@ -149,12 +148,15 @@ def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | 
 @gc.command("sweep")
 @repository_argument
 @click.option("--mark-id", required=True, help="The plan to execute (printed by `gc plan`).")
+@click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None,
+              help="The runner (a plan marked on one runner sweeps on the other).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
-def sweep_cmd(rt: Runtime, repository: str, mark_id: str, as_json: bool) -> None:
+def sweep_cmd(rt: Runtime, repository: str, mark_id: str, engine: str | None, as_json: bool) -> None:
     """Execute a stored, successful plan, after re-checking that no branch reaches what it deletes."""
-    _print_summary(_go(rt, GCRequest(repository, "sweep", mark_id=mark_id), as_json), as_json)
+    request = GCRequest(repository, "sweep", mark_id=mark_id, engine=engine or rt.settings.gc.engine)
+    _print_summary(_go(rt, request, as_json), as_json)
 
 
 @gc.command("show")
@@ -257,8 +259,8 @@ def rules_clear(rt: Runtime, repository: str) -> None:
 def impact_cmd(rt: Runtime, repository: str, branch_ids: tuple[str, ...], min_age: str | None, as_json: bool) -> None:
     """For each branch, the objects and bytes only it keeps alive: what deleting it, then a GC run, would free."""
     try:
-        impacts = repository_impact(rt.lakefs, rt.settings.gc, repository, branch_ids=list(branch_ids) or None,
-                                    min_age=_min_age(min_age))
+        impacts = repository_impact(rt.settings.gc, rt.settings.lakefs, repository,
+                                    branch_ids=list(branch_ids) or None, min_age=_min_age(min_age))
     except GCError as exc:
         raise click.ClickException(f"impact of lakefs://{repository}: {exc}") from None
     if as_json:

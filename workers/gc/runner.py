@@ -1,9 +1,9 @@
-"""A GC run for one repository as the CLI and the Celery task start it: the namespace opened from settings, the
-engine chosen, one run per repository at a time, metrics and history recorded."""
+"""What wraps a GC run of one repository, as the CLI and the Celery task start it: the run's lock, the runner
+chosen (threads in process, or Spark), history and metrics. The run itself is the one engine's
+(``spark_jobs.engine``), on either runner."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import logging
 import time
@@ -13,16 +13,21 @@ from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core.durations import parse_duration
 from spark_jobs.core.report import Summary
-from workers.gc import run as engine
-from workers.gc.storage import Namespace, StorageError, open_namespace
+from spark_jobs.engine.engine import RunRequest, head_range_count, run_marked
+from spark_jobs.engine.impact import Impact, branch_impact
+from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
+from spark_jobs.engine.mark import GCError, JobConfig
+from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 from workers.gc.store import GCRuns
-from workers.lakefs.client import LakeFS
-from workers.lakefs.errors import LakeFSError
+from workers.gc.stores import storage_options_json
 from workers.locks import release_quietly
 from workers.metrics import Metrics
 from workers.settings import GCSettings, LakeFSConnection, SparkSettings
 
+__all__ = ["Busy", "GCError", "GCRequest", "execute", "repository_impact"]
 log = logging.getLogger(__name__)
+Progress = Callable[[str, int], None]
 
 
 class Busy(RuntimeError):
@@ -38,35 +43,18 @@ class GCRequest:
     min_age: timedelta | None = None
     dry_run: bool = False
     engine: str = "inprocess"  # inprocess | spark | auto
-    prefix_depth: int = 2  # folders of the plan's by-path breakdown
+    prefix_depth: int = 2  # folders of the plan's by-prefix breakdown
     by_path: bool = False  # name what a plan deletes by path prefix (reads the expired history too)
 
 
-def s3_client_factory(gc: GCSettings) -> Callable[[], object]:
-    def build():
-        import boto3  # noqa: PLC0415 - only for S3 namespaces
-
-        return boto3.client("s3", endpoint_url=gc.s3_endpoint_url, region_name=gc.s3_region or "us-east-1",
-                            aws_access_key_id=gc.s3_access_key_id,
-                            aws_secret_access_key=gc.s3_secret_access_key.get_secret_value()
-                            if gc.s3_secret_access_key else None)
-    return build
+def api_config(connection: LakeFSConnection, timeout: float = 30.0) -> LakeFSApiConfig:
+    return LakeFSApiConfig(connection.api_url, connection.access_key_id,
+                           connection.secret_access_key.get_secret_value(), read_timeout=timeout)
 
 
-def open_repository_namespace(lakefs: LakeFS, gc: GCSettings, repository_id: str) -> tuple[Namespace, str | None]:
-    """The repository's storage namespace, and the local blockstore's folder for a ``local://`` one (configured,
-    or else learnt from the full addresses lakeFS writes)."""
-    repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository_id)
-    local_root = gc.local_blockstore_path
-    if repo.storage_namespace.startswith("local://") and not local_root:
-        if engine.get_rules(lakefs, repository_id) is None:  # lakeFS prepares nothing without rules
-            raise engine.NoRules(repository_id)
-        local_root = engine.discover_local_root(lakefs, repository_id, repo.storage_namespace)
-    try:
-        return open_namespace(repo.storage_namespace, local_root=local_root,
-                              s3_client_factory=s3_client_factory(gc)), local_root
-    except StorageError as exc:
-        raise engine.GCError(str(exc), "storage-config") from exc
+def storage_config(gc: GCSettings) -> StorageConfig:
+    """The stores' settings; the namespace itself is the repository's, read from lakeFS by the engine."""
+    return StorageConfig("", gc.local_blockstore_path, storage_options_json(gc), gc.store_max_requests)
 
 
 def min_age_of(gc: GCSettings, given: timedelta | None) -> timedelta | None:
@@ -75,100 +63,80 @@ def min_age_of(gc: GCSettings, given: timedelta | None) -> timedelta | None:
     return parse_duration(gc.min_age, allow_zero=True) if gc.min_age else None
 
 
-# Spark job progress phase -> (the in-process engine's name for it, the event field holding its count)
-SPARK_PHASES = {"commits": ("commits", "retained"), "ranges": ("ranges", "ranges"),
-                "listed": ("objects listed", "objects"), "deleted": ("deleted", "deleted")}
-
-
-def spark_progress(event: dict) -> tuple[str, int] | None:
-    """A Spark job's progress event under the in-process engine's phase name, with its count."""
-    phase = SPARK_PHASES.get(str(event.get("phase")))
-    if event.get("event") != "progress" or phase is None:
-        return None
-    return phase[0], int(event.get(phase[1], 0) or 0)
-
-
-def _spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, request: GCRequest,
-           progress: engine.Progress | None) -> Summary:
-    """The run as a Spark job (spark_jobs/jobs/gc.py through workers/gc/submit.py), its record read back."""
-    from workers.gc.submit import run_gc  # noqa: PLC0415 - Spark only when asked for
-
+def run_request(gc: GCSettings, request: GCRequest, engine: str) -> RunRequest:
     mode = {"run": "dry-run" if request.dry_run else "full", "plan": "mark", "sweep": "sweep"}[request.mode]
-    options: dict = {}
-    if gc.s3_endpoint_url:
-        options["client_kwargs"] = {"endpoint_url": gc.s3_endpoint_url, "region_name": gc.s3_region or "us-east-1"}
-    if gc.s3_access_key_id and gc.s3_secret_access_key:
-        options.update(key=gc.s3_access_key_id, secret=gc.s3_secret_access_key.get_secret_value())
+    return RunRequest(repository_id=request.repository_id, mode=mode, now=request.now, mark_id=request.mark_id,
+                      min_age=min_age_of(gc, request.min_age), max_deletions=gc.max_deletions_per_run,
+                      prefix_depth=request.prefix_depth, by_path=request.by_path, engine=engine,
+                      metadata_from=gc.metadata_source)
 
-    def on_event(event: dict) -> None:
-        if progress and (step := spark_progress(event)):
-            progress(*step)
 
+def spark_ready(spark: SparkSettings | None) -> bool:
+    return spark is not None and importlib.util.find_spec("pyspark") is not None
+
+
+def reaches_store(api: LakeFSApiConfig, gc: GCSettings, repository_id: str) -> str | None:
+    """Why this process cannot reach the repository's store with the settings given (None: it can). A local
+    blockstore whose folder is not configured is learnt during the run, and not probed here."""
+    client = LakeFSApi(api)
     try:
-        result = run_gc(spark=spark, lakefs=connection, repository_id=request.repository_id, mode=mode,
-                        now=request.now, min_age=min_age_of(gc, request.min_age), mark_id=request.mark_id,
-                        storage_options=options or None, metadata_from=gc.metadata_source, on_event=on_event)
-    except Exception as exc:  # the job's own GCError, or spark-submit failing: one failure reason either way
-        reason = getattr(exc, "reason", "spark")
-        if reason == "no-rules":  # a skip, as in process (the Celery task reports it as one)
-            raise engine.NoRules(request.repository_id) from exc
-        raise engine.GCError(str(exc), reason) from exc
-    summary = Summary.from_dict(result.get("stored_summary", {}))  # both engines write the same summary.json
-    if mode in ("full", "sweep"):
-        sweep = result.get("stored_sweep") or result.get("sweep") or {}
-        summary.phase, summary.swept = "swept", int(sweep.get("deleted", 0))
-        summary.spared_by_recheck = int(sweep.get("became_reachable", 0))
-    return summary
+        namespace = client.repository(repository_id)["storage_namespace"]
+        if namespace.startswith("local://") and not gc.local_blockstore_path:
+            return None
+        Namespace(replace(storage_config(gc), namespace=namespace)).probe()
+        return None
+    except StorageError as exc:
+        return str(exc)
+    except LakeFSApiError as exc:  # a failure of the run like any other: recorded and counted by execute
+        raise GCError(f"--engine auto: reading lakefs://{repository_id} failed: {exc}", exc.reason) from exc
+    finally:
+        client.close()
 
 
-def _in_process(lakefs: LakeFS, gc: GCSettings, request: GCRequest, progress: engine.Progress | None,
-                namespace: Callable[[], tuple[Namespace, str | None]]) -> tuple[Summary, dict[str, float]]:
-    repo = request.repository_id
-    ns, local_root = namespace()
-    common = {"metadata_source": gc.metadata_source, "threads": gc.threads, "local_root": local_root,
-              "progress": progress}
-    if request.mode == "sweep":
-        summary = engine.sweep(lakefs, ns, repo, run_id=request.mark_id or "", max_deletions=gc.max_deletions_per_run,
-                               **common)
-        timings = {}
-    elif request.mode == "plan":
-        marked = engine.mark(lakefs, ns, repo, now=request.now or datetime.now(UTC),
-                             min_age=min_age_of(gc, request.min_age), dry_run=request.dry_run,
-                             prefix_depth=request.prefix_depth, by_path=request.by_path, **common)
-        summary, timings = marked.summary, marked.seconds
-    else:
-        summary, marked = engine.run(lakefs, ns, repo, now=request.now, min_age=min_age_of(gc, request.min_age),
-                                     max_deletions=gc.max_deletions_per_run,
-                                     dry_run=request.dry_run, **common)
-        timings = marked.seconds
-    return summary, timings
-
-
-def choose_engine(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, spark_ready: bool,
-                  namespace: Callable[[], tuple[Namespace, str | None]] | None = None) -> tuple[str, str]:
-    """The engine a request runs on, and why. ``auto`` takes Spark for a repository whose branch HEADs reach more
-    than ``auto_spark_above_ranges`` distinct ranges, when Spark is configured and installed; a sweep runs
-    in-process."""
+def choose_engine(api: LakeFSApiConfig, gc: GCSettings, request: GCRequest, *,
+                  spark: SparkSettings | None) -> tuple[str, str]:
+    """The runner a request runs on, and why. ``auto`` takes Spark for a repository whose branch HEADs reach more
+    than ``auto_spark_above_ranges`` distinct ranges, when Spark is configured. It never picks a runner that
+    cannot reach the store: when this process cannot, and Spark is not configured, it fails and says why."""
     if request.engine != "auto":
         return request.engine, "asked for"
+    unreachable = reaches_store(api, gc, request.repository_id)
+    if unreachable is not None:
+        if spark_ready(spark):
+            return "spark", f"this process cannot reach the store ({unreachable})"
+        raise GCError(f"--engine auto: no runner can reach the store of lakefs://{request.repository_id}: "
+                      f"{unreachable}; fix the gc.* store settings, or configure Spark (spark.master) if only "
+                      "the cluster can reach it", "storage-config")
     if request.mode == "sweep":
         return "inprocess", "a sweep reads only the plan and the HEADs"
-    if not spark_ready:
-        return "inprocess", "Spark is not configured or pyspark is not installed"
-    ns, _ = (namespace or (lambda: open_repository_namespace(lakefs, gc, request.repository_id)))()
-    ranges = engine.head_range_count(lakefs, ns, request.repository_id, metadata_source=gc.metadata_source)
-    if ranges > gc.auto_spark_above_ranges:
-        return "spark", f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges})"
-    return "inprocess", f"{ranges} ranges at the branch HEADs (<= {gc.auto_spark_above_ranges})"
+    ranges = head_range_count(api, request.repository_id)
+    if ranges <= gc.auto_spark_above_ranges:
+        return "inprocess", f"{ranges} ranges at the branch HEADs (<= {gc.auto_spark_above_ranges})"
+    if not spark_ready(spark):
+        return "inprocess", (f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges}), but Spark is "
+                             "not configured (spark.master) or pyspark is not installed")
+    return "spark", f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges})"
 
 
-def _spark_ready(spark: SparkSettings | None, connection: LakeFSConnection | None) -> bool:
-    return spark is not None and connection is not None and importlib.util.find_spec("pyspark") is not None
+def _on_spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, run: RunRequest,
+              progress: Progress | None) -> Summary:
+    from workers.gc.submit import run_gc  # noqa: PLC0415 - Spark only when asked for
+
+    def on_event(event: dict) -> None:
+        if progress and event.get("event") == "progress" and event.get("phase") != "start":
+            progress(str(event.get("phase")), int(event.get("count") or 0))
+
+    try:
+        return run_gc(spark=spark, lakefs=connection, request=run, storage=storage_config(gc), on_event=on_event)
+    except GCError:
+        raise
+    except Exception as exc:  # spark-submit failing to start or finish: one failure reason either way
+        raise GCError(str(exc), getattr(exc, "reason", "spark")) from exc
 
 
-def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns, metrics: Metrics | None = None,
-            progress: engine.Progress | None = None, spark: SparkSettings | None = None,
-            connection: LakeFSConnection | None = None) -> Summary:
+def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection, runs: GCRuns,
+            metrics: Metrics | None = None, progress: Progress | None = None,
+            spark: SparkSettings | None = None) -> Summary:
     """Run one request under the repository's lock; records history and metrics whatever the outcome."""
     repo = request.repository_id
     lock = runs.lock(repo, gc.lock_seconds)
@@ -179,42 +147,64 @@ def execute(lakefs: LakeFS, gc: GCSettings, request: GCRequest, *, runs: GCRuns,
         runs.run_started(repo)
     entry = {"repository_id": repo, "mode": request.mode, "engine": request.engine, "dry_run": request.dry_run,
              "started_at": datetime.now(UTC).isoformat()}
+    api = api_config(connection)
     try:
-        # Opened once: on an unconfigured local blockstore, finding its folder asks lakeFS to prepare GC commits.
-        namespace = functools.cache(lambda: open_repository_namespace(lakefs, gc, repo))
-        chosen, why = choose_engine(lakefs, gc, request, spark_ready=_spark_ready(spark, connection),
-                                    namespace=namespace)
+        chosen, why = choose_engine(api, gc, request, spark=spark)
         if request.engine == "auto":
             log.info("gc: lakefs://%s runs on the %s engine: %s", repo, chosen, why)
-            entry.update(engine=chosen, engine_reason=why)
-            request = replace(request, engine=chosen)
-        if request.engine == "spark":
-            if spark is None or connection is None:
-                raise engine.GCError("the Spark engine needs the Spark settings and the lakeFS connection", "spark")
-            summary, timings = _spark(gc, spark, connection, request, progress), {}
+        entry.update(engine=chosen, engine_reason=why)
+        run = run_request(gc, request, chosen)
+        if chosen == "spark":
+            if spark is None:
+                raise GCError("the Spark engine needs the Spark settings (spark.master)", "spark")
+            summary = _on_spark(gc, spark, connection, run, progress)
         else:
-            summary, timings = _in_process(lakefs, gc, request, progress, namespace)
-    except (engine.GCError, LakeFSError, StorageError) as exc:
-        reason = getattr(exc, "reason", "lakefs" if isinstance(exc, LakeFSError) else "storage")
-        entry.update(success=False, error=str(exc), reason=reason, seconds=round(time.monotonic() - started, 3))
+            summary, _ = run_marked(api, storage_config(gc), run, ThreadRunner(gc.threads),
+                                    progress=progress or (lambda phase, count: None))
+    except GCError as exc:
+        entry.update(success=False, error=str(exc), reason=exc.reason, seconds=round(time.monotonic() - started, 3))
         runs.record(repo, entry)
         if metrics:
-            metrics.gc_failures.labels(repo, reason).inc()
-        if isinstance(exc, StorageError):
-            raise engine.GCError(str(exc), reason) from exc
+            metrics.gc_failures.labels(repo, exc.reason).inc()
         raise
     finally:
         release_quietly(lock, f"gc {repo}")
     entry.update(asdict(summary), seconds=round(time.monotonic() - started, 3))
     runs.record(repo, entry)
     if metrics:
-        for phase, seconds in timings.items():
-            metrics.gc_phase_seconds.labels(phase).observe(seconds)
-        metrics.gc_objects_kept.labels(repo).set(summary.kept_objects)
-        if summary.phase == "swept":
-            metrics.gc_objects_deleted.labels(repo).inc(summary.swept)
-            metrics.gc_bytes_deleted.labels(repo).inc(summary.deleted_bytes if summary.swept else 0)
-            metrics.gc_last_success.labels(repo).set(time.time())
-        if request.mode != "sweep":
-            metrics.gc_objects_too_new.labels(repo).inc(summary.too_new)
+        _observe(metrics, repo, request, summary)
     return summary
+
+
+def _observe(metrics: Metrics, repo: str, request: GCRequest, summary: Summary) -> None:
+    for phase, seconds in (summary.seconds or {}).items():
+        metrics.gc_phase_seconds.labels(phase).observe(seconds)
+    metrics.gc_objects_kept.labels(repo).set(summary.kept_objects)
+    if summary.phase == "swept":
+        metrics.gc_objects_deleted.labels(repo).inc(summary.swept)
+        metrics.gc_bytes_deleted.labels(repo).inc(summary.deleted_bytes if summary.swept else 0)
+        metrics.gc_storage_backoffs.labels(repo).inc(summary.backoffs)
+        metrics.gc_last_success.labels(repo).set(time.time())
+    if request.mode != "sweep":
+        metrics.gc_objects_too_new.labels(repo).inc(summary.too_new)
+
+
+def repository_impact(gc: GCSettings, connection: LakeFSConnection, repository_id: str, *,
+                      branch_ids: list[str] | None = None, min_age: timedelta | None = None) -> dict[str, Impact]:
+    """Impact of deleting each branch (all when None), from one dry mark (its plan goes under _lakefs/ only)."""
+    now = datetime.now(UTC)
+    api = api_config(connection)
+    run = RunRequest(repository_id, "dry-run", now=now, min_age=min_age_of(gc, min_age),
+                     metadata_from=gc.metadata_source)
+    _, marked = run_marked(api, storage_config(gc), run, ThreadRunner(gc.threads))
+    client = LakeFSApi(api)
+    try:
+        config = JobConfig(api, StorageConfig(marked.graph.namespace, marked.graph.local_root,
+                                              storage_options_json(gc), gc.store_max_requests),
+                           repository_id, gc.metadata_source)
+        return branch_impact(client, config, marked, branch_ids or list(marked.graph.heads), now=now)
+    except (LakeFSApiError, StorageError) as exc:
+        raise GCError(f"impact of lakefs://{repository_id}: {exc}", getattr(exc, "reason", "storage")) from exc
+    finally:
+        client.close()
+

@@ -10,7 +10,6 @@ them); Spark redacts keys matching secret/access.key in its UI and logs.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
 import shutil
@@ -22,7 +21,7 @@ import threading
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -237,46 +236,43 @@ def _drain(stream: Iterable[str], tail: collections.deque[str]) -> None:
         tail.append(line)
 
 
-def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, repository_id: str, mode: str,
-           now: datetime | None = None, min_age: timedelta | None = None, run_id: str | None = None,
-           mark_id: str | None = None, storage_options: Mapping[str, Any] | None = None,
-           metadata_from: str = "storage", on_event: Callable[[dict[str, Any]], None] | None = None,
-           env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A GC run on Spark (spark_jobs/jobs/gc.py). Success needs both a clean exit with a result event and the
-    records the job wrote in the namespace (summary.json, and sweep.json after a sweep) saying so; returns the
-    job's result with those records as read back."""
+def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
+           on_event: Callable[[dict[str, Any]], None] | None = None, env: Mapping[str, str] | None = None):
+    """A GC run (``spark_jobs.engine.engine.RunRequest``) on Spark (spark_jobs/jobs/gc.py). Success needs both a
+    clean exit with a result event and the run's record in the namespace (summary.json) saying so; returns that
+    record as read back."""
+    from spark_jobs.core.report import new_run_id  # noqa: PLC0415
     from spark_jobs.engine import report  # noqa: PLC0415
-    from spark_jobs.engine.engine import new_run_id  # noqa: PLC0415
-    from spark_jobs.engine.plan import GCError  # noqa: PLC0415
+    from spark_jobs.engine.mark import GCError  # noqa: PLC0415
     from spark_jobs.engine.storage import Namespace, StorageConfig  # noqa: PLC0415
 
-    now = now or datetime.now(UTC)
-    if mode != "sweep":
-        run_id = run_id or new_run_id(now)
-    args = ["--repository", repository_id, "--mode", mode, "--now", now.isoformat(),
-            "--metadata-from", metadata_from]
-    if min_age is not None:
-        args += ["--min-age-seconds", str(min_age.total_seconds())]
+    now = request.now or datetime.now(UTC)
+    run_id = request.run_id or (new_run_id(now) if request.mode != "sweep" else None)
+    args = ["--repository", request.repository_id, "--mode", request.mode, "--now", now.isoformat(),
+            "--metadata-from", request.metadata_from, "--prefix-depth", str(request.prefix_depth),
+            "--max-in-flight", str(storage.max_in_flight)]
+    if request.min_age is not None:
+        args += ["--min-age-seconds", str(request.min_age.total_seconds())]
     if run_id:
         args += ["--run-id", run_id]
-    if mark_id:
-        args += ["--mark-id", mark_id]
-    options_json = json.dumps(dict(storage_options)) if storage_options else None
-    outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage_options_json=options_json,
-                      on_event=on_event, env=env, app_name=f"lakefs-janitor-gc-{repository_id}")
+    if request.mark_id:
+        args += ["--mark-id", request.mark_id]
+    if request.max_deletions is not None:
+        args += ["--max-deletions", str(request.max_deletions)]
+    if request.by_path:
+        args.append("--by-path")
+    if storage.local_root:
+        args += ["--local-root", storage.local_root]
+    outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage_options_json=storage.options_json,
+                      on_event=on_event, env=env, app_name=f"lakefs-janitor-gc-{request.repository_id}")
     if not outcome.success:
         reason = (outcome.error or {}).get("reason") or "spark"
-        raise GCError(f"GC of {repository_id} on Spark failed: {outcome.failure_reason()}", reason)
-    result = dict(outcome.result)
-    ns = Namespace(StorageConfig(result["storage_namespace"], result.get("local_root"), options_json))
-    stored = report.read_summary(ns, result["run_id"])
-    if not stored.get("success") or stored.get("run_id") != result["run_id"]:
-        raise GCError(f"GC of {repository_id}: the job ended but its summary.json does not report success",
+        raise GCError(f"GC of {request.repository_id} on Spark failed: {outcome.failure_reason()}", reason)
+    reported = report.Summary.from_dict(outcome.result.get("summary") or {})
+    ns = Namespace(StorageConfig(reported.storage_namespace, storage.local_root or reported.local_root,
+                                 storage.options_json))
+    stored = report.read_summary(ns, reported.run_id)
+    if stored.run_id != reported.run_id or not stored.success or stored.phase != reported.phase:
+        raise GCError(f"GC of {request.repository_id}: the job ended but its summary.json does not report success",
                       "summary-missing")
-    result["stored_summary"] = stored
-    if mode in ("full", "sweep"):
-        sweep_record = json.loads(ns.read(f"{report.run_dir(result['run_id'])}/sweep.json"))
-        if not sweep_record.get("success"):
-            raise GCError(f"GC of {repository_id}: the sweep's record does not report success", "storage-delete")
-        result["stored_sweep"] = sweep_record
-    return result
+    return stored

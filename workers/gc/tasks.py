@@ -10,20 +10,19 @@ from workers.celery.base import RETRYABLE, services
 @shared_task(bind=True, name="workers.gc.tasks.run_repository", autoretry_for=RETRYABLE, retry_backoff=True,
              max_retries=3, acks_late=True)
 def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -> dict:
-    from workers.gc.run import GCError, NoRules  # noqa: PLC0415
-    from workers.gc.runner import Busy, GCRequest, execute  # noqa: PLC0415
+    from workers.gc.runner import Busy, GCError, GCRequest, execute  # noqa: PLC0415
     from workers.gc.store import GCRuns  # noqa: PLC0415
 
     s = services(self)
     request = GCRequest(repository_id, "run", dry_run=dry_run, engine=s.settings.gc.engine)
     try:
-        summary = execute(s.lakefs, s.settings.gc, request, runs=GCRuns(s.redis, s.settings.key_prefix),
-                          metrics=s.metrics, spark=s.settings.spark, connection=s.settings.lakefs)
-    except NoRules as exc:
-        return {"repository_id": repository_id, "skipped": str(exc)}
+        summary = execute(s.settings.gc, request, connection=s.settings.lakefs,
+                          runs=GCRuns(s.redis, s.settings.key_prefix), metrics=s.metrics, spark=s.settings.spark)
     except Busy as exc:
         return {"repository_id": repository_id, "skipped": str(exc)}
     except GCError as exc:
+        if exc.reason == "no-rules":  # nothing is collected without rules: a skip, not a failure
+            return {"repository_id": repository_id, "skipped": str(exc)}
         return {"repository_id": repository_id, "success": False, "reason": exc.reason, "error": str(exc)}
     return {"repository_id": repository_id, "success": summary.success, "run_id": summary.run_id,
             "deleted": summary.swept, "deleted_bytes": summary.deleted_bytes, "dry_run": summary.dry_run}

@@ -1,10 +1,11 @@
-"""GC fixtures: the session lakeFS's local blockstore as a namespace the janitor can read and sweep."""
+"""GC fixtures: the one engine on the session lakeFS (local blockstore), on threads; the namespace as it sees it."""
 
 from __future__ import annotations
 
 import pytest
 
-from workers.gc.storage import open_namespace
+from spark_jobs.engine.storage import Namespace, StorageConfig
+from tests.gc_engine import Collector
 
 
 @pytest.fixture
@@ -13,5 +14,10 @@ def local_root(lakefs_server) -> str:
 
 
 @pytest.fixture
-def namespace(repo, local_root):
-    return open_namespace(f"local://{repo}", local_root=local_root)
+def gc(lakefs_server) -> Collector:
+    return Collector(lakefs_server.endpoint)
+
+
+@pytest.fixture
+def namespace(repo, local_root) -> Namespace:
+    return Namespace(StorageConfig(f"local://{repo}", local_root))

@@ -1,0 +1,353 @@
+"""The mark: what a GC run may delete, written as a plan before anything is deleted.
+
+retained commits -> unique metaranges -> unique ranges -> kept addresses (+ every staged address), subtracted
+from the namespace's data objects older than the safety cutoff. The per-unit steps (``unit_*``) run wherever the
+Runner puts them (threads in process, executors on Spark); the rest runs on the driver / calling thread. The
+decisions are the pure functions of ``spark_jobs.core``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from spark_jobs.core import sstable
+from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_key
+from spark_jobs.core.cleaning import METADATA_KEY as CLEANING_KEY
+from spark_jobs.core.cleaning import (
+    CleaningPolicy,
+    CleaningPolicyError,
+    parse_cleaning_policies,
+    retained_set,
+    savepoint_tags,
+    versions_kept,
+)
+from spark_jobs.core.mark import keys_in_range
+from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
+from spark_jobs.core.report import Summary
+from spark_jobs.core.retention import DAY, Commit, GCRules, commit_from_api, metarange_ids, oldest_retained, read_line
+from spark_jobs.engine import report
+from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
+from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
+
+Progress = Callable[[str, int], None]  # (phase, count so far)
+
+
+class GCError(RuntimeError):
+    """A run that must not go on; nothing was deleted by the failing phase. ``reason`` labels the failure metric."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything an executor needs to rebuild its clients (picklable, no sockets)."""
+
+    api: LakeFSApiConfig
+    storage: StorageConfig
+    repository_id: str
+    metadata_from: str = "storage"  # or "lakefs": read ranges through lakeFS's metadata-object endpoint
+
+    def open(self) -> OpenContext:
+        return OpenContext(self)
+
+
+class OpenContext:
+    def __init__(self, config: JobConfig) -> None:
+        self.config = config
+        self.ns = Namespace(config.storage)
+        self._api: LakeFSApi | None = None
+        self.prefixes = self.ns.prefixes
+        self.seen_blocks: set[bytes] = set()  # data blocks this partition decoded (see sstable.range_addresses)
+
+    @property
+    def api(self) -> LakeFSApi:
+        if self._api is None:
+            self._api = LakeFSApi(self.config.api)
+        return self._api
+
+    def read_metadata(self, kind: str, object_id: str) -> bytes:
+        if self.config.metadata_from == "lakefs":
+            return self.api.metadata_object(self.config.repository_id, kind, object_id)
+        return self.ns.read(f"_lakefs/{object_id}")
+
+    def read_metarange(self, metarange_id: str) -> bytes:
+        return self.read_metadata("meta_range", metarange_id)
+
+    def read_range(self, range_id: str) -> bytes:
+        return self.read_metadata("range", range_id)
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.close()
+
+
+# Per-unit steps (run on executors or threads).
+def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[str]:
+    return sstable.metarange_range_ids(ctx.read_metarange(metarange_id))
+
+
+def unit_metarange_spans(ctx: OpenContext, metarange_id: str) -> list[tuple[bytes, str]]:
+    """(first key, range id) of every range a metarange lists."""
+    return [(r.min_key, r.range_id) for r in sstable.metarange_ranges(ctx.read_metarange(metarange_id))]
+
+
+def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
+    return sorted(keys_in_range(ctx.read_range(range_id), ctx.prefixes, ctx.seen_blocks))
+
+
+def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:
+    return ctx.ns.list_unit(unit)
+
+
+@dataclass
+class Graph:
+    """What the mark knows of the repository's history."""
+
+    namespace: str
+    local_root: str | None
+    rules: GCRules
+    heads: dict[str, str]
+    commits: dict[str, Commit]
+    lakefs_retained: dict[str, str] = field(default_factory=dict)  # commit id -> metarange id
+    cleaning: list[CleaningPolicy] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)  # savepoint tags only
+    tag_only: set[str] = field(default_factory=set)  # commits read only as a savepoint's target
+
+    def retained(self, now: datetime):
+        """The run's retained commits, each with why (the one function both runners call)."""
+        return retained_set(commits=self.commits, branch_heads=self.heads, rules=self.rules,
+                            lakefs_retained=self.lakefs_retained, policies=self.cleaning, tags=self.tags, now=now,
+                            not_leaves=self.tag_only)
+
+
+def rules_of(api: LakeFSApi, repository_id: str) -> GCRules:
+    body = api.gc_rules(repository_id)
+    if body is None:
+        raise GCError(f"lakefs://{repository_id} has no GC rules: skipped (nothing is collected without them; set "
+                      f"them with `lakefs-janitor gc rules set lakefs://{repository_id} ...`)", "no-rules")
+    return GCRules.from_api(body)
+
+
+def cleaning_of(api: LakeFSApi, repository_id: str) -> list[CleaningPolicy]:
+    raw = api.repository_metadata(repository_id).get(CLEANING_KEY)
+    if not raw:
+        return []
+    try:
+        return parse_cleaning_policies(json.loads(raw))
+    except (ValueError, CleaningPolicyError) as exc:
+        raise GCError(f"the cleaning policies stored on {repository_id} are unusable: {exc}; no GC runs until "
+                      "they are replaced (gc policy set --force) or removed (gc policy clear)", "bad-policies") from None
+
+
+def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: StorageConfig) -> tuple[Graph, StorageConfig]:
+    """The history the mark needs, and the namespace's storage configuration completed (a local blockstore's
+    folder learnt from where lakeFS writes its GC commits, when not configured). lakeFS prepares its retained
+    commits once per run."""
+    namespace = api.repository(repository_id)["storage_namespace"]
+    rules = rules_of(api, repository_id)
+    heads = api.branches(repository_id)
+    cleaning = cleaning_of(api, repository_id)
+    now_s = int(now.timestamp())
+    commits: dict[str, Commit] = {}
+    depth: dict[str, float] = {}
+
+    def line(ref: str, threshold: int | None) -> None:
+        # Each first-parent line only as deep as retention can reach (the policies need whole lines), pages
+        # fetched lazily: never the whole history of every branch
+        read_line((commit_from_api(c) for c in api.log(repository_id, ref, first_parent=True)), threshold,
+                  commits, depth=depth)
+
+    for branch_id, head in sorted(heads.items()):
+        whole = any(p.matches(branch_id) for p in cleaning)
+        line(head, None if whole else now_s - rules.days(branch_id) * DAY)
+    location = api.prepare_commits(repository_id).get("gc_commits_location", "")
+    local_root = storage.local_root
+    if namespace.startswith("local://") and not local_root:
+        local_root = local_root_from(namespace, location)
+        for branch_id in sorted(heads) if local_root is None else ():
+            found = (api.first_object(repository_id, branch_id) or {}).get("physical_address", "")
+            if (local_root := local_root_from(namespace, found)) is not None:
+                break
+    storage = StorageConfig(namespace, local_root, storage.options_json, storage.max_in_flight)
+    ns = Namespace(storage)
+    relative = relative_key(location, FULL, ns.prefixes)
+    if relative is None:
+        raise GCError(f"lakeFS wrote its commits list outside the namespace: {location}", "lakefs-prepare")
+    if relative and not relative.endswith(".csv"):
+        relative = relative.rstrip("/") + "/commits.csv"
+    graph = Graph(namespace, local_root, rules, heads, commits, cleaning=cleaning)
+    try:
+        rows = list(csv.DictReader(io.StringIO(ns.read(relative).decode())))
+    except (StorageError, UnicodeDecodeError) as exc:
+        raise GCError(f"reading lakeFS's retained commits from the namespace failed: {exc}", "storage-read") from exc
+    for row in rows:
+        if row.get("expired", "false").lower() == "false" and row.get("commit_id"):
+            graph.lakefs_retained[row["commit_id"]] = row.get("metarange_id", "")
+    for commit_id in sorted(graph.lakefs_retained.keys() - commits.keys()):  # dangling leaves only lakeFS knows of
+        line(commit_id, now_s - rules.default_retention_days * DAY)
+    if cleaning:  # savepoints may tag commits whose line was not read, or that no branch reaches any more
+        graph.tags = savepoint_tags(api.tags(repository_id), cleaning)
+        for commit_id in sorted(set(graph.tags.values()) - commits.keys()):
+            commits[commit_id] = commit_from_api(api.commit(repository_id, commit_id))
+            graph.tag_only.add(commit_id)
+    return graph, storage
+
+
+def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str) -> set[str]:
+    """Every staged address on every branch (hidden ones too), as lakeFS's own GC gets them: lakeFS writes them
+    as parquet under ``_lakefs/retention/gc/uncommitted/`` (one call per page, whatever the number of objects)."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    _run_id, locations = api.prepare_uncommitted(repository_id)
+    out: set[str] = set()
+    for location in sorted(set(locations)):
+        relative = relative_key(location, FULL, ns.prefixes)
+        if relative is None:
+            raise GCError(f"lakeFS wrote uncommitted addresses outside the namespace: {location}", "lakefs-prepare")
+        for key in ns.list_metadata(relative.rstrip("/") + "/"):
+            try:
+                table = pq.read_table(io.BytesIO(ns.read(key)), columns=["physical_address"])
+            except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
+                raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}",
+                              "corrupt-metadata") from None
+            for address in table.column("physical_address").to_pylist():
+                rel = relative_key(address, FULL if "://" in address else RELATIVE, ns.prefixes)
+                if rel is not None:
+                    out.add(rel)
+    return out
+
+
+@dataclass
+class MarkRequest:
+    repository_id: str
+    run_id: str
+    now: datetime
+    min_age: timedelta | None = None  # None: lakeFS's own grace period
+    dry_run: bool = False
+    engine: str = "inprocess"
+    range_partitions: int = 50
+    address_partitions: int = 200
+    prefix_depth: int = 2  # folders of the by-prefix breakdown
+    by_path: bool = False  # name what the plan deletes by the path it had in lakeFS (reads the expired history)
+
+
+@dataclass
+class Marked:
+    """A mark's plan, and what it saw (the impact view and the sweep's re-check use it)."""
+
+    summary: Summary
+    deleted: list[StoredObject]
+    graph: Graph
+    retained: frozenset[str]
+    why: dict[str, str]
+    kept: set[str]
+    listed: list[StoredObject]
+    cutoff: float
+    ranges: list[str]
+
+    @property
+    def lakefs_retained(self) -> frozenset[str]:
+        """lakeFS's own retained set (``prepare_garbage_collection_commits``)."""
+        return frozenset(self.graph.lakefs_retained)
+
+
+def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequest, graph: Graph,
+         progress: Progress = lambda phase, count: None) -> Marked:
+    """Compute and write the plan (at <ns>/_lakefs/retention/gc/unified/<run_id>/)."""
+    started = time.monotonic()
+    ctx = config.open()
+    try:
+        min_age = request.min_age if request.min_age is not None else timedelta(
+            seconds=api.gc_grace_period_seconds())
+        cutoff = request.now - min_age
+        decision = graph.retained(request.now)
+        metaranges = metarange_ids(graph.commits, decision.commits)
+        metaranges = sorted(set(metaranges) | {graph.lakefs_retained[c] for c in decision.commits
+                                               if c not in graph.commits and graph.lakefs_retained.get(c)})
+        progress("commits", len(decision.commits))
+        seconds = {"commits": time.monotonic() - started}
+        t = time.monotonic()
+        spans = set(runner.map_units(metaranges, unit_metarange_spans, config.open,
+                                     partitions=request.range_partitions))
+        # In key order, so the versions of one key span fall in one partition, which then decodes the data
+        # blocks they share once (OpenContext.seen_blocks)
+        range_ids = list(dict.fromkeys(range_id for _, range_id in sorted(spans)))
+        progress("ranges", len(range_ids))
+        kept = set(runner.map_units(range_ids, unit_range_addresses, config.open, partitions=request.range_partitions))
+        if graph.cleaning:  # keep_versions: on the driver, each distinct range read once
+            kept |= versions_kept(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,
+                                  read_metarange=ctx.read_metarange, read_range=ctx.read_range,
+                                  namespace_uris=ctx.prefixes)
+        uncommitted = uncommitted_addresses(api, ctx.ns, request.repository_id)
+        seconds["mark"] = time.monotonic() - t
+        t = time.monotonic()
+        units = ctx.ns.list_units()
+        listed: list[StoredObject] = runner.map_units(units, unit_list, config.open,
+                                                      partitions=request.address_partitions)
+        progress("objects listed", len(listed))
+        seconds["list"] = time.monotonic() - t
+        t = time.monotonic()
+        # The subtraction and its safety rules (data keys only, nothing newer than the cutoff) are core's.
+        deleted, plan = plan_deletions(listed, kept | uncommitted, cutoff.timestamp(),
+                                       prefix_depth=request.prefix_depth)
+        paths = paths_of(api, ctx, graph, {o.key for o in deleted}) if request.by_path else {}
+        seconds["plan"] = time.monotonic() - t
+        summary = Summary(
+            run_id=request.run_id, repository_id=request.repository_id, success=True,
+            start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
+            deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits), kept_objects=plan.kept,
+            candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
+            by_path=by_path_prefix(deleted, paths, request.prefix_depth) if request.by_path else {},
+            oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
+            policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, engine=request.engine,
+            storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(), commits=len(graph.commits),
+            lakefs_retained_commits=len(graph.lakefs_retained), metaranges=len(metaranges), ranges=len(range_ids),
+            uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()})
+        report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
+        return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept | uncommitted, listed,
+                      cutoff.timestamp(), range_ids)
+    except (StorageError, LakeFSApiError) as exc:
+        raise GCError(str(exc), getattr(exc, "reason", "storage")) from exc
+    except ValueError as exc:  # SSTableError: a corrupt range or metarange
+        raise GCError(f"committed metadata is unreadable: {exc}", "corrupt-metadata") from exc
+    finally:
+        ctx.close()
+
+
+def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, keys: set[str]) -> dict[str, str]:
+    """The path some commit gave each of ``keys`` (Hudi's partitions for `--by-prefix`): every commit of every
+    branch's whole log (merged lines too) and every commit the mark already knows, each distinct range read once."""
+    if not keys:
+        return {}
+    known = dict(graph.commits)
+    for head in sorted(set(graph.heads.values())):
+        for body in api.log(ctx.config.repository_id, head):
+            known.setdefault(body["id"], commit_from_api(body))
+    metaranges = {c.meta_range_id for c in known.values() if c.meta_range_id}
+    ranges = sorted({r for m in sorted(metaranges) for r in sstable.metarange_range_ids(ctx.read_metarange(m))})
+    paths: dict[str, str] = {}
+    for range_id in ranges:
+        for path, address, kind, _ in sstable.range_entries(ctx.read_range(range_id)):
+            key = relative_key(address, kind, ctx.prefixes)
+            if key in keys and key not in paths:
+                paths[key] = path.decode(errors="replace")
+        if len(paths) == len(keys):
+            break
+    return paths
+
+
+def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:
+    """What both runners must agree on: the deleted set and the decision's fields (not the run id, the runner,
+    nor timings)."""
+    skip = {"run_id", "engine", "seconds", "by_path", "start_time", "cutoff_time"}
+    fields = summary.as_dict()
+    return {"deleted": sorted(deleted), **{k: fields[k] for k in sorted(fields) if k not in skip}}

@@ -1,0 +1,78 @@
+"""Requests to a store under its throttling: a cap on requests in flight and an adaptive rate (additive increase,
+multiplicative decrease) that halves on every throttling answer (S3 SlowDown/503, Azure ServerBusy/503, GCS
+429/503) and creeps back up while requests succeed. One ``Throttle`` is shared by the threads of a process (an
+executor has its own), so a throttled store sees the whole process slow down, not one thread retrying alone.
+lakeFS's own GC retries with a fixed back-off per request (lakeFS issue #5729); a store that keeps throttling then
+fails the run. Here the rate follows what the store accepts, and the run completes.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+class Throttled(Exception):
+    """A store answered that it is throttling (the request may be retried after backing off)."""
+
+
+def next_rate(rate: float, *, throttled: bool, floor: float, ceiling: float, step: float) -> float:
+    """AIMD: halve on throttling, add ``step`` requests/s on success, within [floor, ceiling]."""
+    return max(floor, rate / 2) if throttled else min(ceiling, rate + step)
+
+
+@dataclass
+class ThrottleStats:
+    requests: int = 0
+    backoffs: int = 0  # throttling answers that made the rate back off
+
+
+class Throttle:
+    """``call(fn)`` runs ``fn`` with at most ``max_in_flight`` concurrent calls and at the current rate; on
+    ``Throttled`` it backs off (halves the rate, sleeps with jitter) and retries, up to ``max_attempts``."""
+
+    def __init__(self, *, max_in_flight: int = 8, start_rate: float = 50.0, floor: float = 0.5,
+                 ceiling: float = 1000.0, step: float = 5.0, max_attempts: int = 12,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+        self.slots = threading.BoundedSemaphore(max_in_flight)
+        self.rate, self.floor, self.ceiling, self.step = start_rate, floor, ceiling, step
+        self.max_attempts = max_attempts
+        self.sleep, self.clock = sleep, clock
+        self.lock = threading.Lock()
+        self.next_start = 0.0
+        self.stats = ThrottleStats()
+
+    def _wait_turn(self) -> None:
+        with self.lock:
+            now = self.clock()
+            start = max(now, self.next_start)
+            self.next_start = start + 1.0 / self.rate
+        if start > now:
+            self.sleep(start - now)
+
+    def _feedback(self, throttled: bool) -> None:
+        with self.lock:
+            self.rate = next_rate(self.rate, throttled=throttled, floor=self.floor, ceiling=self.ceiling,
+                                  step=self.step)
+            if throttled:
+                self.stats.backoffs += 1
+
+    def call(self, fn: Callable[[], object], what: str = "request"):
+        for attempt in range(self.max_attempts):
+            self._wait_turn()
+            with self.slots:
+                with self.lock:
+                    self.stats.requests += 1
+                try:
+                    result = fn()
+                except Throttled:
+                    self._feedback(True)
+                else:
+                    self._feedback(False)
+                    return result
+            # back off outside the slot, so others' requests (at the lowered rate) go on
+            self.sleep(min(30.0, 0.1 * 2 ** attempt) * (0.5 + random.random() / 2))
+        raise Throttled(f"{what}: the store was still throttling after {self.max_attempts} attempts")

@@ -1,0 +1,55 @@
+"""The one GC engine as tests drive it: against one real lakeFS (and the store it runs on), on a runner — threads
+in this process, or Spark's executors (``spark_runner``: a real local-mode SparkContext)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spark_jobs.core.report import Summary
+from spark_jobs.engine.engine import RunRequest, run_marked
+from spark_jobs.engine.lakefs_api import LakeFSApiConfig
+from spark_jobs.engine.mark import Marked
+from spark_jobs.engine.parallel import Runner, ThreadRunner
+from spark_jobs.engine.storage import StorageConfig
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
+
+
+@dataclass
+class Collector:
+    endpoint: str  # lakeFS
+    options: dict[str, Any] = field(default_factory=dict)  # fsspec options per store
+    runner: Runner = field(default_factory=lambda: ThreadRunner(4))
+    engine: str = "inprocess"
+    local_root: str | None = None  # None: learnt from lakeFS, as in production
+    max_in_flight: int = 8
+
+    @property
+    def api(self) -> LakeFSApiConfig:
+        return LakeFSApiConfig(f"{self.endpoint}/api/v1", ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, read_timeout=60)
+
+    @property
+    def storage(self) -> StorageConfig:
+        import json  # noqa: PLC0415
+
+        return StorageConfig("", self.local_root, json.dumps(self.options), self.max_in_flight)
+
+    def _go(self, repo: str, mode: str, **kw: Any) -> tuple[Summary, Marked | None]:
+        request = RunRequest(repository_id=repo, mode=mode, engine=self.engine, range_partitions=4,
+                             address_partitions=4, **kw)
+        return run_marked(self.api, self.storage, request, self.runner)
+
+    def run(self, repo: str, *, min_age: timedelta | None = timedelta(0), dry_run: bool = False,
+            now: datetime | None = None, max_deletions: int | None = None) -> tuple[Summary, Marked]:
+        return self._go(repo, "dry-run" if dry_run else "full", min_age=min_age, now=now,
+                        max_deletions=max_deletions)
+
+    def mark(self, repo: str, *, now: datetime | None = None, min_age: timedelta | None = timedelta(0),
+             dry_run: bool = False, by_path: bool = False, prefix_depth: int = 2) -> Marked:
+        _, marked = self._go(repo, "dry-run" if dry_run else "mark", now=now or datetime.now(UTC), min_age=min_age,
+                             by_path=by_path, prefix_depth=prefix_depth)
+        return marked
+
+    def sweep(self, repo: str, run_id: str, *, max_deletions: int | None = None) -> Summary:
+        return self._go(repo, "sweep", mark_id=run_id, max_deletions=max_deletions)[0]

@@ -1,0 +1,197 @@
+"""The one GC engine on every store lakeFS supports (local, S3 on versitygw, Azure Blob on Azurite, GCS on
+fake-gcs-server) × both runners (threads in process, Spark executors in local mode): keep / delete / 410 through
+lakeFS / dry run changes nothing / staged kept / objects outside the namespace untouched / min-age / deletion cap
+/ by-path / re-run on a partly collected namespace / plan on one runner, sweep on the other / plan parity."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import lakefs_sdk
+import pytest
+
+from spark_jobs.engine.mark import GCError, plan_fingerprint
+from spark_jobs.engine.parallel import ThreadRunner
+from tests.gc_engine import Collector
+from tests.services import STORES, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, Store
+from workers.lakefs.client import LakeFS, make_lakefs_for
+from workers.lakefs.errors import LakeFSError
+
+DAY = 86400
+RUNNERS = ("threads", "spark")
+
+
+@pytest.fixture(scope="module", params=sorted(STORES))
+def world(request) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
+    """One store and a lakeFS on it, for the whole module per store."""
+    store = STORES[request.param]().start()
+    try:
+        server = LakeFSServer(store=store).start()
+    except BaseException:
+        store.cleanup()
+        raise
+    client = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+    yield store, server, client
+    client.close()
+    server.cleanup()
+    store.cleanup()
+
+
+@pytest.fixture(scope="session")
+def spark_context():
+    """A real Spark context in local mode in this process: the engine's Spark runner spreads its units over
+    Spark's Python workers exactly as in the spark-submit job (spark_jobs/jobs/gc.py)."""
+    pyspark = pytest.importorskip("pyspark")
+    conf = (pyspark.SparkConf().setMaster("local[2]").setAppName("lakefs-janitor-tests")
+            .set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.ui.enabled", "false").set("spark.python.worker.reuse", "true"))
+    sc = pyspark.SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    yield sc
+    sc.stop()
+
+
+def collector(world, runner: str, request) -> Collector:
+    store, server, _ = world
+    if runner == "spark":
+        from spark_jobs.jobs.gc import SparkRunner  # noqa: PLC0415
+
+        chosen, engine = SparkRunner(request.getfixturevalue("spark_context")), "spark"
+    else:
+        chosen, engine = ThreadRunner(4), "inprocess"
+    options = {store.kind: store.fsspec_options()} if store.kind != "local" else {}
+    return Collector(server.endpoint, options, runner=chosen, engine=engine)
+
+
+def other(gc: Collector, world, request) -> Collector:
+    return collector(world, "threads" if gc.engine == "spark" else "spark", request)
+
+
+def new_repo(lakefs: LakeFS, store: Store) -> str:
+    name = f"g-{uuid.uuid4().hex[:10]}"
+    lakefs.call("create repository", lakefs.repositories.create_repository,
+                lakefs_sdk.RepositoryCreation(name=name, storage_namespace=store.namespace(name),
+                                              default_branch="main"))
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, name,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    return name
+
+
+def put(lakefs: LakeFS, repo: str, path: str, data: bytes, branch: str = "main") -> None:
+    lakefs.upload(repo, branch, path, data=data)
+
+
+def commit(lakefs: LakeFS, repo: str, days_ago: float, branch: str = "main") -> str:
+    date = int(time.time() - days_ago * DAY)
+    return lakefs.call("commit", lakefs.commits.commit, repo, branch,
+                       lakefs_sdk.CommitCreation(message=f"{days_ago}d", var_date=date)).id
+
+
+def read(lakefs: LakeFS, repo: str, ref: str, path: str) -> bytes | int:
+    try:
+        return lakefs.call("get", lakefs.objects.get_object, repo, ref, path)
+    except LakeFSError as exc:
+        return exc.status or 0
+
+
+def physical_key(lakefs: LakeFS, repo: str, ref: str, path: str, namespace: str) -> str:
+    address = lakefs.call("stat", lakefs.objects.stat_object, repo, ref, path).physical_address
+    return address.split(namespace.rstrip("/") + "/", 1)[1] if "://" in address and namespace in address \
+        else address.split(f"/{repo}/", 1)[-1] if "://" in address else address
+
+
+def data_keys(store: Store, namespace: str) -> set[str]:
+    fs = store.filesystem()
+    root = store.fsspec_path(namespace).rstrip("/") + "/"
+    return {p[len(root):] for p in fs.find(root) if not p[len(root):].startswith("_lakefs/")}
+
+
+def history(lakefs: LakeFS, store: Store, repo: str) -> dict:
+    """tables/t1/a.txt: v1 (10 days, expired), v2 (5 days: the first commit before the 1-day window, kept), v3
+    (HEAD); keep.txt in every commit; staged.txt staged twice (the first version is garbage, the second kept)."""
+    namespace = store.namespace(repo)
+    put(lakefs, repo, "tables/t1/a.txt", b"v1")
+    put(lakefs, repo, "keep.txt", b"keep")
+    c1 = commit(lakefs, repo, 10)
+    v1 = physical_key(lakefs, repo, c1, "tables/t1/a.txt", namespace)
+    put(lakefs, repo, "tables/t1/a.txt", b"v2")
+    c2 = commit(lakefs, repo, 5)
+    put(lakefs, repo, "tables/t1/a.txt", b"v3")
+    commit(lakefs, repo, 0)
+    put(lakefs, repo, "staged.txt", b"s1")
+    s1 = physical_key(lakefs, repo, "main", "staged.txt", namespace)
+    put(lakefs, repo, "staged.txt", b"s2")
+    return {"c1": c1, "c2": c2, "v1": v1, "s1": s1, "namespace": namespace}
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_the_gc_on_every_store_and_runner(world, runner, request):
+    store, _, lakefs = world
+    gc = collector(world, runner, request)
+    repo = new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    namespace = h["namespace"]
+    # Outside the namespace, in the same bucket or folder: never listed, never deleted
+    outside = store.fsspec_path(namespace).rstrip("/") + "-outside/x.bin"
+    fs = store.filesystem()
+    fs.pipe_file(outside, b"not ours")
+    before = data_keys(store, namespace)
+    assert {h["v1"], h["s1"]} <= before
+
+    # Dry run: a plan, and nothing deleted
+    dry, _ = gc.run(repo, dry_run=True)
+    assert dry.num_deleted_objects == 2 and dry.dry_run and dry.phase == "mark"
+    assert data_keys(store, namespace) == before
+
+    # min-age: everything was written moments ago, so a one-hour cutoff spares it all
+    spared, _ = gc.run(repo, min_age=timedelta(hours=1))
+    assert spared.success and spared.swept == 0 and spared.too_new >= 2
+    assert data_keys(store, namespace) == before
+
+    # By path, and the parity of the two runners' plans (same `now`, same cutoff)
+    now = datetime.now(UTC)
+    mine = gc.mark(repo, now=now, by_path=True)
+    theirs = other(gc, world, request).mark(repo, now=now)
+    assert plan_fingerprint(mine.summary, [o.key for o in mine.deleted]) == plan_fingerprint(
+        theirs.summary, [o.key for o in theirs.deleted])
+    assert {o.key for o in mine.deleted} == {h["v1"], h["s1"]}
+    assert mine.summary.by_path == {"tables/t1/": [1, 2], "(in no commit)": [1, 2]}
+
+    # Re-run on a partly collected namespace: one planned object already gone; the cap leaves one for later.
+    # The plan was marked on this runner and is swept on the other.
+    fs.rm_file(store.fsspec_path(namespace, h["s1"]))
+    capped = other(gc, world, request).sweep(repo, mine.summary.run_id, max_deletions=1)
+    assert capped.success and capped.swept == 1 and capped.capped == 1
+    swept = gc.sweep(repo, mine.summary.run_id)
+    assert swept.success and swept.swept == 2 and swept.phase == "swept"
+
+    assert data_keys(store, namespace) == before - {h["v1"], h["s1"]}
+    assert read(lakefs, repo, h["c1"], "tables/t1/a.txt") == 410
+    assert read(lakefs, repo, h["c2"], "tables/t1/a.txt") == b"v2"
+    assert read(lakefs, repo, "main", "tables/t1/a.txt") == b"v3"
+    assert read(lakefs, repo, h["c1"], "keep.txt") == b"keep"
+    assert read(lakefs, repo, "main", "staged.txt") == b"s2"
+    assert fs.cat_file(outside) == b"not ours"
+
+    again, _ = gc.run(repo)
+    assert again.success and again.swept == 0 and again.num_deleted_objects == 0
+    # The run's one record, where lakeFS's GC keeps its reports
+    record = json.loads(fs.cat_file(store.fsspec_path(namespace, f"_lakefs/retention/gc/unified/"
+                                                                 f"{again.run_id}/summary.json")))
+    assert record["phase"] == "swept" and record["engine"] == gc.engine and record["marked"]
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_dry_run_plan_is_never_swept(world, runner, request):
+    store, _, lakefs = world
+    gc = collector(world, runner, request)
+    repo = new_repo(lakefs, store)
+    history(lakefs, store, repo)
+    dry, _ = gc.run(repo, dry_run=True)
+    with pytest.raises(GCError, match="dry run") as err:
+        other(gc, world, request).sweep(repo, dry.run_id)
+    assert err.value.reason == "dry-run-plan"
