@@ -12,9 +12,8 @@ import pytest
 
 from spark_jobs.core.cleaning import parse_cleaning_policies
 from tests.integration.conftest import commit, upload
+from tests.integration.gc.test_gc_against_lakefs import lakefs_own_retained
 from workers.gc.cleaning_store import set_cleaning
-from workers.gc.run import lakefs_retained, mark, run
-from workers.gc.storage import namespace_uris
 from workers.lakefs.errors import LakeFSError
 
 DAY = 86400
@@ -45,39 +44,39 @@ def policy(cli, tmp_path, repo, doc):
     return cli("gc", "policy", "set", f"lakefs://{repo}", "-f", str(path))
 
 
-def test_savepoint_keeps_a_tagged_commit_readable(cli, lakefs, repo, namespace, local_root, tmp_path):
+def test_savepoint_keeps_a_tagged_commit_readable(cli, lakefs, gc, repo, namespace, local_root, tmp_path):
     ids = setup(lakefs, repo)
     lakefs.call("tag", lakefs.tags.create_tag, repo, lakefs_sdk.TagCreation(id="release-1", ref=ids[1]))
     lakefs.call("tag", lakefs.tags.create_tag, repo, lakefs_sdk.TagCreation(id="nightly", ref=ids[2]))
     policy(cli, tmp_path, repo, {"policies": [{"id": "keep-releases", "patterns": ["none"],
                                                "savepoints": ["release-*"]}]})
-    summary, _ = run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    summary, _ = gc.run(repo, min_age=timedelta(0))
     assert summary.success
     assert status(lakefs, repo, ids[1], "a.txt") == 200  # savepointed
     assert status(lakefs, repo, ids[2], "a.txt") == 410  # tagged, but not a savepoint
     assert status(lakefs, repo, ids[0], "a.txt") == 410
 
 
-def test_keep_commits_keeps_n_plus_one(cli, lakefs, repo, namespace, local_root, tmp_path):
+def test_keep_commits_keeps_n_plus_one(cli, lakefs, gc, repo, namespace, local_root, tmp_path):
     ids = setup(lakefs, repo, versions=6)
     policy(cli, tmp_path, repo, {"policies": [{"patterns": ["main"], "keep_commits": 2}]})
-    run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    gc.run(repo, min_age=timedelta(0))
     assert [status(lakefs, repo, c, "a.txt") for c in ids] == [410, 410, 410, 200, 200, 200]
 
 
-def test_keep_versions_keeps_exactly_n_versions(cli, lakefs, repo, namespace, local_root, tmp_path):
+def test_keep_versions_keeps_exactly_n_versions(cli, lakefs, gc, repo, namespace, local_root, tmp_path):
     ids = setup(lakefs, repo, versions=5)
     policy(cli, tmp_path, repo, {"policies": [{"patterns": ["ma*"], "keep_versions": 3}]})
-    run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    gc.run(repo, min_age=timedelta(0))
     assert [status(lakefs, repo, c, "a.txt") for c in ids] == [410, 410, 200, 200, 200]
 
 
-def test_a_policy_never_removes_what_the_gc_rules_keep(cli, lakefs, repo, namespace, local_root, tmp_path):
+def test_a_policy_never_removes_what_the_gc_rules_keep(cli, lakefs, gc, repo, namespace, local_root, tmp_path):
     ids = setup(lakefs, repo, versions=4)
     lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
                 lakefs_sdk.GarbageCollectionRules(default_retention_days=60, branches=[]))
     policy(cli, tmp_path, repo, {"policies": [{"patterns": ["main"], "keep_commits": 1}]})
-    run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    gc.run(repo, min_age=timedelta(0))
     assert all(status(lakefs, repo, c, "a.txt") == 200 for c in ids)
 
 
@@ -98,7 +97,7 @@ def test_policy_cli_validates_all_at_once_and_uses_etags(cli, repo, tmp_path):
 
 
 @pytest.mark.parametrize("seed", [11, 12])
-def test_keep_versions_on_random_histories_matches_an_oracle_through_the_api(lakefs, repo, namespace, local_root,
+def test_keep_versions_on_random_histories_matches_an_oracle_through_the_api(lakefs, gc, repo, namespace, local_root,
                                                                              seed):
     """Random overwrites, deletes and a revert on main (a revert brings an earlier range back); the oracle lists
     every commit of main's first-parent line through the API, newest first, and keeps each path's first N
@@ -138,23 +137,22 @@ def test_keep_versions_on_random_histories_matches_an_oracle_through_the_api(lak
     expected_kept = {k for seen in versions.values() for k in seen}
     # The revert is dated now, amid older commits: lakeFS's own walk keeps commits around it (lakefs-facts §8),
     # and nothing lakeFS keeps may go.
-    theirs = lakefs_retained(lakefs, namespace, namespace_uris(namespace, local_root=local_root), repository_id=repo)
+    theirs = lakefs_own_retained(lakefs, repo, local_root)
     for commit_id in theirs:
         expected_kept |= {key(o.physical_address) for o in lakefs.paginate("list", lakefs.objects.list_objects,
                                                                              repo, commit_id)}
-    marked = mark(lakefs, namespace, repo, now=datetime.now(UTC), min_age=timedelta(0), local_root=local_root,
-                  dry_run=True)
+    marked = gc.mark(repo, now=datetime.now(UTC), min_age=timedelta(0), dry_run=True)
     listed = {o.key for o in namespace.list_data() if o.key.startswith("data/")}
     assert {o.key for o in marked.deleted} == listed - expected_kept
     assert len(listed - expected_kept) > 0 and len(expected_kept) > len(paths)  # the case is not trivial
 
 
-def test_an_override_cleans_what_the_gc_rules_would_keep_and_only_where_it_matches(cli, lakefs, repo, namespace,
+def test_an_override_cleans_what_the_gc_rules_would_keep_and_only_where_it_matches(cli, lakefs, gc, repo, namespace,
                                                                                    local_root, tmp_path):
     ids = setup(lakefs, repo, versions=4)  # a.txt in 4 commits, 30 to 27 days old
     lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
                 lakefs_sdk.GarbageCollectionRules(default_retention_days=60, branches=[]))
     policy(cli, tmp_path, repo, {"policies": [{"patterns": ["ma*"], "keep_commits": 1, "override_gc_rules": True}]})
-    run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    gc.run(repo, min_age=timedelta(0))
     # lakeFS's 60 days would keep all four; the override keeps the latest commit and one more
     assert [status(lakefs, repo, c, "a.txt") for c in ids] == [410, 410, 200, 200]
