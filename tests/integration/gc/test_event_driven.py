@@ -13,7 +13,6 @@ import requests
 
 from tests.integration.conftest import commit, upload
 from tests.services import WEBHOOK_SECRET
-from workers.gc.run import run
 from workers.gc.store import GCRuns
 from workers.gc.trigger import due
 from workers.lakefs.errors import LakeFSError
@@ -41,16 +40,16 @@ def test_trigger_fires_after_n_commits_and_not_before(receiver, redis_client):
     assert repo not in due(runs.commits_since_run(), 5)
 
 
-def test_per_run_cap_leaves_the_rest_for_the_next_run(lakefs, repo, namespace, local_root):
+def test_per_run_cap_leaves_the_rest_for_the_next_run(lakefs, gc, repo, namespace, local_root):
     for i in range(4):
         upload(lakefs, repo, "main", "a.txt", f"v{i}".encode())
         commit(lakefs, repo, "main", f"v{i}", date=int(time.time()) - (30 - i) * 86400)
     lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
                 lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
     # three overwritten versions are garbage; one per run
-    results = [run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root, max_deletions=1)[0]
-               for _ in range(4)]
+    results = [gc.run(repo, min_age=timedelta(0), max_deletions=1)[0] for _ in range(4)]
     assert [(r.swept, r.capped) for r in results] == [(1, 2), (1, 1), (1, 0), (0, 0)]
+    assert [r.num_deleted_objects for r in results] == [3, 2, 1, 0]  # each run's plan: what is garbage then
 
 
 def test_beat_starts_a_clean_after_n_commits_on_a_real_worker(env, receiver, redis_server, lakefs, repo):
