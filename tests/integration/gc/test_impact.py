@@ -8,14 +8,28 @@ from datetime import UTC, datetime, timedelta
 
 import lakefs_sdk
 
+from spark_jobs.engine.impact import Impact, branch_impact
+from spark_jobs.engine.lakefs_api import LakeFSApi
+from spark_jobs.engine.mark import JobConfig, Marked
+from spark_jobs.engine.storage import StorageConfig
+from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload
-from workers.gc.impact import branch_impact
-from workers.gc.run import mark, run
 
 DAY = 86400
 
 
-def test_impact_equals_what_deleting_the_branch_frees(lakefs, repo, namespace, local_root, clock, cli):
+def impact(gc: Collector, marked: Marked, branch_ids: list[str], *, now: datetime) -> dict[str, Impact]:
+    """The impact view of one dry mark, as workers.gc.runner.repository_impact computes it."""
+    api = LakeFSApi(gc.api)
+    try:
+        storage = StorageConfig(marked.graph.namespace, marked.graph.local_root, gc.storage.options_json)
+        return branch_impact(api, JobConfig(gc.api, storage, marked.summary.repository_id), marked, branch_ids,
+                             now=now)
+    finally:
+        api.close()
+
+
+def test_impact_equals_what_deleting_the_branch_frees(lakefs, gc, repo, namespace, local_root, clock, cli):
     old = int(time.time()) - 30 * DAY
     upload(lakefs, repo, "main", "shared.txt", b"s" * 100)
     commit(lakefs, repo, "main", "base", date=old - DAY)
@@ -27,20 +41,20 @@ def test_impact_equals_what_deleting_the_branch_frees(lakefs, repo, namespace, l
     create_branch(lakefs, repo, "keeper")
     lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
                 lakefs_sdk.GarbageCollectionRules(default_retention_days=7, branches=[]))
-    run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)  # nothing else left to collect
+    gc.run(repo, min_age=timedelta(0))  # nothing else left to collect
     now = datetime.now(UTC)
-    marked = mark(lakefs, namespace, repo, now=now, min_age=timedelta(0), dry_run=True, local_root=local_root)
-    impacts = branch_impact(marked, ["feature", "keeper", "main"], now=now)
+    marked = gc.mark(repo, now=now, min_age=timedelta(0), dry_run=True)
+    impacts = impact(gc, marked, ["feature", "keeper", "main"], now=now)
     assert impacts["main"].objects == 0  # main's object is kept by feature's commit too
     assert impacts["keeper"].objects == 0  # keeper (made from main) keeps nothing main does not
     predicted = impacts["feature"]
     lakefs.call("delete", lakefs.branches.delete_branch, repo, "feature")
-    summary, _ = run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    summary, _ = gc.run(repo, min_age=timedelta(0))
     assert (predicted.objects, predicted.bytes) == (summary.swept, summary.deleted_bytes)
     assert (predicted.objects, predicted.bytes) == (3, 1350)  # its two committed objects and the staged one
 
 
-def test_impact_of_a_branch_with_unshared_history(lakefs, repo, namespace, local_root, cli):
+def test_impact_of_a_branch_with_unshared_history(lakefs, gc, repo, namespace, local_root, cli):
     old = int(time.time()) - 30 * DAY
     upload(lakefs, repo, "main", "shared.txt", b"s" * 100)
     commit(lakefs, repo, "main", "base", date=old - DAY)
@@ -52,7 +66,7 @@ def test_impact_of_a_branch_with_unshared_history(lakefs, repo, namespace, local
     shown = json.loads(cli("gc", "impact", f"lakefs://{repo}", "--min-age", "0s", "--json").output)
     assert shown["feature"] == {"objects": 1, "bytes": 1000} and shown["main"]["objects"] == 0
     lakefs.call("delete", lakefs.branches.delete_branch, repo, "feature")
-    summary, _ = run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    summary, _ = gc.run(repo, min_age=timedelta(0))
     assert (summary.swept, summary.deleted_bytes) == (1, 1000)
 
 
@@ -78,7 +92,7 @@ def test_lifecycle_preview_shows_the_impact_beside_branches_due(lakefs, repo, cl
     assert "frees" in table and "0 obj" in table
 
 
-def test_impact_under_keep_versions_counts_versions_per_path(lakefs, repo, namespace, local_root):
+def test_impact_under_keep_versions_counts_versions_per_path(lakefs, gc, repo, namespace, local_root):
     """keep_versions: 2 everywhere; main holds three versions of a.txt, a feature branch sits on the oldest. Only
     the feature keeps v1 (main keeps its latest two), so deleting it frees v1: the impact must say so (counting
     each version as a path of its own would keep all three)."""
@@ -96,10 +110,10 @@ def test_impact_under_keep_versions_counts_versions_per_path(lakefs, repo, names
                 lakefs_sdk.GarbageCollectionRules(default_retention_days=7, branches=[]))
     set_cleaning(lakefs, repo, parse_cleaning_policies({"policies": [{"patterns": ["*"], "keep_versions": 2}]}))
     now = datetime.now(UTC)
-    marked = mark(lakefs, namespace, repo, now=now, min_age=timedelta(0), dry_run=True, local_root=local_root)
+    marked = gc.mark(repo, now=now, min_age=timedelta(0), dry_run=True)
     assert marked.summary.num_deleted_objects == 0  # v3, v2 by main; v1 by the feature's HEAD
-    predicted = branch_impact(marked, ["feature"], now=now)["feature"]
+    predicted = impact(gc, marked, ["feature"], now=now)["feature"]
     assert (predicted.objects, predicted.bytes) == (1, 100)
     lakefs.call("delete", lakefs.branches.delete_branch, repo, "feature")
-    summary, _ = run(lakefs, namespace, repo, min_age=timedelta(0), local_root=local_root)
+    summary, _ = gc.run(repo, min_age=timedelta(0))
     assert (summary.swept, summary.deleted_bytes) == (predicted.objects, predicted.bytes)
