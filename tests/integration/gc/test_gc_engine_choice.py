@@ -1,19 +1,24 @@
-"""How a run is set up on a real lakeFS: `--engine auto` sizes the repository by the ranges its branch HEADs reach,
-the local blockstore's folder is learnt from lakeFS when not configured, and reading committed metadata through
-lakeFS's API gives the same plan as reading it from storage."""
+"""How a run is set up on a real lakeFS: `--engine auto` sizes the repository by the ranges its branch HEADs reach
+and never picks a runner that cannot reach the store, the local blockstore's folder is learnt from lakeFS when not
+configured (and a wrong one is named), reading committed metadata through lakeFS's API gives the same plan as
+reading it from storage, and every failure is recorded in the run history with its reason."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from spark_jobs.core.cleaning import parse_cleaning_policies
-from tests.fakes import MemoryRuns
+from spark_jobs.engine.engine import RunRequest, resolve_storage, run_marked
+from spark_jobs.engine.lakefs_api import LakeFSApi
+from tests.fakes import MemoryRuns, fresh_metrics
+from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_inprocess import old_commit, read, rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
 from workers.gc.cleaning_store import set_cleaning
-from workers.gc.run import mark
-from workers.gc.runner import GCRequest, choose_engine, execute, open_repository_namespace
+from workers.gc.runner import GCError, GCRequest, api_config, choose_engine, execute
 from workers.settings import GCSettings, LakeFSConnection, SparkSettings
 
 
@@ -30,54 +35,104 @@ def history(lakefs, repo) -> None:
     rules(lakefs, repo, default=7)
 
 
-def test_auto_takes_spark_only_above_the_range_threshold(lakefs, repo):
+@pytest.fixture
+def connection(lakefs_server) -> LakeFSConnection:
+    return LakeFSConnection(endpoint_url=lakefs_server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                            secret_access_key=ADMIN_SECRET_KEY)
+
+
+def test_auto_takes_spark_only_above_the_range_threshold(lakefs, repo, connection):
     history(lakefs, repo)
+    api = api_config(connection)
     run = GCRequest(repo, "run", engine="auto")
     small = GCSettings(auto_spark_above_ranges=2)
     big = GCSettings(auto_spark_above_ranges=1)
-    assert choose_engine(lakefs, small, run, spark_ready=True) == (
+    assert choose_engine(api, small, run, spark=SparkSettings()) == (
         "inprocess", "2 ranges at the branch HEADs (<= 2)")
-    assert choose_engine(lakefs, big, run, spark_ready=True) == ("spark", "2 ranges at the branch HEADs (> 1)")
-    assert choose_engine(lakefs, big, run, spark_ready=False)[0] == "inprocess"
-    assert choose_engine(lakefs, big, GCRequest(repo, "sweep", mark_id="x", engine="auto"),
-                         spark_ready=True)[0] == "inprocess"
-    assert choose_engine(lakefs, big, GCRequest(repo, engine="inprocess"), spark_ready=True) == (
+    assert choose_engine(api, big, run, spark=SparkSettings()) == ("spark", "2 ranges at the branch HEADs (> 1)")
+    assert choose_engine(api, big, run, spark=None)[0] == "inprocess"
+    assert choose_engine(api, big, GCRequest(repo, "sweep", mark_id="x", engine="auto"),
+                         spark=SparkSettings())[0] == "inprocess"
+    assert choose_engine(api, big, GCRequest(repo, engine="inprocess"), spark=SparkSettings()) == (
         "inprocess", "asked for")
 
 
-def test_an_auto_run_records_its_choice_and_collects(lakefs, repo, lakefs_server):
+def test_an_auto_run_records_its_choice_and_collects(lakefs, repo, connection):
     history(lakefs, repo)
     runs = MemoryRuns()
-    connection = LakeFSConnection(endpoint_url=lakefs_server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
-                                  secret_access_key=ADMIN_SECRET_KEY)
-    summary = execute(lakefs, GCSettings(min_age="0s"), GCRequest(repo, "run", engine="auto"), runs=runs,
+    summary = execute(GCSettings(min_age="0s"), GCRequest(repo, "run", engine="auto"), runs=runs,
                       spark=SparkSettings(), connection=connection)
     assert summary.success and summary.swept == 1  # a.txt's v1, outside the 7-day retention
     (entry,) = runs.history(repo)
     assert entry["engine"] == "inprocess" and "ranges at the branch HEADs" in entry["engine_reason"]
+    assert entry["success"] and entry["swept"] == 1
     assert read(lakefs, repo, "main", "a.txt") == b"v3" and read(lakefs, repo, "feature", "b.txt") == b"f"
 
 
-def test_the_local_blockstore_folder_is_learnt_from_lakefs(lakefs, repo, local_root):
+def test_the_local_blockstore_folder_is_learnt_from_lakefs(lakefs, lakefs_server, repo, local_root):
     history(lakefs, repo)
-    ns, found = open_repository_namespace(lakefs, GCSettings(), repo)
-    assert found == local_root
-    configured, given = open_repository_namespace(lakefs, GCSettings(local_blockstore_path=local_root), repo)
-    assert given == local_root and configured.root == ns.root
+    now = datetime.now(UTC)
+    learnt = Collector(lakefs_server.endpoint).mark(repo, now=now, dry_run=True)
+    configured = Collector(lakefs_server.endpoint, local_root=local_root).mark(repo, now=now, dry_run=True)
+    assert learnt.graph.local_root == learnt.summary.local_root == local_root
+    assert configured.graph.local_root == local_root
+    assert [o.key for o in learnt.deleted] == [o.key for o in configured.deleted] and len(learnt.deleted) == 1
+    # a sweep, which reads no history, learns it too
+    api = LakeFSApi(Collector(lakefs_server.endpoint).api)
+    try:
+        found = resolve_storage(api, repo, Collector(lakefs_server.endpoint).storage)
+    finally:
+        api.close()
+    assert (found.namespace, found.local_root) == (f"local://{repo}", local_root)
 
 
-def test_metadata_through_lakefs_gives_the_same_plan_as_from_storage(lakefs, repo, namespace, local_root):
+def test_metadata_through_lakefs_gives_the_same_plan_as_from_storage(lakefs, gc, repo):
     history(lakefs, repo)
     now = datetime.now(UTC) + timedelta(seconds=1)
-    plans = [mark(lakefs, namespace, repo, now=now, min_age=timedelta(0), local_root=local_root,
-                  metadata_source=source, dry_run=True) for source in ("storage", "lakefs")]
+    plans = [run_marked(gc.api, gc.storage, RunRequest(repo, "dry-run", now=now, min_age=timedelta(0),
+                                                       metadata_from=source), gc.runner)[1]
+             for source in ("storage", "lakefs")]
     assert [o.key for o in plans[0].deleted] == [o.key for o in plans[1].deleted]
-    assert len(plans[0].deleted) == 1 and plans[0].ranges == plans[1].ranges >= 2
+    assert len(plans[0].deleted) == 1 and plans[0].ranges == plans[1].ranges and len(plans[0].ranges) >= 2
+    assert plans[0].kept == plans[1].kept
 
 
-def test_auto_sends_a_repository_with_cleaning_policies_to_spark_too(lakefs, repo):
-    # both engines apply the policies (tests/spark/test_gc_engines.py): size alone decides
+def test_auto_sends_a_repository_with_cleaning_policies_to_spark_too(lakefs, repo, connection):
+    # the one engine applies the policies on either runner (tests/spark/test_gc_engines.py): size alone decides
     history(lakefs, repo)
     set_cleaning(lakefs, repo, parse_cleaning_policies({"policies": [{"patterns": ["main"], "keep_commits": 2}]}))
-    assert choose_engine(lakefs, GCSettings(auto_spark_above_ranges=1), GCRequest(repo, engine="auto"),
-                         spark_ready=True)[0] == "spark"
+    assert choose_engine(api_config(connection), GCSettings(auto_spark_above_ranges=1),
+                         GCRequest(repo, engine="auto"), spark=SparkSettings())[0] == "spark"
+
+
+def test_a_missing_repository_is_a_recorded_and_counted_failure(connection):
+    runs, metrics = MemoryRuns(), fresh_metrics()
+    with pytest.raises(GCError, match="404") as err:
+        execute(GCSettings(), GCRequest("no-such-repo"), connection=connection, runs=runs, metrics=metrics)
+    assert err.value.reason == "lakefs"
+    (entry,) = runs.history("no-such-repo")
+    assert entry["success"] is False and entry["reason"] == "lakefs"
+    assert metrics.gc_failures.labels("no-such-repo", "lakefs")._value.get() == 1
+    assert runs.started == ["no-such-repo"]  # a run restarts the event-driven commit count
+
+
+def test_a_store_the_janitor_cannot_read_is_a_clear_recorded_failure(lakefs, repo, namespace, connection, tmp_path):
+    history(lakefs, repo)
+    before = {o.key for o in namespace.list_data()}
+    wrong = GCSettings(min_age="0s", local_blockstore_path=str(tmp_path / "not-the-blockstore"))
+    runs, metrics = MemoryRuns(), fresh_metrics()
+    with pytest.raises(GCError, match="not under the configured local blockstore folder") as err:
+        execute(wrong, GCRequest(repo), connection=connection, runs=runs, metrics=metrics)
+    assert err.value.reason == "storage-config"
+    # auto never picks a runner that cannot reach the store: without Spark it says so, with Spark it takes it
+    with pytest.raises(GCError, match="no runner can reach the store") as auto:
+        execute(wrong, GCRequest(repo, engine="auto"), connection=connection, runs=runs, metrics=metrics)
+    assert auto.value.reason == "storage-config"
+    assert choose_engine(api_config(connection), wrong, GCRequest(repo, engine="auto"),
+                         spark=SparkSettings())[0] == "spark"
+    assert [(e["engine"], e["reason"]) for e in runs.history(repo)] == [("auto", "storage-config"),
+                                                                         ("inprocess", "storage-config")]
+    assert metrics.gc_failures.labels(repo, "storage-config")._value.get() == 2
+    assert {o.key for o in namespace.list_data()} == before
+    # the right folder (or none: learnt) collects
+    assert execute(GCSettings(min_age="0s"), GCRequest(repo), connection=connection, runs=runs).swept == 1
