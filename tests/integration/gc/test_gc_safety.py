@@ -11,11 +11,9 @@ from pathlib import Path
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine import report
-from spark_jobs.engine.engine import run
-from spark_jobs.engine.lakefs_api import LakeFSApiConfig
-from spark_jobs.engine.parallel import ThreadRunner
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
+from spark_jobs.core import report
+from spark_jobs.engine.mark import GCError
+from tests.gc_engine import Collector
 
 
 def _files(root: Path) -> set[str]:
@@ -37,39 +35,37 @@ def overwritten(lakefs, lakefs_server):
             message=f"{days}", date=int((now - timedelta(days=days)).timestamp()))).id)
     lakefs.repositories.set_gc_rules(name, lakefs_sdk.GarbageCollectionRules(default_retention_days=7,
                                                                              branches=[]))
-    api = LakeFSApiConfig(f"{lakefs_server.endpoint}/api/v1", ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
-    yield name, commits, api, Path(lakefs_server.dir) / "block" / name
+    yield name, commits, Collector(lakefs_server.endpoint), Path(lakefs_server.dir) / "block" / name
     lakefs.repositories.delete_repository(name, force=True)
 
 
 def test_branch_reset_between_mark_and_sweep_loses_nothing(lakefs, overwritten):
-    name, (c0, _c1), api, root = overwritten
+    name, (c0, _c1), gc, root = overwritten
     now = datetime.now(UTC) + timedelta(seconds=1)
-    marked = run(api_config=api, repository_id=name, mode="mark", runner=ThreadRunner(4), now=now,
-                 min_age=timedelta(0))
-    assert marked["summary"]["num_deleted_objects"] == 6  # c0's versions
+    marked = gc.mark(name, now=now, min_age=timedelta(0))
+    assert marked.summary.num_deleted_objects == 6  # c0's versions
     old = {f"t/part-{i}": lakefs.objects.get_object(name, c0, f"t/part-{i}") for i in range(6)}
     lakefs.experimental.hard_reset_branch(name, "main", c0)  # main goes back to c0 during the run
-    swept = run(api_config=api, repository_id=name, mode="sweep", mark_id=marked["run_id"],
-                runner=ThreadRunner(4), now=now)
-    assert swept["sweep"]["became_reachable"] == 6 and swept["sweep"]["deleted"] == 0
+    swept = gc.sweep(name, marked.summary.run_id)
+    assert swept.spared_by_recheck == 6 and swept.swept == 0 and swept.phase == "swept"
     assert {p: lakefs.objects.get_object(name, "main", p) for p in old} == old
 
 
 def test_dry_run_and_cutoff_delete_nothing_and_write_only_under_lakefs(overwritten):
-    name, _commits, api, root = overwritten
+    name, _commits, gc, root = overwritten
     before = _files(root)
     now = datetime.now(UTC) + timedelta(seconds=1)
-    dry = run(api_config=api, repository_id=name, mode="dry-run", runner=ThreadRunner(4), now=now,
-              min_age=timedelta(0))
-    assert dry["summary"]["num_deleted_objects"] == 6 and dry["summary"]["dry_run"]
+    dry, _ = gc.run(name, now=now, min_age=timedelta(0), dry_run=True)
+    assert dry.num_deleted_objects == 6 and dry.dry_run and dry.phase == "mark"
     # default cutoff (lakeFS's 24 h grace period): every object here is minutes old, so nothing is a candidate
-    safe = run(api_config=api, repository_id=name, mode="full", runner=ThreadRunner(4), now=now)
-    assert safe["summary"]["num_deleted_objects"] == 0 and safe["summary"]["skipped_recent"] == 6
+    safe, _ = gc.run(name, now=now, min_age=None)
+    assert safe.num_deleted_objects == 0 and safe.too_new == 6 and safe.swept == 0
     after = _files(root)
     assert before <= after  # nothing deleted
     assert all(f.startswith("_lakefs/") for f in after - before)  # and nothing written outside _lakefs/
-    with pytest.raises(Exception, match="is a dry run: refusing to sweep it"):
-        run(api_config=api, repository_id=name, mode="sweep", mark_id=dry["run_id"], runner=ThreadRunner(2),
-            now=now)
-    assert report.run_dir(dry["run_id"]).startswith("_lakefs/retention/gc/unified/")
+    with pytest.raises(GCError, match="was a dry run") as refused:
+        gc.sweep(name, dry.run_id)
+    assert refused.value.reason == "dry-run-plan"
+    refused_after = _files(root)
+    assert after <= refused_after and all(f.startswith("_lakefs/") for f in refused_after - after)
+    assert report.run_dir(dry.run_id).startswith("_lakefs/retention/gc/unified/")
