@@ -6,6 +6,8 @@ lakeFS / dry run changes nothing / staged kept / objects outside the namespace u
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ import pytest
 from spark_jobs.engine.mark import GCError, plan_fingerprint
 from spark_jobs.engine.parallel import ThreadRunner
 from tests.gc_engine import Collector
-from tests.services import STORES, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, Store
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer, Store
 from workers.lakefs.client import LakeFS, make_lakefs_for
 from workers.lakefs.errors import LakeFSError
 
@@ -46,6 +48,7 @@ def spark_context():
     """A real Spark context in local mode in this process: the engine's Spark runner spreads its units over
     Spark's Python workers exactly as in the spark-submit job (spark_jobs/jobs/gc.py)."""
     pyspark = pytest.importorskip("pyspark")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this virtualenv's Python
     conf = (pyspark.SparkConf().setMaster("local[2]").setAppName("lakefs-janitor-tests")
             .set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
             .set("spark.ui.enabled", "false").set("spark.python.worker.reuse", "true"))
@@ -138,6 +141,8 @@ def test_the_gc_on_every_store_and_runner(world, runner, request):
     # Outside the namespace, in the same bucket or folder: never listed, never deleted
     outside = store.fsspec_path(namespace).rstrip("/") + "-outside/x.bin"
     fs = store.filesystem()
+    if store.kind == "local":
+        fs.makedirs(outside.rsplit("/", 1)[0], exist_ok=True)
     fs.pipe_file(outside, b"not ours")
     before = data_keys(store, namespace)
     assert {h["v1"], h["s1"]} <= before
