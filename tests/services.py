@@ -1,20 +1,29 @@
-"""Real services on 127.0.0.1 for tests and the local demo: redis-server, lakeFS, the receiver, a Celery worker.
+"""Real services on 127.0.0.1 for tests and the local demo: redis-server, lakeFS, the receiver, a Celery worker,
+and the object stores lakeFS and the GC run on (versitygw for S3, Azurite, fake-gcs-server, lakeFS's local store).
 
 Each is a subprocess on a free port with its state in a temporary directory, stopped and removed by ``stop()``.
 """
 
 from __future__ import annotations
 
+import functools
+import http.client
+import json
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
 
 import requests
 import yaml
@@ -23,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ADMIN_ACCESS_KEY = "AKIAIOSFOLKJANITOR1"
 ADMIN_SECRET_KEY = "janitor-test-secret-key-0123456789abcdef"  # a throwaway key for a throwaway server
 WEBHOOK_SECRET = "janitor-webhook-test-secret"
+# gcsfs (imported through fsspec's "gs" protocol) otherwise first probes a gRPC API for each bucket's type, which
+# fails TLS against fake-gcs-server only after a 60 s timeout. Read when gcsfs is first imported: set it here, early.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 
 def free_port() -> int:
@@ -133,17 +145,18 @@ class MotoS3Server(Service):
 class LakeFSServer(Service):
     name = "lakefs"
 
-    def __init__(self, extra_env: dict[str, str] | None = None, s3: MotoS3Server | None = None) -> None:
+    def __init__(self, extra_env: dict[str, str] | None = None, s3: MotoS3Server | None = None,
+                 store: Store | None = None) -> None:
         super().__init__()
         self.extra_env = extra_env or {}
         self.import_dir = self.dir / "import"
         self.s3 = s3
+        # Default: the local blockstore in the server's own folder, imports allowed from import_dir.
+        self.store = store or LocalStore(self.dir / "block", self.import_dir)
 
     def blockstore(self) -> dict:
         if self.s3 is None:
-            return {"type": "local", "local": {
-                "path": str(self.dir / "block"), "import_enabled": True,
-                "allowed_external_prefixes": [str(self.import_dir)]}}
+            return self.store.lakefs_blockstore()
         return {"type": "s3", "s3": {
             "endpoint": self.s3.endpoint, "force_path_style": True, "region": "us-east-1",
             "credentials": {"access_key_id": self.s3.access_key, "secret_access_key": self.s3.secret_key}}}
@@ -168,7 +181,7 @@ class LakeFSServer(Service):
         self.import_dir.mkdir()
         cfg = self.dir / "lakefs.yaml"
         cfg.write_text(yaml.safe_dump(self.config()))
-        env = {**os.environ, **self.extra_env}
+        env = {**os.environ, **self.store.lakefs_env(), **self.extra_env}
         env = {k: v for k, v in env.items() if not k.startswith("LAKEFS_")}  # only our config file counts
         # In its own folder: each GC prepare call leaves a gc.db/ (with a 2 GiB sparse file) in the working directory.
         self._spawn([lakefs_binary(), "run", "--local-settings", "-c", str(cfg)], env, cwd=self.dir)
@@ -239,3 +252,505 @@ class CeleryWorker(Service):
                      "--hostname", f"janitor-test-{self.port}@%h", "--without-mingle", "--without-gossip"], self.env)
         wait_until(lambda: b"ready." in self.log.read_bytes(), 60, "celery worker", self.proc, self.log)
         return self
+
+
+# ---- Object stores: lakeFS's blockstore and the GC's storage, each reached through fsspec ----
+
+AZURITE_ACCOUNT = "devstoreaccount1"
+# Azurite's public, documented development key (the same in every Azurite): not a secret.
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+@functools.cache
+def _built_stores() -> dict[str, str]:
+    out = subprocess.run([str(ROOT / "scripts" / "build-stores.sh")], check=True, capture_output=True, text=True)
+    return dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+
+
+def store_binary(name: str, env_var: str) -> str:
+    """A server of scripts/build-stores.sh (built once, cached), or the executable the env var names."""
+    return os.environ.get(env_var) or _built_stores()[name]
+
+
+def _answers(url: str) -> bool:
+    """Any HTTP answer (even 403 to an unsigned request) means the server is up."""
+    requests.get(url, timeout=1)
+    return True
+
+
+class Store:
+    """What every object store of the tests offers, lakeFS's local blockstore included, so a test can be
+    parametrized over all of them. ``endpoint=`` (where taken) points the client at another address of the same
+    store, e.g. a ThrottlingProxy in front of it."""
+
+    kind = ""  # "local" | "s3" | "azure" | "gcs"
+
+    def start(self) -> Store:
+        return self
+
+    def cleanup(self) -> None:
+        pass
+
+    def lakefs_blockstore(self) -> dict:
+        """lakeFS's ``blockstore:`` config for this store."""
+        raise NotImplementedError
+
+    def lakefs_env(self) -> dict[str, str]:
+        """Extra environment lakeFS needs to reach the store."""
+        return {}
+
+    def namespace(self, repo: str) -> str:
+        """The storage namespace to create repository ``repo`` with (its bucket or container created first)."""
+        raise NotImplementedError
+
+    def fsspec_protocol(self) -> str:
+        raise NotImplementedError
+
+    def fsspec_options(self, endpoint: str | None = None) -> dict:
+        """Exactly the keyword arguments of ``fsspec.filesystem(self.fsspec_protocol(), **options)``."""
+        raise NotImplementedError
+
+    def fsspec_path(self, namespace: str, key: str = "") -> str:
+        """The fsspec path of ``key`` inside ``namespace`` (``bucket/prefix/key`` for the clouds)."""
+        root = namespace.split("://", 1)[1]
+        if self.kind == "azure":  # https://<account>.blob.core.windows.net/<container>/<prefix>
+            root = root.split("/", 1)[1]
+        return f"{root.rstrip('/')}/{key}" if key else root.rstrip("/")
+
+    def filesystem(self, endpoint: str | None = None):
+        """A fresh fsspec filesystem (no instance or listing cache carried over from an earlier one)."""
+        import fsspec  # noqa: PLC0415
+
+        return fsspec.filesystem(self.fsspec_protocol(), skip_instance_cache=True,
+                                 **self.fsspec_options(endpoint))
+
+    def janitor_env(self, endpoint: str | None = None) -> dict[str, str]:
+        """The LAKEFS_JANITOR_GC__* variables the janitor needs to reach the store."""
+        return {}
+
+    def backdate(self, key: str, namespace: str, seconds: float) -> None:
+        """Make object ``key`` of ``namespace`` look ``seconds`` old (modification time = now - seconds)."""
+        raise NotImplementedError(f"{self.kind}: the store offers no way to backdate an object")
+
+
+class LocalStore(Store):
+    """lakeFS's local blockstore: a folder; namespace ``local://<name>`` is ``<root>/<name>``."""
+
+    kind = "local"
+
+    def __init__(self, root: Path | None = None, import_dir: Path | None = None) -> None:
+        self._own = root is None and import_dir is None
+        base = Path(tempfile.mkdtemp(prefix="lakefs-janitor-local-")) if self._own else None
+        self.root = root or base / "block"
+        self.import_dir = import_dir or base / "import"
+        self._base = base
+
+    def cleanup(self) -> None:
+        if self._own:
+            shutil.rmtree(self._base, ignore_errors=True)
+
+    def lakefs_blockstore(self) -> dict:
+        return {"type": "local", "local": {"path": str(self.root), "import_enabled": True,
+                                           "allowed_external_prefixes": [str(self.import_dir)]}}
+
+    def namespace(self, repo: str) -> str:
+        return f"local://{repo}"
+
+    def fsspec_protocol(self) -> str:
+        return "file"
+
+    def fsspec_options(self, endpoint: str | None = None) -> dict:
+        return {}
+
+    def fsspec_path(self, namespace: str, key: str = "") -> str:
+        path = self.root / namespace.removeprefix("local://")
+        return str(path / key) if key else str(path)
+
+    def backdate(self, key: str, namespace: str, seconds: float) -> None:
+        when = time.time() - seconds
+        os.utime(self.fsspec_path(namespace, key), (when, when))
+
+
+class VersityGW(Service, Store):
+    """S3: versitygw's posix backend; objects are plain files ``<dir>/data/<bucket>/<key>``."""
+
+    name = "versitygw"
+    kind = "s3"
+    access_key = "janitor-versitygw-key"
+    secret_key = "janitor-versitygw-secret"  # throwaway root credentials of a throwaway server
+    region = "us-east-1"
+
+    def __init__(self, max_requests: int | None = None, bucket: str = "janitor") -> None:
+        super().__init__()
+        self.max_requests = max_requests
+        self.bucket = bucket
+        self._buckets: set[str] = set()
+
+    def start(self) -> VersityGW:
+        (self.dir / "iam").mkdir()
+        (self.dir / "data").mkdir()
+        limit = ["--max-requests", str(self.max_requests)] if self.max_requests else []
+        env = {**os.environ, "ROOT_ACCESS_KEY": self.access_key, "ROOT_SECRET_KEY": self.secret_key}
+        self._spawn([store_binary("versitygw", "VERSITYGW_BIN"), "--port", f"127.0.0.1:{self.port}",
+                     "--iam-dir", str(self.dir / "iam"), "--quiet", *limit, "posix", str(self.dir / "data")], env)
+        wait_until(lambda: _answers(self.endpoint), 30, "versitygw", self.proc, self.log)
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, endpoint: str | None = None, **config):
+        """A boto3 S3 client; ``config`` goes to botocore's Config (e.g. ``retries={"total_max_attempts": 1}``)."""
+        import boto3  # noqa: PLC0415
+        from botocore.config import Config  # noqa: PLC0415
+
+        return boto3.client("s3", endpoint_url=endpoint or self.endpoint, region_name=self.region,
+                            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
+                            config=Config(s3={"addressing_style": "path"}, **config))
+
+    def create_bucket(self, name: str) -> None:
+        if name not in self._buckets:
+            self.client().create_bucket(Bucket=name)
+            self._buckets.add(name)
+
+    def lakefs_blockstore(self) -> dict:
+        return {"type": "s3", "s3": {
+            "endpoint": self.endpoint, "force_path_style": True, "region": self.region,
+            "credentials": {"access_key_id": self.access_key, "secret_access_key": self.secret_key}}}
+
+    def namespace(self, repo: str) -> str:
+        self.create_bucket(self.bucket)
+        return f"s3://{self.bucket}/{repo}"
+
+    def fsspec_protocol(self) -> str:
+        return "s3"
+
+    def fsspec_options(self, endpoint: str | None = None) -> dict:
+        return {"key": self.access_key, "secret": self.secret_key,
+                "client_kwargs": {"endpoint_url": endpoint or self.endpoint, "region_name": self.region}}
+
+    def janitor_env(self, endpoint: str | None = None) -> dict[str, str]:
+        return {"LAKEFS_JANITOR_GC__S3_ENDPOINT_URL": endpoint or self.endpoint,
+                "LAKEFS_JANITOR_GC__S3_REGION": self.region,
+                "LAKEFS_JANITOR_GC__S3_ACCESS_KEY_ID": self.access_key,
+                "LAKEFS_JANITOR_GC__S3_SECRET_ACCESS_KEY": self.secret_key}
+
+    def backdate(self, key: str, namespace: str, seconds: float) -> None:
+        # Last-Modified is the file's mtime.
+        when = time.time() - seconds
+        os.utime(self.dir / "data" / self.fsspec_path(namespace, key), (when, when))
+
+
+class Azurite(Service, Store):
+    """Azure Blob: azurite-blob, account devstoreaccount1 with its well-known key."""
+
+    name = "azurite"
+    kind = "azure"
+
+    def __init__(self, container: str = "janitor") -> None:
+        super().__init__()
+        self.container = container
+        self._containers: set[str] = set()
+
+    def start(self) -> Azurite:
+        self._spawn([store_binary("azurite-blob", "AZURITE_BLOB_BIN"), "--blobHost", "127.0.0.1",
+                     "--blobPort", str(self.port), "--location", str(self.dir / "data"),
+                     # the SDK's API version may be newer than Azurite knows; telemetry: a closed network
+                     "--skipApiVersionCheck", "--silent", "--disableTelemetry"])
+        wait_until(lambda: _answers(self.endpoint), 60, "azurite", self.proc, self.log)
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        """The blob endpoint: the account is the first path segment (Azurite's path-style addressing)."""
+        return f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}"
+
+    def connection_string(self, endpoint: str | None = None) -> str:
+        return (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+                f"BlobEndpoint={endpoint or self.endpoint};")
+
+    def container_client(self, container: str | None = None, endpoint: str | None = None, **kwargs):
+        """azure-storage-blob's ContainerClient (``kwargs`` e.g. ``retry_policy=``)."""
+        from azure.storage.blob import ContainerClient  # noqa: PLC0415
+
+        return ContainerClient.from_connection_string(self.connection_string(endpoint),
+                                                      container or self.container, **kwargs)
+
+    def create_container(self, name: str) -> None:
+        if name not in self._containers:
+            with self.container_client(name) as client:
+                client.create_container()
+            self._containers.add(name)
+
+    def lakefs_blockstore(self) -> dict:
+        # lakeFS sends every request to test_endpoint_url; storage_account must be the namespace's account, or
+        # lakeFS drops the key and falls back to default Azure credentials.
+        return {"type": "azure", "azure": {"storage_account": AZURITE_ACCOUNT, "storage_access_key": AZURITE_KEY,
+                                           "test_endpoint_url": self.endpoint}}
+
+    def namespace(self, repo: str) -> str:
+        # lakeFS reads the account from the host's first label and the container from the first path segment.
+        self.create_container(self.container)
+        return f"https://{AZURITE_ACCOUNT}.blob.core.windows.net/{self.container}/{repo}"
+
+    def fsspec_protocol(self) -> str:
+        return "az"
+
+    def fsspec_options(self, endpoint: str | None = None) -> dict:
+        # A connection string is adlfs's only way to an http:// endpoint (account_host means https://).
+        return {"connection_string": self.connection_string(endpoint)}
+
+    def janitor_env(self, endpoint: str | None = None) -> dict[str, str]:
+        return {"LAKEFS_JANITOR_GC__AZURE_CONNECTION_STRING": self.connection_string(endpoint),
+                "LAKEFS_JANITOR_GC__AZURE_ACCOUNT_NAME": AZURITE_ACCOUNT,
+                "LAKEFS_JANITOR_GC__AZURE_ACCOUNT_KEY": AZURITE_KEY,
+                "LAKEFS_JANITOR_GC__AZURE_ENDPOINT_URL": endpoint or self.endpoint}
+
+    def backdate(self, key: str, namespace: str, seconds: float) -> None:
+        raise NotImplementedError("Azurite sets Last-Modified itself and keeps it in its own database (LokiJS); "
+                                  "no API or file changes it while it runs")
+
+
+class FakeGCS(Service, Store):
+    """GCS: fake-gcs-server, filesystem backend; objects are files ``<dir>/data/<bucket>/<key>``, their metadata
+    (timestamps included) a JSON document in the file's ``user.metadata`` xattr."""
+
+    name = "fake-gcs"
+    kind = "gcs"
+    project = "janitor-test"
+
+    def __init__(self, bucket: str = "janitor") -> None:
+        super().__init__()
+        self.bucket = bucket
+        self._buckets: set[str] = set()
+
+    def start(self) -> FakeGCS:
+        (self.dir / "data").mkdir()
+        # -public-host/-external-url: the URLs it hands out (upload sessions, media links) point back at itself.
+        self._spawn([store_binary("fake-gcs-server", "FAKE_GCS_SERVER_BIN"), "-scheme", "http",
+                     "-host", "127.0.0.1", "-port", str(self.port), "-backend", "filesystem",
+                     "-filesystem-root", str(self.dir / "data"), "-public-host", f"127.0.0.1:{self.port}",
+                     "-external-url", self.endpoint, "-log-level", "warn"])
+        wait_until(lambda: requests.get(f"{self.endpoint}/storage/v1/b", timeout=1).ok, 30, "fake-gcs-server",
+                   self.proc, self.log)
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def create_bucket(self, name: str) -> None:
+        if name not in self._buckets:
+            requests.post(f"{self.endpoint}/storage/v1/b", params={"project": self.project}, json={"name": name},
+                          timeout=10).raise_for_status()
+            self._buckets.add(name)
+
+    def batch_delete(self, bucket: str, names: list[str], endpoint: str | None = None) -> requests.Response:
+        """One JSON-API batch request deleting ``names``. Hand-written: gcsfs batches only on Google's own host
+        (to an emulator it sends one DELETE per object), and fake-gcs-server cannot parse the batch bodies of gcsfs
+        (LF line ends) nor of google-cloud-storage (no Content-ID per part)."""
+        parts = "".join(f"--part\r\nContent-Type: application/http\r\nContent-ID: <{i}>\r\n\r\n"
+                        f"DELETE /storage/v1/b/{bucket}/o/{quote(name, safe='')} HTTP/1.1\r\n\r\n\r\n"
+                        for i, name in enumerate(names))
+        return requests.post(f"{endpoint or self.endpoint}/batch/storage/v1", data=f"{parts}--part--\r\n",
+                             headers={"Content-Type": "multipart/mixed; boundary=part"}, timeout=60)
+
+    def lakefs_blockstore(self) -> dict:
+        # Presigning cannot work against the emulator.
+        return {"type": "gs", "gs": {"disable_pre_signed": True}}
+
+    def lakefs_env(self) -> dict[str, str]:
+        # The Go client then talks plain http to the emulator and skips authentication.
+        return {"STORAGE_EMULATOR_HOST": f"127.0.0.1:{self.port}"}
+
+    def namespace(self, repo: str) -> str:
+        self.create_bucket(self.bucket)
+        return f"gs://{self.bucket}/{repo}"
+
+    def fsspec_protocol(self) -> str:
+        return "gs"
+
+    def fsspec_options(self, endpoint: str | None = None) -> dict:
+        return {"endpoint_url": endpoint or self.endpoint, "token": "anon", "project": self.project}
+
+    def janitor_env(self, endpoint: str | None = None) -> dict[str, str]:
+        return {"LAKEFS_JANITOR_GC__GCS_ENDPOINT_URL": endpoint or self.endpoint,
+                "LAKEFS_JANITOR_GC__GCS_TOKEN": "anon",
+                "LAKEFS_JANITOR_GC__GCS_PROJECT": self.project,
+                "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}  # see the top of this module
+
+    def backdate(self, key: str, namespace: str, seconds: float) -> None:
+        # The server reads an object's metadata from the xattr on every request, so an edit shows at once.
+        path = self.dir / "data" / self.fsspec_path(namespace, key)
+        meta = json.loads(os.getxattr(path, "user.metadata"))
+        when = datetime.fromtimestamp(time.time() - seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        meta["Created"] = meta["Updated"] = when
+        os.setxattr(path, "user.metadata", json.dumps(meta).encode())
+
+
+STORES: dict[str, type[Store]] = {"local": LocalStore, "s3": VersityGW, "azure": Azurite, "gcs": FakeGCS}
+
+
+# ---- A fault-injecting reverse proxy in front of a store ----
+
+def is_delete(kind: str, method: str, target: str) -> bool:
+    """A batch delete, or a single object's DELETE (what adlfs, and gcsfs against an emulator, send instead)."""
+    return method == "DELETE" or is_batch_delete(kind, method, target)
+
+
+def is_batch_delete(kind: str, method: str, target: str) -> bool:
+    url = urlsplit(target)
+    query = parse_qs(url.query, keep_blank_values=True)
+    if kind == "s3":  # DeleteObjects: POST /<bucket>?delete
+        return method == "POST" and "delete" in query
+    if kind == "azure":  # Blob Batch: POST /<account>[/<container>]?[restype=container&]comp=batch
+        return method == "POST" and query.get("comp") == ["batch"]
+    if kind == "gcs":  # JSON API batch: POST /batch/storage/v1
+        return method == "POST" and url.path.startswith("/batch/storage/v1")
+    raise ValueError(f"unknown store kind {kind!r}")
+
+
+def throttle_answer(kind: str, status: int | None = None) -> tuple[int, dict[str, str], bytes]:
+    """The store's own "slow down" answer: status, headers, body."""
+    if kind == "s3":
+        return status or 503, {"Content-Type": "application/xml"}, (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+            b"<Message>Please reduce your request rate.</Message><RequestId>throttled</RequestId></Error>")
+    if kind == "azure":
+        return status or 503, {"Content-Type": "application/xml", "x-ms-error-code": "ServerBusy",
+                               "x-ms-request-id": "00000000-0000-0000-0000-000000000000"}, (
+            b'<?xml version="1.0" encoding="utf-8"?>\n<Error><Code>ServerBusy</Code>'
+            b"<Message>The server is busy.</Message></Error>")
+    if kind == "gcs":
+        status = status or 429
+        reason, message = (("rateLimitExceeded", "The rate of change requests exceeds the rate limit.")
+                           if status == 429 else ("backendError", "Backend Error"))
+        body = {"error": {"code": status, "message": message,
+                          "errors": [{"message": message, "domain": "global", "reason": reason}]}}
+        return status, {"Content-Type": "application/json; charset=UTF-8"}, json.dumps(body).encode()
+    raise ValueError(f"unknown store kind {kind!r}")
+
+
+# Hop-by-hop headers are the proxy's own business; everything else (Host included) reaches the store unchanged,
+# so request signatures made for the proxy's address still verify.
+_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "expect"}
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as clients expect of a store
+    server: _ProxyServer
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet
+        pass
+
+    def _body(self) -> bytes | None:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+                pass
+            return b"".join(chunks)
+        length = self.headers.get("Content-Length")
+        return self.rfile.read(int(length)) if length else None
+
+    def _reply(self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.send_response_only(status, reason)
+        for name, value in headers:
+            self.send_header(name, value)
+        names = {name.lower() for name, _ in headers}
+        if "content-length" not in names and status not in (204, 304) and self.command != "HEAD":
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _handle(self) -> None:
+        proxy = self.server.proxy
+        body = self._body()
+        if proxy._throttle(self.command, self.path):
+            status, headers, payload = proxy.answer
+            self._reply(status, "Throttled", list(headers.items()), payload)
+            return
+        upstream = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
+        try:
+            upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for name, value in self.headers.items():
+                if name.lower() not in _HOP:
+                    upstream.putheader(name, value)
+            if body is not None and "Content-Length" not in self.headers:
+                upstream.putheader("Content-Length", str(len(body)))  # was chunked
+            upstream.endheaders(body)
+            response = upstream.getresponse()
+            payload = response.read()
+            headers = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP]
+            self._reply(response.status, response.reason, headers, payload)
+        finally:
+            upstream.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_PATCH = do_OPTIONS = _handle
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+    proxy: ThrottlingProxy
+
+
+class ThrottlingProxy:
+    """A reverse proxy on 127.0.0.1 that forwards every request to ``upstream_url`` unchanged, except that it
+    answers some of the matching requests with the store's throttling answer. ``match``: "batch-delete" (the
+    store's batch delete), "delete" (that or any DELETE), or a function of (method, target) -> bool.
+
+    Which matching requests: the first ``first``, every ``every``-th, and a ``share`` drawn by a seeded random
+    generator (any combination). Counters: ``requests`` (all), ``matched``, ``throttled``.
+    Point a client at ``url`` (``store.fsspec_options(proxy.url)``; for Azure ``proxy.url`` ends in the account)."""
+
+    def __init__(self, upstream_url: str, kind: str, *, first: int = 0, every: int = 0, share: float = 0.0,
+                 seed: int = 0, status: int | None = None,
+                 match: str | Callable[[str, str], bool] = "batch-delete") -> None:
+        self.upstream = urlsplit(upstream_url)
+        self.kind = kind
+        self.first, self.every, self.share = first, every, share
+        presets = {"batch-delete": is_batch_delete, "delete": is_delete}
+        self.match = functools.partial(presets[match], kind) if isinstance(match, str) else match
+        self.answer = throttle_answer(kind, status)
+        self.requests = self.matched = self.throttled = 0
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._server: _ProxyServer | None = None
+
+    def start(self) -> ThrottlingProxy:
+        self._server = _ProxyServer(("127.0.0.1", 0), _ProxyHandler)
+        self._server.proxy = self
+        threading.Thread(target=self._server.serve_forever, name="throttling-proxy", daemon=True).start()
+        return self
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """The proxy's address with the upstream's path (Azurite's account segment)."""
+        return f"http://127.0.0.1:{self.port}{self.upstream.path}"
+
+    def _throttle(self, method: str, target: str) -> bool:
+        with self._lock:
+            self.requests += 1
+            if not self.match(method, target):
+                return False
+            self.matched += 1
+            hit = (self.matched <= self.first or (self.every > 0 and self.matched % self.every == 0)
+                   or (self.share > 0 and self._random.random() < self.share))
+            self.throttled += hit
+            return hit
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    cleanup = stop
