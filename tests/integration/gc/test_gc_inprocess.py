@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 import pytest
 
-from tests.integration.conftest import commit, create_branch, upload
 from spark_jobs.engine.mark import GCError
+from tests.integration.conftest import commit, create_branch, upload
 from workers.lakefs.errors import LakeFSError
 
 DAY = 86400

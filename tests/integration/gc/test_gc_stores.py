@@ -6,8 +6,6 @@ lakeFS / dry run changes nothing / staged kept / objects outside the namespace u
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -41,21 +39,6 @@ def world(request) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
     client.close()
     server.cleanup()
     store.cleanup()
-
-
-@pytest.fixture(scope="session")
-def spark_context():
-    """A real Spark context in local mode in this process: the engine's Spark runner spreads its units over
-    Spark's Python workers exactly as in the spark-submit job (spark_jobs/jobs/gc.py)."""
-    pyspark = pytest.importorskip("pyspark")
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this virtualenv's Python
-    conf = (pyspark.SparkConf().setMaster("local[2]").setAppName("lakefs-janitor-tests")
-            .set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
-            .set("spark.ui.enabled", "false").set("spark.python.worker.reuse", "true"))
-    sc = pyspark.SparkContext.getOrCreate(conf)
-    sc.setLogLevel("ERROR")
-    yield sc
-    sc.stop()
 
 
 def collector(world, runner: str, request) -> Collector:
