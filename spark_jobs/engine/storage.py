@@ -150,14 +150,17 @@ def _filesystem(location: Location, options: dict[str, Any]):
     if location.store == "s3":
         # The throttle below retries throttled requests at a lowered rate: botocore's own retries would hide
         # every throttling answer from it (and retry at full speed).
-        options.setdefault("config_kwargs", {}).setdefault("retries", {"max_attempts": 2, "mode": "standard"})
+        options.setdefault("config_kwargs", {}).setdefault("retries", {"total_max_attempts": 1})
     if location.store == "azure" and location.account and not options.get("connection_string"):
         options.setdefault("account_name", location.account)
     # A GC must see the namespace as it is now: no listing cache. The instance is shared by every namespace
     # with the same options in this process (fsspec's instance cache): a client is built once per executor.
     options.setdefault("use_listings_cache", False)
     try:
-        return fsspec.filesystem(location.protocol, **options)
+        fs = fsspec.filesystem(location.protocol, **options)
+        if location.store == "s3":
+            fs.retries = 1  # s3fs's own SlowDown retries, for the same reason
+        return fs
     except ImportError as exc:
         package = {"s3": "s3fs", "azure": "adlfs", "gcs": "gcsfs"}[location.store]
         raise StorageError(f"{location.store} namespaces need the Python package {package} ({exc})") from None
