@@ -23,7 +23,9 @@ bench-webhook: install
 bench-lifecycle: install
 	.venv/bin/python bench/lifecycle.py
 
-# GC: mark growth and sweep on both engines (bench/gc/bench_gc.py), then SSTable read speed.
+# GC: the one engine on local disk and versitygw, both runners (bench/gc/bench_gc.py), the thread runner with
+# cleaning policies (inprocess_bench.py), then SSTable read speed.
 bench-gc: install
 	.venv/bin/python bench/gc/bench_gc.py
+	.venv/bin/python bench/gc/inprocess_bench.py
 	.venv/bin/python bench/gc/sstable_bench.py

@@ -1,42 +1,46 @@
-"""bench/gc: the committed GC's mark and sweep, in-process and on Spark local, on a real lakeFS over S3 (moto).
+"""bench/gc: the one GC engine (spark_jobs/engine/) — mark growth, sweep, and what one range file costs the mark —
+on real object-store servers, with both runners (threads in process; Spark executors in a local-mode context).
 
-    .venv/bin/python bench/gc/bench_gc.py [--objects 100000 --commits 1000 --changed 10 --rounds 3
-                                           --sweep-objects 8000 --sweep-commits 20 --sweep-changed 100
-                                           --random-objects 20000 --random-commits 100 --no-spark --output PATH]
+    .venv/bin/python bench/gc/bench_gc.py [--stores local,s3 --runners threads,spark --objects 20000
+                                           --commits 200 --changed 10 --rounds 3 --sweep-stores local,s3
+                                           --sweep-objects 4000 --sweep-commits 10 --sweep-changed 100
+                                           --output PATH]
+    .venv/bin/python bench/gc/bench_gc.py --quick     # small sizes, checks only, writes nothing (make test)
     make bench-gc   (this, then bench/gc/sstable_bench.py)
 
-Everything runs on 127.0.0.1 and is stopped at the end: a moto S3 server (its request recorder counts the
-requests the GC sends) and lakeFS v1.84 with the S3 blockstore. Repositories come from bench/gc/generate.py
-(objects staged by metadata, commits backdated one hour apart, ending an hour ago). Each GC run is timed end to
-end as a caller sees it: in-process = ``spark_jobs.engine.engine.run`` on a thread pool in this process (lakeFS
-calls including lakeFS's own prepare_commits/prepare_uncommitted, metadata reads from S3, listing, plan and
-report writes); Spark = ``workers.gc.submit.run_gc`` on local[2] (zip, spark-submit, JVM start, executors,
-reading the stored summary back). The mark phase alone (ranges + staged addresses) is reported from the summary.
+Everything runs on 127.0.0.1 and is stopped at the end: per store (tests/services.py: ``local`` = lakeFS's local
+blockstore on disk, ``s3`` = versitygw, ``azure`` = Azurite, ``gcs`` = fake-gcs-server) the store and a lakeFS
+v1.84 on it. Repositories come from bench/gc/generate.py (objects staged by metadata, commits backdated). Each GC
+run is ``spark_jobs.engine.engine.run_marked`` as a caller sees it (tests/gc_engine.Collector), timed end to end:
+lakeFS calls, metadata reads from the store, listing, plan and record writes. Runners: ``threads``
+(ThreadRunner(8), in this process) and ``spark`` (spark_jobs.jobs.gc.SparkRunner on a local[2] SparkContext in
+this process, started once; one untimed warm-up run per runner and store, so JVM and worker start-up are not in
+the figures). The mark phase alone (metaranges + ranges + staged addresses) is the record's ``seconds.mark``.
 
-1. Mark cost growth (dry-run mode: mark and plan, nothing deleted; retention 3650 days keeps every commit):
-   one repository, timed first with 1 commit of ``--objects`` objects, then again after ``--commits`` more
-   commits of ``--changed`` new files each (new date partitions, i.e. keys after all others: how tables grow).
-   Tracked: time after / time before (goal <= 3: the cost follows unique ranges, not commits). For reference,
-   a repository of ``--random-objects`` objects whose ``--random-commits`` commits each overwrite ``--changed``
-   paths spread over the whole key space: every such commit rewrites the ranges it touches (lakeFS ranges hold
-   ~50,000 entries by default), so there unique ranges - and the cost - grow with commits; the unique ranges
-   and entries read are reported for both.
-2. Sweep (full run, min age 0, retention 7 days, a history 40 to 20 days old): ``--sweep-objects`` objects with
-   data, then ``--sweep-commits`` commits overwriting ``--sweep-changed`` of them, so exactly
-   sweep-commits x sweep-changed objects are garbage. One fresh copy per engine. Tracked: end-to-end seconds
-   in-process (goal < 5 s for <= 10k objects) and on Spark local[2]; S3 DeleteObjects requests per deleted
-   object (goal <= 1/1000 + one partial batch), counted by moto's recorder.
+1. Mark growth (dry run; GC rules keep every commit): one repository of ``--objects`` objects in 1 commit, timed
+   (median of ``--rounds``), then ``--commits`` more commits of ``--changed`` new files each (new date
+   partitions: keys after all others, how tables grow), timed again. Tracked: time after / time before (goal
+   <= 3), and the metadata files read (metaranges + ranges) before and after.
+2. Per-range-file cost of the mark on each store: (mark phase after - before) / (files after - before), in ms;
+   the ratio of each store's to local disk's, measured in the same run.
+3. Sweep (full run, min age 0, retention 7 days, a history 40 to 20 days old): ``--sweep-objects`` objects with
+   data, then ``--sweep-commits`` commits overwriting ``--sweep-changed`` of them at random paths, so exactly
+   sweep-commits x sweep-changed objects are garbage; one fresh repository per store and runner. Tracked: end to
+   end seconds, delete requests per deleted object; on S3 the requests are counted by a pass-through proxy
+   (tests/services.ThrottlingProxy throttling nothing) in front of versitygw, beside the engine's own count.
 
-Checks (a failure exits 1 and writes nothing): each run succeeds; the sweep deletes exactly the garbage objects,
-every object the HEAD reaches is still in the bucket, and the GC sent no single-object DELETE.
-Writes bench/results/gc.json and bench/results/gc.md (``--output`` elsewhere).
+Checks (a failure exits 1 and writes nothing): every run succeeds; the dry runs plan nothing (no data behind the
+staged addresses) and both runners read the same metadata files; the sweep deletes exactly the garbage objects,
+every object the HEAD reaches is still in the store, and on S3 no single-object DELETE was sent.
+Writes bench/results/gc.json and bench/results/gc.md (``--output`` elsewhere; ``--quick`` writes nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
-import os
+import math
 import statistics
 import subprocess
 import sys
@@ -45,350 +49,237 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import lakefs_sdk  # noqa: E402
-import requests  # noqa: E402
-from generate import Generated, HistoryShape, MetadataOnly, S3Objects, extend, generate  # noqa: E402
+from common import ROOT, STORE_NAMES, World, machine, spark_context  # noqa: E402
+from generate import HistoryShape, MetadataOnly, StoreObjects, extend, generate, staged_base  # noqa: E402
 
-from spark_jobs.engine.engine import run  # noqa: E402
-from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: E402
-from spark_jobs.engine.parallel import ThreadRunner  # noqa: E402
-from tests.services import (  # noqa: E402
-    ADMIN_ACCESS_KEY,
-    ADMIN_SECRET_KEY,
-    LakeFSServer,
-    MotoS3Server,
-)
-from workers.gc.submit import run_gc  # noqa: E402
-from workers.lakefs.client import make_lakefs_for  # noqa: E402
-from workers.settings import LakeFSConnection, SparkSettings  # noqa: E402
+from spark_jobs.engine.storage import BATCH  # noqa: E402
+from tests.services import ThrottlingProxy, is_batch_delete  # noqa: E402
 
-BUCKET = "bench"
+QUICK = {"objects": 300, "commits": 6, "changed": 5, "rounds": 1, "sweep_objects": 150, "sweep_commits": 3,
+         "sweep_changed": 20}
 
 
-class RecordingMoto(MotoS3Server):
-    """moto with its request recorder writing to our temp dir (switched on only around the runs we count)."""
-
-    def start(self) -> RecordingMoto:
-        self.recording = self.dir / "requests.jsonl"
-        os.environ["MOTO_RECORDER_FILEPATH"] = str(self.recording)  # inherited by the child only
-        try:
-            return super().start()
-        finally:
-            os.environ.pop("MOTO_RECORDER_FILEPATH", None)
-
-    def record(self, on: bool) -> None:
-        if on:
-            requests.post(f"{self.endpoint}/moto-api/recorder/reset-recording", timeout=10).raise_for_status()
-        action = "start" if on else "stop"
-        requests.post(f"{self.endpoint}/moto-api/recorder/{action}-recording", timeout=10).raise_for_status()
-
-    def recorded(self) -> list[dict[str, Any]]:
-        if not self.recording.exists():
-            return []
-        return [json.loads(line) for line in self.recording.read_text().splitlines() if line.strip()]
+class CheckFailed(AssertionError):
+    pass
 
 
-def count_requests(recorded: list[dict[str, Any]]) -> dict[str, int]:
-    counts = {"delete_objects": 0, "delete_object": 0, "list": 0, "get": 0, "put": 0, "other": 0}
-    for r in recorded:
-        method, url = r["method"], r["url"]
-        query = url.partition("?")[2]
-        if method == "POST" and "delete" in query.split("&") or method == "POST" and "delete=" in query:
-            counts["delete_objects"] += 1
-        elif method == "DELETE":
-            counts["delete_object"] += 1
-        elif method == "GET" and ("list-type" in query or "prefix=" in query or "delimiter" in query):
-            counts["list"] += 1
-        elif method in ("GET", "HEAD"):
-            counts["get"] += 1
-        elif method == "PUT":
-            counts["put"] += 1
-        else:
-            counts["other"] += 1
-    return counts
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        raise CheckFailed(message)
 
 
-class Bench:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.s3 = RecordingMoto().start()
-        self.s3.client().create_bucket(Bucket=BUCKET)
-        self.lakefs_server = LakeFSServer(s3=self.s3).start()
-        self.lakefs = make_lakefs_for(self.lakefs_server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
-        self.api_config = LakeFSApiConfig(f"{self.lakefs_server.endpoint}/api/v1", ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
-        self.conn = LakeFSConnection(endpoint_url=self.lakefs_server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
-                                     secret_access_key=ADMIN_SECRET_KEY)
-        self.storage_options = {"key": self.s3.access_key, "secret": self.s3.secret_key,
-                                "client_kwargs": {"endpoint_url": self.s3.endpoint, "region_name": "us-east-1"}}
-        # Spark local[2]: the machine has 2 cores, shared. Partition counts scaled to it (the seed's 50/200 make
-        # 250 tiny tasks of ~10 ms each for a repository this size).
-        self.spark = SparkSettings(master="local[2]", range_num_partitions=args.spark_partitions,
-                                   address_num_partitions=args.spark_partitions)
-        self.spark_env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))},
-                          "SPARK_LOCAL_IP": "127.0.0.1"}
-
-    def close(self) -> None:
-        self.lakefs_server.cleanup()
-        self.s3.cleanup()
-
-    def set_rules(self, repository_id: str, days: int) -> None:
-        self.lakefs.repositories.set_gc_rules(repository_id, lakefs_sdk.GarbageCollectionRules(
-            default_retention_days=days, branches=[]))
-
-    def gc(self, repository_id: str, mode: str, engine: str, **kwargs: Any) -> tuple[float, dict[str, Any]]:
-        """One GC run, timed end to end: in-process (engine.run on a thread pool, in this process) or Spark
-        (workers.gc.submit.run_gc: zip, spark-submit, JVM, executors, reading the stored summary back)."""
-        now = datetime.now(UTC) + timedelta(seconds=1)
+def time_marks(world: World, gc, repo: str, rounds: int) -> dict[str, Any]:
+    times, phases, summary = [], [], None
+    for _ in range(rounds):
         started = time.perf_counter()
-        if engine == "inprocess":
-            out = run(api_config=self.api_config, repository_id=repository_id, mode=mode, runner=ThreadRunner(8),
-                      now=now, storage_options_json=json.dumps(self.storage_options), **kwargs)
+        marked = gc.mark(repo, dry_run=True)
+        times.append(time.perf_counter() - started)
+        summary = marked.summary
+        check(summary.success and summary.num_deleted_objects == 0,
+              f"{world.kind}/{gc.engine}: a dry run over metadata-only objects planned "
+              f"{summary.num_deleted_objects} deletions")
+        phases.append(summary.seconds["mark"])
+    return {"seconds": times, "median": statistics.median(times), "mark_phase": phases,
+            "mark_phase_median": statistics.median(phases), "metaranges": summary.metaranges,
+            "ranges": summary.ranges, "files": summary.metaranges + summary.ranges, "commits": summary.commits}
+
+
+def mark_growth(world: World, runners: dict[str, Any], a: argparse.Namespace) -> dict[str, Any]:
+    end = datetime.now(UTC) - timedelta(hours=1)
+    name = "mark-growth"
+    namespace = world.store.namespace(name)
+    writer = MetadataOnly(staged_base(world.store, namespace))
+    repo = generate(world.lakefs, repository_id=name, storage_namespace=namespace, shape=HistoryShape(a.objects, 0),
+                    writer=writer, end=end - timedelta(hours=a.commits), progress=print)
+    world.rules(name, 3650)
+    result: dict[str, Any] = {"objects": a.objects, "commits": a.commits, "changed": a.changed}
+    for runner, gc in runners.items():
+        gc.mark(name, dry_run=True)  # warm-up, untimed
+        result[f"{runner}_1_commit"] = time_marks(world, gc, name, a.rounds)
+    extend(world.lakefs, repo, shape=HistoryShape(a.objects, a.commits, a.changed, "append"), writer=writer,
+           first=end - timedelta(hours=a.commits - 1), progress=print)
+    for runner, gc in runners.items():
+        one = result[f"{runner}_1_commit"]
+        many = result[f"{runner}_n_commits"] = time_marks(world, gc, name, a.rounds)
+        check(many["files"] > one["files"], f"{world.kind}/{runner}: {a.commits} commits read no new files")
+        result[f"{runner}_ratio"] = many["median"] / one["median"]
+        result[f"{runner}_mark_phase_ratio"] = many["mark_phase_median"] / one["mark_phase_median"]
+        result[f"{runner}_ms_per_file"] = (1000 * (many["mark_phase_median"] - one["mark_phase_median"])
+                                           / (many["files"] - one["files"]))
+    files = {(result[f"{r}_1_commit"]["files"], result[f"{r}_n_commits"]["files"]) for r in runners}
+    check(len(files) == 1, f"{world.kind}: the runners read different numbers of metadata files: {files}")
+    return result
+
+
+class RequestCounter:
+    """A ThrottlingProxy ``match`` that throttles nothing and counts the S3 requests by kind."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def __call__(self, method: str, target: str) -> bool:
+        if is_batch_delete("s3", method, target):
+            self.counts["delete_objects"] += 1
+        elif method == "DELETE":
+            self.counts["delete_object"] += 1
+        elif method == "GET" and ("list-type" in target or "prefix=" in target):
+            self.counts["list"] += 1
         else:
-            out = run_gc(spark=self.spark, lakefs=self.conn, repository_id=repository_id, mode=mode, now=now,
-                         storage_options=self.storage_options, env=self.spark_env, **kwargs)
-        return time.perf_counter() - started, out
+            self.counts[method.lower()] += 1
+        return False
 
-    def engines(self) -> list[str]:
-        return ["inprocess"] if self.args.no_spark else ["inprocess", "spark"]
 
-    def time_mark(self, repository_id: str, engine: str, rounds: int) -> dict[str, Any]:
-        times, phases, summary = [], [], {}
-        for _ in range(rounds):
-            elapsed, out = self.gc(repository_id, "dry-run", engine)
-            summary = out.get("summary", {})
-            times.append(elapsed)
-            phases.append(summary.get("seconds", {}).get("mark", float("nan")))
-        return {"seconds": times, "median": statistics.median(times), "mark_phase_seconds": phases,
-                "mark_phase_median": statistics.median(phases), "summary": summary}
-
-    # 1. mark cost growth
-    def mark_growth(self) -> dict[str, Any]:
-        a = self.args
-        end = datetime.now(UTC) - timedelta(hours=1)
-        repo = generate(self.lakefs, repository_id="mark-growth", storage_namespace=f"s3://{BUCKET}/mark-growth",
-                        shape=HistoryShape(a.objects, 0), writer=MetadataOnly(f"s3://{BUCKET}/mark-growth"),
-                        end=end - timedelta(hours=a.commits), progress=print)
-        self.set_rules(repo.repository_id, 3650)
-        result: dict[str, Any] = {"objects": a.objects, "commits": a.commits, "changed": a.changed}
-        rounds = {"inprocess": a.rounds, "spark": max(1, a.rounds - 1)}
-        for engine in self.engines():
-            result[f"{engine}_1_commit"] = self.time_mark(repo.repository_id, engine, rounds[engine])
-        extend(self.lakefs, repo, shape=HistoryShape(a.objects, a.commits, a.changed, "append"),
-               writer=MetadataOnly(repo.storage_namespace), first=end - timedelta(hours=a.commits - 1),
-               progress=print)
-        for engine in self.engines():
-            result[f"{engine}_n_commits"] = self.time_mark(repo.repository_id, engine, rounds[engine])
-            result[f"{engine}_ratio"] = (result[f"{engine}_n_commits"]["median"]
-                                         / result[f"{engine}_1_commit"]["median"])
-            result[f"{engine}_mark_phase_ratio"] = (result[f"{engine}_n_commits"]["mark_phase_median"]
-                                                    / result[f"{engine}_1_commit"]["mark_phase_median"])
-        # Reference: overwrites spread over the key space.
-        if a.random_commits:
-            rnd = generate(self.lakefs, repository_id="mark-random", storage_namespace=f"s3://{BUCKET}/mark-random",
-                           shape=HistoryShape(a.random_objects, 0), writer=MetadataOnly(f"s3://{BUCKET}/mark-random"),
-                           end=end - timedelta(hours=a.random_commits), progress=print)
-            self.set_rules(rnd.repository_id, 3650)
-            result["random_1_commit"] = self.time_mark(rnd.repository_id, "inprocess", a.rounds)
-            extend(self.lakefs, rnd, shape=HistoryShape(a.random_objects, a.random_commits, a.changed, "random"),
-                   writer=MetadataOnly(rnd.storage_namespace), first=end - timedelta(hours=a.random_commits - 1),
-                   progress=print)
-            result["random_n_commits"] = self.time_mark(rnd.repository_id, "inprocess", a.rounds)
-            result["random_ratio"] = result["random_n_commits"]["median"] / result["random_1_commit"]["median"]
-            result["random_mark_phase_ratio"] = (result["random_n_commits"]["mark_phase_median"]
-                                                 / result["random_1_commit"]["mark_phase_median"])
-            result["random"] = {"objects": a.random_objects, "commits": a.random_commits}
-        return result
-
-    def mark_growth_local(self) -> dict[str, Any]:
-        """The same mark-growth measurement on lakeFS's local blockstore, where a metadata file is a local read
-        (no per-request latency): what the mark costs when fetching a file is cheap."""
-        a = self.args
-        server = LakeFSServer().start()
-        saved = self.lakefs, self.api_config, self.conn, self.storage_options
-        try:
-            self.lakefs = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
-            self.api_config = LakeFSApiConfig(f"{server.endpoint}/api/v1", ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
-            self.conn = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
-                                         secret_access_key=ADMIN_SECRET_KEY)
-            self.storage_options = {}
-            end = datetime.now(UTC) - timedelta(hours=1)
-            # staged objects on the local blockstore need full local:///<root>/<name>/... addresses
-            writer = MetadataOnly(f"local://{server.dir}/block/mark-local")
-            repo = generate(self.lakefs, repository_id="mark-local", storage_namespace="local://mark-local",
-                            shape=HistoryShape(a.objects, 0), writer=writer, end=end - timedelta(hours=a.commits),
-                            progress=print)
-            self.set_rules(repo.repository_id, 3650)
-            result: dict[str, Any] = {}
-            rounds = {"inprocess": a.rounds, "spark": max(1, a.rounds - 1)}
-            for engine in self.engines():
-                result[f"{engine}_1_commit"] = self.time_mark(repo.repository_id, engine, rounds[engine])
-            extend(self.lakefs, repo, shape=HistoryShape(a.objects, a.commits, a.changed, "append"), writer=writer,
-                   first=end - timedelta(hours=a.commits - 1), progress=print)
-            for engine in self.engines():
-                result[f"{engine}_n_commits"] = self.time_mark(repo.repository_id, engine, rounds[engine])
-                one, many = result[f"{engine}_1_commit"], result[f"{engine}_n_commits"]
-                result[f"{engine}_ratio"] = many["median"] / one["median"]
-                result[f"{engine}_mark_phase_ratio"] = many["mark_phase_median"] / one["mark_phase_median"]
-            return result
-        finally:
-            self.lakefs.close()
-            self.lakefs, self.api_config, self.conn, self.storage_options = saved
-            server.cleanup()
-
-    # 2. sweep
-    def sweep_repo(self, name: str) -> Generated:
-        a = self.args
+def sweep(world: World, runners: dict[str, Any], a: argparse.Namespace, spark) -> dict[str, Any]:
+    garbage = a.sweep_commits * a.sweep_changed
+    result: dict[str, Any] = {"objects": a.sweep_objects + garbage, "garbage": garbage}
+    for runner in runners:
+        name = f"sweep-{runner}"
+        namespace = world.store.namespace(name)
         end = datetime.now(UTC) - timedelta(days=20)
-        step = timedelta(days=20) / max(1, a.sweep_commits)
-        ns = f"s3://{BUCKET}/{name}"
-        repo = generate(self.lakefs, repository_id=name, storage_namespace=ns, writer=S3Objects(self.s3.client(), ns),
-                        shape=HistoryShape(a.sweep_objects, a.sweep_commits, a.sweep_changed, "random"),
-                        end=end, step=step, progress=print)
-        self.set_rules(name, 7)
-        return repo
-
-    def bucket_keys(self, prefix: str) -> set[str]:
-        keys: set[str] = set()
-        for page in self.s3.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
-            keys.update(o["Key"] for o in page.get("Contents", []))
-        return keys
-
-    def live_keys(self, repo: Generated) -> set[str]:
-        live = set()
-        after = ""
-        while True:
-            page = self.lakefs.objects.list_objects(repo.repository_id, "main", after=after, amount=1000)
-            live.update(o.physical_address.removeprefix(f"s3://{BUCKET}/") for o in page.results)
-            if not page.pagination.has_more:
-                return live
-            after = page.pagination.next_offset
-
-    def sweep(self) -> dict[str, Any]:
-        a = self.args
-        result: dict[str, Any] = {"objects": a.sweep_objects + a.sweep_commits * a.sweep_changed,
-                                  "garbage": a.sweep_commits * a.sweep_changed}
-        for engine in self.engines():
-            repo = self.sweep_repo(f"sweep-{engine}")
-            data_prefix = f"{repo.repository_id}/data/"
-            before = self.bucket_keys(data_prefix)
-            live = self.live_keys(repo)
-            expected_garbage = before - live
-            if len(expected_garbage) != result["garbage"]:
-                raise AssertionError(f"generated {len(expected_garbage)} garbage objects, expected {result['garbage']}")
-            self.s3.record(True)
-            elapsed, out = self.gc(repo.repository_id, "full", engine, min_age=timedelta(0))
-            summary = {"mark": out.get("summary"), "sweep": out.get("sweep")}
-            self.s3.record(False)
-            counts = count_requests(self.s3.recorded())
-            after = self.bucket_keys(data_prefix)
-            deleted = before - after
-            if deleted != expected_garbage:
-                raise AssertionError(f"{engine}: deleted {len(deleted)} objects, {len(deleted - expected_garbage)} "
-                                     f"of them live; missed {len(expected_garbage - deleted)} garbage objects")
-            if counts["delete_object"]:
-                raise AssertionError(f"{engine}: {counts['delete_object']} single-object DELETE requests")
-            result[engine] = {"seconds": elapsed, "deleted": len(deleted), "requests": counts,
-                              "delete_requests_per_object": counts["delete_objects"] / max(1, len(deleted)),
-                              "summary": summary}
-        return result
+        generate(world.lakefs, repository_id=name, storage_namespace=namespace,
+                 writer=StoreObjects(world.store, namespace),
+                 shape=HistoryShape(a.sweep_objects, a.sweep_commits, a.sweep_changed, "random"),
+                 end=end, step=timedelta(days=20) / max(1, a.sweep_commits), progress=print)
+        world.rules(name, 7)
+        before = world.data_keys(namespace)
+        live = world.live_keys(name, namespace)
+        expected = before - live
+        check(len(expected) == garbage and live <= before,
+              f"{world.kind}: generated {len(expected)} garbage objects, expected {garbage}")
+        counter, proxy = RequestCounter(), None
+        if world.kind == "s3":
+            proxy = ThrottlingProxy(world.store.endpoint, "s3", match=counter).start()
+        try:
+            gc = world.collector(runner, spark, endpoint=proxy.url if proxy else None)
+            started = time.perf_counter()
+            summary, marked = gc.run(name, min_age=timedelta(0))
+            elapsed = time.perf_counter() - started
+        finally:
+            if proxy:
+                proxy.stop()
+        after = world.data_keys(namespace)
+        deleted = before - after
+        check(summary.success and summary.swept == garbage, f"{world.kind}/{runner}: swept {summary.swept}")
+        check(deleted == expected, f"{world.kind}/{runner}: deleted {len(deleted)} objects, "
+                                   f"{len(deleted - expected)} of them live; missed {len(expected - deleted)}")
+        check(live <= after, f"{world.kind}/{runner}: {len(live - after)} live objects are gone")
+        if proxy:
+            check(counter.counts["delete_object"] == 0,
+                  f"{runner}: {counter.counts['delete_object']} single-object DELETE requests")
+            check(counter.counts["delete_objects"] == summary.delete_requests,
+                  f"{runner}: the proxy saw {counter.counts['delete_objects']} DeleteObjects requests, the record "
+                  f"says {summary.delete_requests}")
+        check(summary.delete_requests == math.ceil(garbage / BATCH[world.kind]) or world.kind == "local",
+              f"{world.kind}/{runner}: {summary.delete_requests} delete requests for {garbage} objects")
+        result[runner] = {"seconds": elapsed, "deleted": len(deleted), "delete_requests": summary.delete_requests,
+                          "requests_seen": dict(counter.counts) if proxy else None,
+                          "delete_requests_per_object": summary.delete_requests / max(1, len(deleted)),
+                          "phases": marked.summary.seconds | {"sweep": summary.seconds.get("sweep")}}
+    return result
 
 
-def machine() -> dict[str, Any]:
-    try:
-        from machine import machine_info  # noqa: PLC0415 - bench/machine.py, shared by the benchmarks
-
-        return machine_info(("pyspark", "lakefs-sdk", "moto", "boto3", "cramjam"))
-    except Exception:  # noqa: BLE001 - informational only
-        return {"cpus": os.cpu_count()}
-
-
-def mark_lines(m: dict[str, Any]) -> list[str]:
-    lines = ["",
-             f"Mark growth: {m['objects']:,} objects, then +{m['commits']:,} commits x {m['changed']} new files "
-             "(retention keeps every commit); dry run, end to end and mark phase, median seconds:", "",
-             "| engine | 1 commit s | after the commits s | **ratio** (goal <= 3) | mark phase: 1 commit s | after s | ratio | ranges read |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for key, label in (("inprocess", "in-process"), ("spark", "Spark local[2]"), ("random", None)):
-        if f"{key}_ratio" not in m:
-            continue
-        one, many = m[f"{key}_1_commit"], m[f"{key}_n_commits"]
-        if label is None:
-            label = (f"in-process, random overwrites ({m['random']['objects']:,} objects, "
-                     f"+{m['random']['commits']} commits)")
-        lines.append(f"| {label} | {one['median']:.2f} | {many['median']:.2f} | **{m[f'{key}_ratio']:.2f}** | "
-                     f"{one['mark_phase_median']:.2f} | {many['mark_phase_median']:.2f} | "
-                     f"{m[f'{key}_mark_phase_ratio']:.2f} | {one['summary'].get('ranges')} -> "
-                     f"{many['summary'].get('ranges')} |")
+def mark_lines(results: dict[str, Any]) -> list[str]:
+    lines = ["", "Mark growth (dry run, median s end to end; mark phase = metaranges + ranges + staged addresses):", "",
+             "| store | runner | 1 commit s | after the commits s | **ratio** (goal <= 3) | mark phase 1 -> N s | "
+             "files read 1 -> N | **ms per file** |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for kind, m in results["mark_growth"].items():
+        for runner in ("threads", "spark"):
+            if f"{runner}_ratio" not in m:
+                continue
+            one, many = m[f"{runner}_1_commit"], m[f"{runner}_n_commits"]
+            lines.append(f"| {STORE_NAMES[kind]} | {runner} | {one['median']:.2f} | {many['median']:.2f} | "
+                         f"**{m[f'{runner}_ratio']:.2f}** | {one['mark_phase_median']:.2f} -> "
+                         f"{many['mark_phase_median']:.2f} | {one['files']} -> {many['files']} | "
+                         f"**{m[f'{runner}_ms_per_file']:.2f}** |")
+    per_file = results.get("per_file_vs_local") or {}
+    if per_file:
+        lines += ["", "Per-file cost of the mark, relative to local disk in this run (threads runner): " + ", ".join(
+            f"{STORE_NAMES[k]} **{v:.1f}x**" for k, v in per_file.items())]
     return lines
 
 
 def write_results(results: dict[str, Any], output: Path) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    m, s = results["mark_growth"], results["sweep"]
-    lines = [f"# bench/gc — {results['date']} (git {results['git']})"]
-    if m:
-        lines += mark_lines(m)
-    ml = results.get("mark_growth_local") or {}
-    if ml:
-        lines += ["", "Mark growth on the local blockstore (metadata files read from local disk):", "",
-                  "| engine | 1 commit s | after the commits s | **ratio** | mark phase 1 commit s | after s | ratio |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
-        for engine in ("inprocess", "spark"):
-            if f"{engine}_ratio" in ml:
-                one, many = ml[f"{engine}_1_commit"], ml[f"{engine}_n_commits"]
-                lines.append(f"| {engine} | {one['median']:.2f} | {many['median']:.2f} | **{ml[f'{engine}_ratio']:.2f}** | "
-                             f"{one['mark_phase_median']:.2f} | {many['mark_phase_median']:.2f} | "
-                             f"{ml[f'{engine}_mark_phase_ratio']:.2f} |")
-    if not s:
-        output.with_suffix(".md").write_text("\n".join(lines) + "\n")
-        return
-    lines += ["", f"Sweep: {s['objects']:,} objects, {s['garbage']:,} garbage; full run (mark + sweep), min age 0, end to end:", "",
-              "| engine | seconds | deleted | DeleteObjects requests | requests / object |", "|---|---:|---:|---:|---:|"]
-    for engine in ("inprocess", "spark"):
-        if engine in s:
-            e = s[engine]
-            lines.append(f"| {engine} | {e['seconds']:.2f} | {e['deleted']:,} | {e['requests']['delete_objects']} | "
-                         f"{e['delete_requests_per_object']:.5f} |")
+    a = results["args"]
+    lines = [f"# bench/gc — {results['date']} (git {results['git']})", "",
+             f"{a['objects']:,} objects then +{a['commits']:,} commits x {a['changed']} new files; sweep "
+             f"{a['sweep_objects']:,} objects + {a['sweep_commits']} x {a['sweep_changed']} overwrites."]
+    lines += mark_lines(results)
+    if results["sweep"]:
+        lines += ["", "Sweep, full run (mark + sweep), min age 0, end to end:", "",
+                  "| store | runner | objects | seconds | deleted | delete requests | requests / object |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for kind, s in results["sweep"].items():
+            for runner in ("threads", "spark"):
+                if runner in s:
+                    e = s[runner]
+                    lines.append(f"| {STORE_NAMES[kind]} | {runner} | {s['objects']:,} | {e['seconds']:.2f} | "
+                                 f"{e['deleted']:,} | {e['delete_requests']} | {e['delete_requests_per_object']:.5f} |")
     output.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--objects", type=int, default=100_000)
-    parser.add_argument("--commits", type=int, default=1000)
+    parser.add_argument("--stores", default="local,s3", help="mark growth on these (local,s3,azure,gcs)")
+    parser.add_argument("--sweep-stores", default="local,s3")
+    parser.add_argument("--runners", default="threads,spark")
+    parser.add_argument("--objects", type=int, default=20_000)
+    parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--changed", type=int, default=10)
-    parser.add_argument("--random-objects", type=int, default=20_000)
-    parser.add_argument("--random-commits", type=int, default=100)
-    parser.add_argument("--sweep-objects", type=int, default=8000)
-    parser.add_argument("--sweep-commits", type=int, default=20)
+    parser.add_argument("--sweep-objects", type=int, default=4000)
+    parser.add_argument("--sweep-commits", type=int, default=10)
     parser.add_argument("--sweep-changed", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--spark-partitions", type=int, default=4)
-    parser.add_argument("--no-spark", action="store_true")
-    parser.add_argument("--skip-mark", action="store_true")
-    parser.add_argument("--no-local", action="store_true", help="skip mark growth on the local blockstore")
-    parser.add_argument("--skip-sweep", action="store_true")
-    parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "gc.json")
+    parser.add_argument("--quick", action="store_true", help="small sizes, the checks only; writes nothing")
+    parser.add_argument("--output", type=Path, default=None, help="default bench/results/gc.json (none if --quick)")
     args = parser.parse_args()
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    output = args.output or (None if args.quick else ROOT / "bench" / "results" / "gc.json")
+    stores = [s for s in args.stores.split(",") if s]
+    sweep_stores = [s for s in args.sweep_stores.split(",") if s]
+    runner_names = [r for r in args.runners.split(",") if r]
+    for s in {*stores, *sweep_stores}:
+        check(s in STORE_NAMES, f"unknown store {s!r}")
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     results: dict[str, Any] = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "git": git.strip(),
-                               "args": vars(args) | {"output": str(args.output)}, "machine": machine()}
-    bench = Bench(args)
+                               "args": vars(args) | {"output": str(output)},
+                               "machine": machine(("pyspark", "lakefs-sdk", "s3fs", "cramjam")),
+                               "mark_growth": {}, "sweep": {}}
+    spark = spark_context() if "spark" in runner_names else None
+    started = time.monotonic()
     try:
-        results["mark_growth"] = {} if args.skip_mark else bench.mark_growth()
-        print(json.dumps(results["mark_growth"], default=str)[:2000])
-        results["mark_growth_local"] = {} if args.no_local else bench.mark_growth_local()
-        results["sweep"] = {} if args.skip_sweep else bench.sweep()
+        for kind in dict.fromkeys([*stores, *sweep_stores]):
+            world = World(kind)
+            try:
+                runners = {r: world.collector(r, spark) for r in runner_names}
+                if kind in stores:
+                    results["mark_growth"][kind] = mark_growth(world, runners, args)
+                if kind in sweep_stores:
+                    results["sweep"][kind] = sweep(world, runners, args, spark)
+            finally:
+                world.close()
+    except CheckFailed as exc:
+        print(f"FAIL: {exc}", file=sys.stderr)
+        return 1
     finally:
-        bench.close()
-    write_results(results, args.output)
-    print(args.output.with_suffix(".md").read_text())
+        if spark is not None:
+            spark.stop()
+    mg = results["mark_growth"]
+    if "local" in mg and "threads_ms_per_file" in mg["local"]:
+        results["per_file_vs_local"] = {k: m["threads_ms_per_file"] / mg["local"]["threads_ms_per_file"]
+                                        for k, m in mg.items() if k != "local" and "threads_ms_per_file" in m}
+    print("\n".join(mark_lines(results)))
+    print(json.dumps(results["sweep"], indent=1, default=str)[:3000])
+    print(f"bench_gc: all checks hold ({time.monotonic() - started:.0f} s)")
+    if output:
+        write_results(results, output)
+        print(output.with_suffix(".md").read_text())
     return 0
 
 

@@ -1,6 +1,7 @@
 """bench/gc/sstable_bench: how fast the GC mark phase reads lakeFS range files, on one core.
 
     .venv/bin/python bench/gc/sstable_bench.py [--objects 40000 --rounds 15 --output PATH]
+    .venv/bin/python bench/gc/sstable_bench.py --quick   # 500 objects, 2 rounds, the checks; writes no results
     make bench-gc            (after bench/gc/bench_gc.py)
 
 Data: range files a real lakeFS wrote. The first run starts lakeFS (tests/services.py, local blockstore, default
@@ -215,7 +216,10 @@ def main() -> int:
     ap.add_argument("--regenerate", action="store_true")
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "gc-sstable.json")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="500 objects, 2 rounds, the checks only; implies --no-write")
     args = ap.parse_args()
+    if args.quick:
+        args.objects, args.rounds, args.no_write = 500, 2, True
 
     files = load(args.objects, args.regenerate)
     total = sum(map(len, files))

@@ -1,0 +1,100 @@
+"""What the GC benchmarks share: a store of tests/services.py with a lakeFS on it (``World``), the one engine on
+either runner (``tests.gc_engine.Collector``: threads in process, or a local-mode SparkContext's executors), and
+the stores' view of a namespace (data keys, live keys) for the benchmarks' correctness checks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import lakefs_sdk  # noqa: E402
+
+from spark_jobs.engine.parallel import ThreadRunner  # noqa: E402
+from tests.gc_engine import Collector  # noqa: E402
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer, Store  # noqa: E402
+from workers.lakefs.client import make_lakefs_for  # noqa: E402
+
+STORE_NAMES = {"local": "local disk", "s3": "versitygw (S3)", "azure": "Azurite", "gcs": "fake-gcs-server"}
+
+
+class World:
+    """One store (local disk, versitygw, Azurite or fake-gcs-server) and a lakeFS on it, on 127.0.0.1."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.store: Store = STORES[kind]().start()
+        try:
+            self.server = LakeFSServer(store=self.store).start()
+        except BaseException:
+            self.store.cleanup()
+            raise
+        self.lakefs = make_lakefs_for(self.server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, timeout=120)
+
+    def options(self, endpoint: str | None = None) -> dict[str, Any]:
+        return {} if self.kind == "local" else {self.kind: self.store.fsspec_options(endpoint)}
+
+    def collector(self, runner: str, spark=None, *, endpoint: str | None = None, threads: int = 8) -> Collector:
+        if runner == "spark":
+            from spark_jobs.jobs.gc import SparkRunner  # noqa: PLC0415
+
+            return Collector(self.server.endpoint, self.options(endpoint), runner=SparkRunner(spark), engine="spark")
+        return Collector(self.server.endpoint, self.options(endpoint), runner=ThreadRunner(threads))
+
+    def rules(self, repository_id: str, days: int) -> None:
+        self.lakefs.call("rules", self.lakefs.repositories.set_gc_rules, repository_id,
+                         lakefs_sdk.GarbageCollectionRules(default_retention_days=days, branches=[]))
+
+    def data_keys(self, namespace: str) -> set[str]:
+        """The namespace's objects outside _lakefs/, relative to it, as the store lists them now."""
+        fs = self.store.filesystem()
+        root = self.store.fsspec_path(namespace).rstrip("/") + "/"
+        return {p[len(root):] for p in fs.find(root) if not p[len(root):].startswith("_lakefs/")}
+
+    def live_keys(self, repository_id: str, namespace: str) -> set[str]:
+        """The keys, relative to the namespace, of every object the main branch's HEAD (and staging) reaches (as
+        lakeFS shows them: a staged local:// address comes back with the blockstore folder in front)."""
+        folder = self.store.fsspec_path(namespace).rstrip("/") + "/"
+        live, after = set(), ""
+        while True:
+            page = self.lakefs.objects.list_objects(repository_id, "main", after=after, amount=1000)
+            live.update(o.physical_address.rsplit(folder, 1)[-1] for o in page.results)
+            if not page.pagination.has_more:
+                return live
+            after = page.pagination.next_offset
+
+    def close(self) -> None:
+        self.lakefs.close()
+        self.server.cleanup()
+        self.store.cleanup()
+
+
+def spark_context(cores: int = 2):
+    """A real SparkContext in local mode in this process (as tests/integration/gc does): the engine's Spark
+    runner spreads its units over Spark's Python workers exactly as in the spark-submit job."""
+    import pyspark  # noqa: PLC0415
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    conf = (pyspark.SparkConf().setMaster(f"local[{cores}]").setAppName("lakefs-janitor-bench-gc")
+            .set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.ui.enabled", "false").set("spark.python.worker.reuse", "true")
+            .set("spark.ui.showConsoleProgress", "false"))
+    sc = pyspark.SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+def machine(packages: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        from bench.machine import machine_info  # noqa: PLC0415
+
+        return machine_info(packages)
+    except Exception:  # noqa: BLE001 - informational only
+        return {"cpus": os.cpu_count()}
