@@ -67,10 +67,10 @@ class LakeFSApi:
             raise LakeFSApiError(f"{what}: lakeFS answered {resp.status_code}: {message}", resp.status_code)
         raise AssertionError("unreachable")
 
-    def _get(self, path: str, what: str, **params: Any) -> Any:
+    def _get(self, path: str, what: str, /, **params: Any) -> Any:  # positional: a query may be named "path"
         return self._request("GET", path, what, params=params or None).json()
 
-    def _paginate(self, path: str, what: str, **params: Any) -> Iterator[dict[str, Any]]:
+    def _paginate(self, path: str, what: str, /, **params: Any) -> Iterator[dict[str, Any]]:
         after = ""
         while True:
             page = self._get(path, what, after=after, amount=1000, **params)

@@ -180,6 +180,11 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
     storage = StorageConfig(namespace, local_root, storage.options_json, storage.max_in_flight)
     ns = Namespace(storage)
     relative = relative_key(location, FULL, ns.prefixes)
+    if relative is None and storage.local_root and (actual := local_root_from(namespace, location)) is not None:
+        # lakeFS's own full address names its blockstore folder: the configured one is not it
+        raise GCError(f"{namespace} is not under the configured local blockstore folder {storage.local_root}: "
+                      f"lakeFS keeps it under {actual} (LAKEFS_JANITOR_GC__LOCAL_BLOCKSTORE_PATH, lakeFS's "
+                      "blockstore.local.path; unset, it is learnt from lakeFS)", "storage-config")
     if relative is None:
         raise GCError(f"lakeFS wrote its commits list outside the namespace: {location}", "lakefs-prepare")
     if relative and not relative.endswith(".csv"):
