@@ -422,7 +422,9 @@ def test_spark_on_kubernetes_is_wired_through(all_on, tmp_path, monkeypatch):
     env = env_of(container)
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["SPARK_LOCAL_IP"]["value"] == "$(POD_IP)"
-    assert "spark.kubernetes.driver.pod.name=$(POD_NAME)" in env["SPARK_SUBMIT_OPTS"]["value"]
+    assert env["SPARK_SUBMIT_OPTS"]["value"].split() == ["-Dspark.driver.host=$(POD_IP)",
+                                                          "-Dspark.kubernetes.driver.pod.name=$(POD_NAME)"]
+    assert list(env).index("POD_IP") < list(env).index("SPARK_SUBMIT_OPTS")  # $(POD_IP) expands only then
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["spark-driver"] == int(props["spark.driver.port"])
     assert ports["spark-blockmgr"] == int(props["spark.blockManager.port"])
@@ -496,3 +498,25 @@ def test_the_readme_documents_every_value():
     values = set(flatten(yaml.safe_load((CHART / "values.yaml").read_text())))
     assert values <= documented, f"values missing from the README's table: {sorted(values - documented)}"
     assert documented <= values, f"the README documents values that do not exist: {sorted(documented - values)}"
+
+
+# --- the images the chart runs -------------------------------------------------------------------------------
+
+def test_the_images_run_as_the_user_the_chart_expects():
+    user = yaml.safe_load((CHART / "values.yaml").read_text())["podSecurityContext"]["runAsUser"]
+    for dockerfile in (ROOT / "deploy/Dockerfile", ROOT / "deploy/spark/Dockerfile"):
+        text = dockerfile.read_text()
+        assert re.search(rf"^USER {user}:{user}$", text, flags=re.M), f"{dockerfile.name}: USER {user}"
+        assert f"--uid {user}" in text, dockerfile
+
+
+def test_the_spark_image_takes_the_entrypoint_of_the_spark_line_pyspark_is_pinned_to():
+    import tomllib  # noqa: PLC0415
+
+    text = (ROOT / "deploy/spark/Dockerfile").read_text()
+    scripts = re.search(r"^ARG SPARK_SCRIPTS_IMAGE=apache/spark:(\d+)\.(\d+)\.\d+$", text, flags=re.M)
+    assert scripts, "deploy/spark/Dockerfile: ARG SPARK_SCRIPTS_IMAGE=apache/spark:X.Y.Z"
+    spark = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["spark"]
+    low = re.search(r"pyspark>=(\d+)\.(\d+)", spark[0])
+    assert low and low.groups() == scripts.groups(), (spark, scripts.group(0))
+    assert 'pip install ".[spark]"' in text and "ENTRYPOINT [\"/opt/entrypoint.sh\"]" in text
