@@ -5,6 +5,7 @@ reading it from storage, and every failure is recorded in the run history with i
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,13 +13,15 @@ import pytest
 from spark_jobs.core.cleaning import parse_cleaning_policies
 from spark_jobs.engine.engine import RunRequest, resolve_storage, run_marked
 from spark_jobs.engine.lakefs_api import LakeFSApi
-from tests.fakes import MemoryRuns, fresh_metrics
+from tests.fakes import fresh_metrics
 from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_inprocess import old_commit, read, rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
+from workers import scripts
 from workers.gc.cleaning_store import set_cleaning
 from workers.gc.runner import GCError, GCRequest, api_config, choose_engine, execute
+from workers.gc.store import GCRuns
 from workers.settings import GCSettings, LakeFSConnection, SparkSettings
 
 
@@ -33,6 +36,12 @@ def history(lakefs, repo) -> None:
     upload(lakefs, repo, "feature", "b.txt", b"f")
     commit(lakefs, repo, "feature", "feature work")  # a second distinct HEAD: a second range
     rules(lakefs, repo, default=7)
+
+
+@pytest.fixture
+def runs(redis_client) -> GCRuns:
+    """The run history and lock in the session's Redis (each test's repositories have names of their own)."""
+    return GCRuns(redis_client, "lakefs-janitor")
 
 
 @pytest.fixture
@@ -57,9 +66,8 @@ def test_auto_takes_spark_only_above_the_range_threshold(lakefs, repo, connectio
         "inprocess", "asked for")
 
 
-def test_an_auto_run_records_its_choice_and_collects(lakefs, repo, connection):
+def test_an_auto_run_records_its_choice_and_collects(lakefs, repo, connection, runs):
     history(lakefs, repo)
-    runs = MemoryRuns()
     summary = execute(GCSettings(min_age="0s"), GCRequest(repo, "run", engine="auto"), runs=runs,
                       spark=SparkSettings(), connection=connection)
     assert summary.success and summary.swept == 1  # a.txt's v1, outside the 7-day retention
@@ -105,22 +113,26 @@ def test_auto_sends_a_repository_with_cleaning_policies_to_spark_too(lakefs, rep
                          GCRequest(repo, engine="auto"), spark=SparkSettings())[0] == "spark"
 
 
-def test_a_missing_repository_is_a_recorded_and_counted_failure(connection):
-    runs, metrics = MemoryRuns(), fresh_metrics()
+def test_a_missing_repository_is_a_recorded_and_counted_failure(connection, runs, redis_client):
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    scripts.run(redis_client, [runs.commit_step(missing, "c1")])  # a commit the hooks reported
+    assert runs.commits_since_run()[missing] == 1
+    metrics = fresh_metrics()
     with pytest.raises(GCError, match="404") as err:
-        execute(GCSettings(), GCRequest("no-such-repo"), connection=connection, runs=runs, metrics=metrics)
+        execute(GCSettings(), GCRequest(missing), connection=connection, runs=runs, metrics=metrics)
     assert err.value.reason == "lakefs"
-    (entry,) = runs.history("no-such-repo")
+    (entry,) = runs.history(missing)
     assert entry["success"] is False and entry["reason"] == "lakefs"
-    assert metrics.gc_failures.labels("no-such-repo", "lakefs")._value.get() == 1
-    assert runs.started == ["no-such-repo"]  # a run restarts the event-driven commit count
+    assert metrics.gc_failures.labels(missing, "lakefs")._value.get() == 1
+    assert missing not in runs.commits_since_run()  # a run restarts the event-driven commit count
 
 
-def test_a_store_the_janitor_cannot_read_is_a_clear_recorded_failure(lakefs, repo, namespace, connection, tmp_path):
+def test_a_store_the_janitor_cannot_read_is_a_clear_recorded_failure(lakefs, repo, namespace, connection, runs,
+                                                                     tmp_path):
     history(lakefs, repo)
     before = {o.key for o in namespace.list_data()}
     wrong = GCSettings(min_age="0s", local_blockstore_path=str(tmp_path / "not-the-blockstore"))
-    runs, metrics = MemoryRuns(), fresh_metrics()
+    metrics = fresh_metrics()
     with pytest.raises(GCError, match="not under the configured local blockstore folder") as err:
         execute(wrong, GCRequest(repo), connection=connection, runs=runs, metrics=metrics)
     assert err.value.reason == "storage-config"
@@ -134,5 +146,5 @@ def test_a_store_the_janitor_cannot_read_is_a_clear_recorded_failure(lakefs, rep
                                                                          ("inprocess", "storage-config")]
     assert metrics.gc_failures.labels(repo, "storage-config")._value.get() == 2
     assert {o.key for o in namespace.list_data()} == before
-    # the right folder (or none: learnt) collects
+    # the right folder (or none: learnt) collects: the failed runs released the repository's lock
     assert execute(GCSettings(min_age="0s"), GCRequest(repo), connection=connection, runs=runs).swept == 1
