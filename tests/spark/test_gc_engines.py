@@ -7,23 +7,25 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import lakefs_sdk
 import pytest
+import redis
 
 from spark_jobs.core.report import Summary
 from spark_jobs.engine import report
 from spark_jobs.engine.engine import RunRequest, run_marked
 from spark_jobs.engine.mark import GCError, plan_fingerprint
 from spark_jobs.engine.storage import Namespace, StorageConfig
-from tests.fakes import MemoryRuns
 from tests.gc_engine import Collector
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, VersityGW
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer, VersityGW
 from tests.spark.history import build_history
 from workers.gc.runner import GCRequest, execute
+from workers.gc.store import GCRuns
 from workers.gc.submit import run_gc
 from workers.settings import GCSettings
 
@@ -62,6 +64,16 @@ def _submit_env(monkeypatch, env: dict[str, str]) -> None:
         monkeypatch.setenv(key, value)
 
 
+@pytest.fixture(scope="module")
+def runs() -> Iterator[GCRuns]:
+    """The run history and lock in a real Redis, as the CLI and the Celery task keep them."""
+    server = RedisServer().start()
+    client = redis.Redis.from_url(server.url)
+    yield GCRuns(client, "lakefs-janitor")
+    client.close()
+    server.cleanup()
+
+
 @pytest.fixture
 def history(lakefs, lakefs_server: LakeFSServer):
     name = f"sg-{uuid.uuid4().hex[:10]}"
@@ -72,7 +84,7 @@ def history(lakefs, lakefs_server: LakeFSServer):
 
 def test_runners_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs, lakefs_server, lakefs_conn,
                                                                   local_spark, cluster_spark, spark_cluster,
-                                                                  submit_env, monkeypatch):
+                                                                  submit_env, monkeypatch, runs):
     _submit_env(monkeypatch, submit_env)
     now = datetime.now(UTC) + timedelta(seconds=1)  # every object of the history is older than the cutoff
     gc = Collector(lakefs_server.endpoint)
@@ -81,10 +93,12 @@ def test_runners_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs
     progress: dict[str, list[tuple[str, int]]] = {"inprocess": [], "spark": []}
     settings = GCSettings(min_age="0s", threads=4)
     workers = execute(settings, GCRequest(history, "plan", now=now, engine="inprocess"), connection=lakefs_conn,
-                      runs=MemoryRuns(), progress=lambda phase, n: progress["inprocess"].append((phase, n)))
+                      runs=runs, progress=lambda phase, n: progress["inprocess"].append((phase, n)))
     local = execute(settings, GCRequest(history, "plan", now=now, engine="spark"), connection=lakefs_conn,
-                    runs=MemoryRuns(), spark=local_spark,
+                    runs=runs, spark=local_spark,
                     progress=lambda phase, n: progress["spark"].append((phase, n)))
+    assert [(e["mode"], e["engine"], e["success"], e["run_id"]) for e in runs.history(history)] == [
+        ("plan", "spark", True, local.run_id), ("plan", "inprocess", True, workers.run_id)]
     master, worker = spark_cluster
     events: list[dict] = []
     request = RunRequest(history, "mark", now=now, min_age=timedelta(0))
