@@ -422,8 +422,8 @@ def test_spark_on_kubernetes_is_wired_through(all_on, tmp_path, monkeypatch):
     env = env_of(container)
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["SPARK_LOCAL_IP"]["value"] == "$(POD_IP)"
-    assert env["SPARK_SUBMIT_OPTS"]["value"].split() == ["-Dspark.driver.host=$(POD_IP)",
-                                                          "-Dspark.kubernetes.driver.pod.name=$(POD_NAME)"]
+    # Executors in another namespace than the worker's: the worker pod cannot own them.
+    assert env["SPARK_SUBMIT_OPTS"]["value"].split() == ["-Dspark.driver.host=$(POD_IP)"]
     assert list(env).index("POD_IP") < list(env).index("SPARK_SUBMIT_OPTS")  # $(POD_IP) expands only then
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["spark-driver"] == int(props["spark.driver.port"])
@@ -440,6 +440,15 @@ def test_spark_on_kubernetes_is_wired_through(all_on, tmp_path, monkeypatch):
                                     "namespace": "lakefs"}]
     role = one(all_on, "Role", "-spark-driver")
     assert {r for rule in role["rules"] for r in rule["resources"]} == {"pods", "configmaps", "persistentvolumeclaims"}
+
+
+def test_executors_in_the_release_namespace_are_owned_by_the_worker_pod(tools):
+    docs = render(tools, ALL_ON, sets=("spark.kubernetes.namespace=",))
+    container = one(docs, "Deployment", "-worker")["spec"]["template"]["spec"]["containers"][0]
+    assert env_of(container)["SPARK_SUBMIT_OPTS"]["value"].split() == [
+        "-Dspark.driver.host=$(POD_IP)", "-Dspark.kubernetes.driver.pod.name=$(POD_NAME)"]
+    assert env_of(container)["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert {d["metadata"].get("namespace") for d in by_kind(docs, "Role") + by_kind(docs, "RoleBinding")} == {"lakefs"}
 
 
 def test_an_existing_spark_cluster_needs_no_kubernetes_wiring(tools, tmp_path, monkeypatch):
