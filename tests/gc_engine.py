@@ -38,7 +38,7 @@ class Collector:
     def _go(self, repo: str, mode: str, **kw: Any) -> tuple[Summary, Marked | None]:
         request = RunRequest(repository_id=repo, mode=mode, engine=self.engine, range_partitions=4,
                              address_partitions=4, **kw)
-        return run_marked(self.api, self.storage, request, self.runner)
+        return run_marked(self.api, self.storage, request, runner=self.runner)
 
     def run(self, repo: str, *, min_age: timedelta | None = timedelta(0), dry_run: bool = False,
             now: datetime | None = None, max_deletions: int | None = None) -> tuple[Summary, Marked]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import io
 import json
-import secrets
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 
 REPORT_PREFIX = "_lakefs/retention/gc/unified"
 FORMAT = 2  # the plan layout; a plan of another format is never swept
@@ -73,11 +71,6 @@ class Summary:
 
     def dumps(self) -> bytes:
         return json.dumps(self.as_dict(), indent=2, sort_keys=True).encode()
-
-
-def new_run_id(now: datetime) -> str:
-    """Sorts newest first like lakeFS's descending xids: 10^10 - seconds, then randomness."""
-    return f"{10**10 - int(now.timestamp()):010d}-{secrets.token_hex(6)}"
 
 
 def run_dir(run_id: str) -> str:

@@ -8,10 +8,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core.mark import unique_range_ids
-from spark_jobs.core.report import Summary, new_run_id
+from spark_jobs.core.report import Summary
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.mark import GCError, JobConfig, Marked, MarkRequest, Progress, load_graph, mark
 from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.report import new_run_id
 from spark_jobs.engine.storage import StorageConfig, StorageError
 from spark_jobs.engine.sweep import sweep
 
@@ -47,14 +48,14 @@ def _check(request: RunRequest) -> datetime:
     return now
 
 
-def run(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, runner: Runner, *,
+def run(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, *, runner: Runner,
         progress: Progress = lambda phase, count: None) -> Summary:
     """``storage`` carries the store options (and the local blockstore's folder when configured); the namespace
     itself is the repository's, read from lakeFS."""
-    return run_marked(api_config, storage, request, runner, progress=progress)[0]
+    return run_marked(api_config, storage, request, runner=runner, progress=progress)[0]
 
 
-def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, runner: Runner, *,
+def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, *, runner: Runner,
                progress: Progress = lambda phase, count: None) -> tuple[Summary, Marked | None]:
     """``run``, with what the mark saw (None for a sweep of a stored plan)."""
     now = _check(request)

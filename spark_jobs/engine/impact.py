@@ -24,7 +24,7 @@ class Impact:
     bytes: int
 
 
-def branch_impact(api: LakeFSApi, config: JobConfig, marked: Marked, branch_ids: list[str], *,
+def branch_impact(api: LakeFSApi, config: JobConfig, marked: Marked, *, branch_ids: list[str],
                   now: datetime) -> dict[str, Impact]:
     graph = marked.graph
     ctx = config.open()

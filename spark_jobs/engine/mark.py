@@ -304,7 +304,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         # The subtraction and its safety rules (data keys only, nothing newer than the cutoff) are core's.
         deleted, plan = plan_deletions(listed, kept | uncommitted, cutoff.timestamp(),
                                        prefix_depth=request.prefix_depth)
-        paths = paths_of(api, ctx, graph, {o.key for o in deleted}) if request.by_path else {}
+        paths = paths_of(api, ctx, graph, keys={o.key for o in deleted}) if request.by_path else {}
         seconds["plan"] = time.monotonic() - t
         summary = Summary(
             run_id=request.run_id, repository_id=request.repository_id, success=True,
@@ -328,7 +328,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         ctx.close()
 
 
-def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, keys: set[str]) -> dict[str, str]:
+def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) -> dict[str, str]:
     """The path some commit gave each of ``keys`` (Hudi's partitions for `--by-prefix`): every commit of every
     branch's whole log (merged lines too) and every commit the mark already knows, each distinct range read once."""
     if not keys:

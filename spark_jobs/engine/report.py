@@ -6,13 +6,20 @@ is swept on the other."""
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from spark_jobs.core import report as core
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.core.report import Summary
 from spark_jobs.engine.storage import Namespace, StorageError
+
+
+def new_run_id(now: datetime) -> str:
+    """Sorts newest first like lakeFS's descending xids: 10^10 - seconds, then randomness."""
+    return f"{10**10 - int(now.timestamp()):010d}-{secrets.token_hex(6)}"
 
 
 class PlanError(RuntimeError):

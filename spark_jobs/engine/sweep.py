@@ -33,7 +33,7 @@ def unit_delete(ctx: OpenContext, batch: list[str]) -> list[dict[str, Any]]:
              "failed": result.failed}]
 
 
-def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, ctx: OpenContext, plan: report.Plan, *,
+def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: OpenContext, plan: report.Plan,
                   partitions: int) -> tuple[set[str], int]:
     """What branches reach now that the mark did not account for, and how many ranges that read anew."""
     heads = api.branches(config.repository_id)
@@ -58,7 +58,7 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
             raise GCError(str(exc), exc.reason) from None
         summary = plan.summary
         try:
-            spare, summary.new_ranges_read = reachable_now(api, runner, config, ctx, plan,
+            spare, summary.new_ranges_read = reachable_now(api, runner, config, ctx=ctx, plan=plan,
                                                            partitions=range_partitions)
         except (StorageError, LakeFSApiError, ValueError) as exc:
             raise GCError(f"re-checking branches before the sweep failed: {exc}; nothing deleted", "recheck") \

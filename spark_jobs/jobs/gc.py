@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
             metadata_from=args.metadata_from, range_partitions=config.range_num_partitions,
             address_partitions=config.address_num_partitions)
         storage = StorageConfig("", args.local_root, config.storage_options_json, args.max_in_flight)
-        summary = run(api, storage, request, SparkRunner(sc),
+        summary = run(api, storage, request, runner=SparkRunner(sc),
                       progress=lambda phase, count: emit("progress", phase=phase, count=count))
         emit("result", app_id=sc.applicationId, master=sc.master, success=True, summary=summary.as_dict())
     finally:

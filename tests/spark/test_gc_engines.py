@@ -212,7 +212,7 @@ def test_s3_blockstore_both_runners_agree_and_spark_sweeps(submit_env, local_spa
         now = datetime.now(UTC) + timedelta(seconds=1)
         gc = Collector(server.endpoint, options={"s3": s3.fsspec_options()})
         threads, _ = run_marked(gc.api, gc.storage, RunRequest(repo, "mark", now=now, min_age=timedelta(0),
-                                                               metadata_from="lakefs"), gc.runner)
+                                                               metadata_from="lakefs"), runner=gc.runner)
         conn = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
                                 secret_access_key=ADMIN_SECRET_KEY)
         spark = run_gc(spark=local_spark, lakefs=conn, storage=gc.storage, env=submit_env,

@@ -159,7 +159,7 @@ def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection,
                 raise GCError("the Spark engine needs the Spark settings (spark.master)", "spark")
             summary = _on_spark(gc, spark, connection, run, progress)
         else:
-            summary, _ = run_marked(api, storage_config(gc), run, ThreadRunner(gc.threads),
+            summary, _ = run_marked(api, storage_config(gc), run, runner=ThreadRunner(gc.threads),
                                     progress=progress or (lambda phase, count: None))
     except GCError as exc:
         entry.update(success=False, error=str(exc), reason=exc.reason, seconds=round(time.monotonic() - started, 3))
@@ -196,13 +196,13 @@ def repository_impact(gc: GCSettings, connection: LakeFSConnection, repository_i
     api = api_config(connection)
     run = RunRequest(repository_id, "dry-run", now=now, min_age=min_age_of(gc, min_age),
                      metadata_from=gc.metadata_source)
-    _, marked = run_marked(api, storage_config(gc), run, ThreadRunner(gc.threads))
+    _, marked = run_marked(api, storage_config(gc), run, runner=ThreadRunner(gc.threads))
     client = LakeFSApi(api)
     try:
         config = JobConfig(api, StorageConfig(marked.graph.namespace, marked.graph.local_root,
                                               storage_options_json(gc), gc.store_max_requests),
                            repository_id, gc.metadata_source)
-        return branch_impact(client, config, marked, branch_ids or list(marked.graph.heads), now=now)
+        return branch_impact(client, config, marked, branch_ids=branch_ids or list(marked.graph.heads), now=now)
     except (LakeFSApiError, StorageError) as exc:
         raise GCError(f"impact of lakefs://{repository_id}: {exc}", getattr(exc, "reason", "storage")) from exc
     finally:

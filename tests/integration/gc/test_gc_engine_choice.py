@@ -98,7 +98,7 @@ def test_metadata_through_lakefs_gives_the_same_plan_as_from_storage(lakefs, gc,
     history(lakefs, repo)
     now = datetime.now(UTC) + timedelta(seconds=1)
     plans = [run_marked(gc.api, gc.storage, RunRequest(repo, "dry-run", now=now, min_age=timedelta(0),
-                                                       metadata_from=source), gc.runner)[1]
+                                                       metadata_from=source), runner=gc.runner)[1]
              for source in ("storage", "lakefs")]
     assert [o.key for o in plans[0].deleted] == [o.key for o in plans[1].deleted]
     assert len(plans[0].deleted) == 1 and plans[0].ranges == plans[1].ranges and len(plans[0].ranges) >= 2

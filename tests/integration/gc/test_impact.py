@@ -23,7 +23,7 @@ def impact(gc: Collector, marked: Marked, branch_ids: list[str], *, now: datetim
     api = LakeFSApi(gc.api)
     try:
         storage = StorageConfig(marked.graph.namespace, marked.graph.local_root, gc.storage.options_json)
-        return branch_impact(api, JobConfig(gc.api, storage, marked.summary.repository_id), marked, branch_ids,
+        return branch_impact(api, JobConfig(gc.api, storage, marked.summary.repository_id), marked, branch_ids=branch_ids,
                              now=now)
     finally:
         api.close()
