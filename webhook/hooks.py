@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook.auth import secret_ok
@@ -47,7 +47,12 @@ def receive():
         metrics.webhook_events.labels(event.event_type, "error").inc()
         raise
     metrics.webhook_events.labels(event.event_type, outcome).inc()
-    return jsonify({"status": outcome}), 200
+    return Response(_ANSWERS[outcome], status=200, mimetype="application/json")
+
+
+# What jsonify({"status": ...}) would send, encoded once: the answer to every hook is one of these.
+_ANSWERS = {outcome: json.dumps({"status": outcome}, separators=(",", ":")).encode() + b"\n"
+            for outcome in ("recorded", "stale", "ignored")}
 
 
 def _read_json() -> tuple[object, Response | None]:

@@ -87,8 +87,11 @@ if deleted then
   redis.call('HDEL', key, 'deleted_at')
   redis.call('PERSIST', key)
 end
-redis.call('HSET', summary, branch, (created or '') .. ',' .. (written or '') .. ',' .. (seen or ''))
-redis.call('SADD', repos, repo)
+-- The repository set gets every repository with a summary: a summary field is new only next to this SADD (or
+-- _OBSERVE's), so an existing one needs none.
+if redis.call('HSET', summary, branch, (created or '') .. ',' .. (written or '') .. ',' .. (seen or '')) == 1 then
+  redis.call('SADD', repos, repo)
+end
 return 1
 """
 
