@@ -21,10 +21,12 @@ def good(**over) -> dict:
     return {**body, **over}
 
 
-def raw_request(receiver, data: bytes) -> tuple[int, bytes]:
+def raw_request(receiver, data: bytes, *, half_close: bool = False) -> tuple[int, bytes]:
     host, port = receiver.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(data)
+        if half_close:  # nothing more will come: the server sees the end of the body early
+            sock.shutdown(socket.SHUT_WR)
         chunks = []
         while True:
             try:
@@ -64,6 +66,18 @@ def test_broken_chunked_framing_is_400(receiver, redis_client, chunked):
             f"X-Lakefs-Janitor-Secret: {WEBHOOK_SECRET}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
     status, response = raw_request(receiver, head.encode() + chunked)
     assert 400 <= status < 500, response[:500]
+    assert snapshot(redis_client) == before
+
+
+@pytest.mark.parametrize("missing", [1, 40])
+def test_a_body_shorter_than_its_content_length_is_400_and_changes_nothing(receiver, redis_client, missing):
+    before = snapshot(redis_client)
+    body = json.dumps(good(branch_id="short-body")).encode()
+    head = (f"POST /webhooks/lakefs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"X-Lakefs-Janitor-Secret: {WEBHOOK_SECRET}\r\nContent-Length: {len(body) + missing}\r\n"
+            f"Connection: close\r\n\r\n")
+    status, response = raw_request(receiver, head.encode() + body, half_close=True)
+    assert status == 400 and b'"error":"the body ended after' in response, response[-500:]
     assert snapshot(redis_client) == before
 
 
