@@ -31,12 +31,12 @@ def receive():
     if not secret_ok(secret.get_secret_value() if secret else None):
         metrics.webhook_events.labels("unknown", "unauthorized").inc()
         return error_response(401, "missing or wrong shared secret")
-    payload, problem = _read_json()
+    payload, text, problem = _read_json()
     if problem is not None:
         metrics.webhook_events.labels("invalid", "rejected").inc()
         return problem
     try:
-        event = parse_event(payload, now=datetime.now(UTC))
+        event = parse_event(payload, now=datetime.now(UTC), may_hold_surrogates="\\u" in text)
     except EventError as exc:
         metrics.webhook_events.labels(_event_label(payload), "rejected").inc()
         return error_response(422, "not a valid lakeFS event", details=exc.errors)
@@ -71,25 +71,26 @@ def _body() -> bytes:
     return body
 
 
-def _read_json() -> tuple[object, Response | None]:
-    """The body as JSON, or the 4xx that says why not. lakeFS sends UTF-8 JSON; anything else is refused."""
+def _read_json() -> tuple[object, str, Response | None]:
+    """The body as JSON and as text, or the 4xx that says why not. lakeFS sends UTF-8 JSON; anything else is
+    refused."""
     charset = request.mimetype_params.get("charset", "utf-8").lower()
     if charset not in ("utf-8", "utf8"):
-        return None, error_response(415, f"charset {charset[:40]!r} is not supported: send UTF-8 JSON")
+        return None, "", error_response(415, f"charset {charset[:40]!r} is not supported: send UTF-8 JSON")
     try:
         raw = _body()
     except HTTPException:
         raise  # werkzeug's own 4xx (413, disconnects) go through the JSON error handler
     except Exception:  # the server's HTTP parser (broken chunked framing) raises its own types
-        return None, error_response(400, "the request body could not be read: broken HTTP framing "
-                                         "(e.g. malformed chunked encoding)")
+        return None, "", error_response(400, "the request body could not be read: broken HTTP framing "
+                                             "(e.g. malformed chunked encoding)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, error_response(400, f"body is not valid UTF-8 (byte {exc.start})")
+        return None, "", error_response(400, f"body is not valid UTF-8 (byte {exc.start})")
     try:
-        return json.loads(text), None
+        return json.loads(text), text, None
     except RecursionError:
-        return None, error_response(400, "body is JSON nested too deeply")
+        return None, "", error_response(400, "body is JSON nested too deeply")
     except ValueError as exc:
-        return None, error_response(400, f"body is not JSON ({exc}); expected a lakeFS action payload")
+        return None, "", error_response(400, f"body is not JSON ({exc}); expected a lakeFS action payload")

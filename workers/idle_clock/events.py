@@ -124,11 +124,13 @@ def _unencodable(payload: Any) -> str | None:
     return None
 
 
-def parse_event(payload: Any, *, now: datetime | None = None) -> LakeFSEvent:
-    """Validate a payload; with ``now``, also refuse an event_time more than MAX_AHEAD after it."""
+def parse_event(payload: Any, *, now: datetime | None = None, may_hold_surrogates: bool = True) -> LakeFSEvent:
+    """Validate a payload; with ``now``, also refuse an event_time more than MAX_AHEAD after it.
+    ``may_hold_surrogates=False`` skips looking for lone surrogates: right for a payload decoded from JSON text
+    (strict UTF-8) without any ``\\u`` escape, where none can hide."""
     if not isinstance(payload, dict):
         raise EventError([{"field": "(body)", "message": "expected a JSON object"}])
-    if (bad := _unencodable(payload)) is not None:
+    if may_hold_surrogates and (bad := _unencodable(payload)) is not None:
         raise EventError([{"field": bad, "message": "contains a string that is not valid Unicode (a lone surrogate)"}])
     try:
         return LakeFSEvent.model_validate(payload, context={"now": now})
