@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
 
 from flask import Blueprint, Response, request
+from prometheus_client import Counter
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 
 from webhook.auth import secret_ok
@@ -14,8 +16,16 @@ from webhook.errors import error_response
 from workers.gc.store import GCRuns
 from workers.hooks import record
 from workers.idle_clock.events import EVENT_TYPES, EventError, parse_event
+from workers.metrics import Metrics
 
 bp = Blueprint("hooks", __name__)
+
+
+@functools.lru_cache(maxsize=512)
+def _events(metrics: Metrics, event_type: str, outcome: str) -> Counter:
+    """The hook counter's child for these labels. prometheus_client checks the labels and takes a lock on every
+    labels() call; a child never changes, so each is looked up once per worker (labels are a few dozen)."""
+    return metrics.webhook_events.labels(event_type, outcome)
 
 
 def _event_label(payload: object) -> str:
@@ -29,24 +39,24 @@ def receive():
     metrics = s.metrics
     secret = s.settings.webhook_secret
     if not secret_ok(secret.get_secret_value() if secret else None):
-        metrics.webhook_events.labels("unknown", "unauthorized").inc()
+        _events(metrics, "unknown", "unauthorized").inc()
         return error_response(401, "missing or wrong shared secret")
     payload, text, problem = _read_json()
     if problem is not None:
-        metrics.webhook_events.labels("invalid", "rejected").inc()
+        _events(metrics, "invalid", "rejected").inc()
         return problem
     try:
         event = parse_event(payload, now=datetime.now(UTC), may_hold_surrogates="\\u" in text)
     except EventError as exc:
-        metrics.webhook_events.labels(_event_label(payload), "rejected").inc()
+        _events(metrics, _event_label(payload), "rejected").inc()
         return error_response(422, "not a valid lakeFS event", details=exc.errors)
     try:
         # Everything the event changes in Redis (idle clock, summary, GC's commit count): one atomic round trip.
         outcome = record(event, clock=s.clock, runs=GCRuns(s.redis, s.settings.key_prefix))
     except Exception:
-        metrics.webhook_events.labels(event.event_type, "error").inc()
+        _events(metrics, event.event_type, "error").inc()
         raise
-    metrics.webhook_events.labels(event.event_type, outcome).inc()
+    _events(metrics, event.event_type, outcome).inc()
     return Response(_ANSWERS[outcome], status=200, mimetype="application/json")
 
 
