@@ -1,6 +1,6 @@
 """bench/webhook: throughput and latency of the webhook receiver against bare Flask endpoints served the same way.
 
-    .venv/bin/python bench/webhook.py [--rounds 3 --duration 10 --connections 4 --threads 1]
+    .venv/bin/python bench/webhook.py [--rounds 5 --duration 10 --connections 4 --threads 1]
     .venv/bin/python bench/webhook.py --quick      (the smoke test `make test` runs: every server, every check,
                                                     a second of load each, nothing written)
     make bench-webhook
@@ -567,7 +567,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     lines += [
         "",
         (f"Per-round receiver / (bare + 1 round trip) ratios (rounds {', '.join(map(str, s['rounds_used']))}): "
-         f"{', '.join(f'{x:.3f}' for x in s['round_ratios'])}"
+         f"{', '.join(f'{x:.3f}' for x in s['round_ratios'])} (median {statistics.median(s['round_ratios']):.3f})"
          f"{noisy_note}. "
          f"Other load on the machine during the rounds: up to {s['other_load_cores_max']:.2f} cores"
          f"{' (WARNING: busy machine, figures unreliable)' if s['other_load_cores_max'] > OTHER_LOAD_WARN else ''}. "
@@ -644,7 +644,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="smoke test: every server (--ablation too) and every check, one round of 1 s, no warm-up, "
                         "nothing written (what `make test` runs); other options are ignored")
-    p.add_argument("--rounds", type=int, default=3, help="measured rounds per server")
+    p.add_argument("--rounds", type=int, default=5, help="measured rounds per server")
     p.add_argument("--duration", type=int, default=10, help="seconds per round (wrk takes whole seconds)")
     p.add_argument("--warmup", type=int, default=3, help="seconds of warm-up per server (not reported; 0: none)")
     p.add_argument("--connections", type=int, default=4, help="wrk connections (concurrent requests)")
@@ -682,8 +682,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("need rounds >= 1, duration >= 1, warmup >= 0, threads >= 1 and connections >= threads")
     if args.retries < 0 or args.sample_hooks < 1:
         p.error("--retries must be >= 0 and --sample-hooks >= 1")
-    if (args.rounds + args.retries) * args.duration * (4 if args.ablation else 3) > 600:
-        p.error("rounds * duration * servers must stay under 600 s")
+    if (args.rounds + args.retries) * args.duration * (4 if args.ablation else 3) > 900:
+        p.error("(rounds + retries) * duration * servers must stay under 900 s")
     return args
 
 
