@@ -28,7 +28,7 @@ from typing import Any
 
 from spark_jobs.core.addresses import namespace_prefixes
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
-from spark_jobs.engine.throttle import Throttle, Throttled
+from spark_jobs.engine.throttle import Throttled, ThrottleStats, shared_throttle
 
 BATCH = {"local": 1000, "s3": 1000, "azure": 256, "gcs": 100}
 AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?:blob|dfs)\.core\.windows\.net$")
@@ -175,13 +175,14 @@ class Namespace:
         self.store = self.location.store
         self.root = self.location.root
         self.fs = _filesystem(self.location, config.options(self.location.store))
-        self.throttle = Throttle(max_in_flight=config.max_in_flight)
+        # per store, not per namespace object: each partition opens its own, the cap is the process's
+        self.throttle = shared_throttle(f"{self.store}:{self.root.partition('/')[0]}", config.max_in_flight)
         self.prefixes = namespace_prefixes(config.namespace, config.local_root)
 
     def path(self, key: str) -> str:
         return f"{self.root}/{check_key(key)}"
 
-    def _call(self, what: str, fn):
+    def _call(self, what: str, fn, tally: ThrottleStats | None = None):
         """One request (or one library call) under the throttle; other errors become a StorageError."""
         def attempt():
             try:
@@ -193,7 +194,7 @@ class Namespace:
                     raise Throttled(str(exc)) from exc
                 raise StorageError(f"{what} on {self.config.namespace} failed: {type(exc).__name__}: {exc}") from exc
         try:
-            return self.throttle.call(attempt, what)
+            return self.throttle.call(attempt, what, tally)
         except Throttled as exc:
             raise StorageError(f"{what} on {self.config.namespace}: {exc}") from None
 
@@ -280,21 +281,18 @@ class Namespace:
         for key in keys:
             if check_key(key).startswith(METADATA_PREFIX):
                 raise StorageError(f"refusing to delete metadata {key!r}")
-        result = DeleteResult()
+        result, tally = DeleteResult(), ThrottleStats()
         size = BATCH[self.store]
-        before = self.throttle.stats.backoffs
         for start in range(0, len(keys), size):
             batch = keys[start:start + size]
-            requests = self.throttle.stats.requests
             if self.store == "local":
-                self._delete_local(batch, result)
+                self._delete_local(batch, result, tally)
             else:
-                self._delete_batch(batch, result)
-            result.requests += self.throttle.stats.requests - requests
-        result.backoffs = self.throttle.stats.backoffs - before
+                self._delete_batch(batch, result, tally)
+        result.requests, result.backoffs = tally.requests, tally.backoffs
         return result
 
-    def _delete_local(self, batch: list[str], result: DeleteResult) -> None:
+    def _delete_local(self, batch: list[str], result: DeleteResult, tally: ThrottleStats) -> None:
         for key in batch:
             try:
                 os.unlink(self.path(key))
@@ -304,9 +302,9 @@ class Namespace:
                 result.failed.append(f"{key}: {exc.strerror}")
                 continue
             result.deleted += 1
-        self.throttle.stats.requests += len(batch)
+        tally.requests += len(batch)
 
-    def _delete_batch(self, batch: list[str], result: DeleteResult) -> None:
+    def _delete_batch(self, batch: list[str], result: DeleteResult, tally: ThrottleStats) -> None:
         pending = list(batch)
         for attempt in range(self.throttle.max_attempts):
             throttled_keys: list[str] = []
@@ -320,12 +318,11 @@ class Namespace:
                     raise Throttled(f"all {len(keys)} keys of a batch delete were throttled")
                 retry.extend(again)
 
-            self._call("batch delete", request)
+            self._call("batch delete", request, tally)
             if not throttled_keys:
                 return
-            # some keys of the batch were throttled: count it as a back-off and retry only those
-            self.throttle._feedback(True)  # noqa: SLF001 - the partial answer is throttling too
-            self.throttle.sleep(min(30.0, 0.1 * 2 ** attempt))
+            # some keys of the batch were throttled: that answer is throttling too; retry only those
+            self.throttle.back_off(attempt, tally)
             pending = list(throttled_keys)
         result.failed.extend(f"{k}: still throttled" for k in pending)
 

@@ -53,26 +53,46 @@ class Throttle:
         if start > now:
             self.sleep(start - now)
 
-    def _feedback(self, throttled: bool) -> None:
+    def _feedback(self, throttled: bool, tally: ThrottleStats | None) -> None:
         with self.lock:
             self.rate = next_rate(self.rate, throttled=throttled, floor=self.floor, ceiling=self.ceiling,
                                   step=self.step)
             if throttled:
                 self.stats.backoffs += 1
+                if tally is not None:
+                    tally.backoffs += 1
 
-    def call(self, fn: Callable[[], object], what: str = "request"):
+    def back_off(self, attempt: int, tally: ThrottleStats | None = None) -> None:
+        """A throttling answer: lower the rate, then sleep (with jitter) before attempt ``attempt + 1``."""
+        self._feedback(True, tally)
+        self.sleep(min(30.0, 0.1 * 2 ** attempt) * (0.5 + random.random() / 2))
+
+    def call(self, fn: Callable[[], object], what: str = "request", tally: ThrottleStats | None = None):
+        """``tally``: the caller's own count of requests and back-offs (``stats`` counts the whole process's)."""
         for attempt in range(self.max_attempts):
             self._wait_turn()
             with self.slots:
                 with self.lock:
                     self.stats.requests += 1
+                    if tally is not None:
+                        tally.requests += 1
                 try:
                     result = fn()
                 except Throttled:
-                    self._feedback(True)
+                    pass
                 else:
-                    self._feedback(False)
+                    self._feedback(False, tally)
                     return result
             # back off outside the slot, so others' requests (at the lowered rate) go on
-            self.sleep(min(30.0, 0.1 * 2 ** attempt) * (0.5 + random.random() / 2))
+            self.back_off(attempt, tally)
         raise Throttled(f"{what}: the store was still throttling after {self.max_attempts} attempts")
+
+
+_shared: dict[tuple[str, int], Throttle] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_throttle(store: str, max_in_flight: int) -> Throttle:
+    """The process's one Throttle for a store (every context, partition and thread of this process share it)."""
+    with _shared_lock:
+        return _shared.setdefault((store, max_in_flight), Throttle(max_in_flight=max_in_flight))
