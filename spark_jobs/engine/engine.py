@@ -10,7 +10,16 @@ from datetime import UTC, datetime, timedelta
 from spark_jobs.core.mark import unique_range_ids
 from spark_jobs.core.report import Summary
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
-from spark_jobs.engine.mark import GCError, JobConfig, Marked, MarkRequest, Progress, load_graph, mark
+from spark_jobs.engine.mark import (
+    GCError,
+    JobConfig,
+    Marked,
+    MarkRequest,
+    Progress,
+    learn_local_root,
+    load_graph,
+    mark,
+)
 from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.report import new_run_id
 from spark_jobs.engine.storage import StorageConfig, StorageError
@@ -95,10 +104,8 @@ def resolve_storage(api: LakeFSApi, repository_id: str, storage: StorageConfig) 
     namespace = api.repository(repository_id)["storage_namespace"]
     local_root = storage.local_root
     if namespace.startswith("local://") and not local_root:
-        from spark_jobs.core.addresses import local_root_from  # noqa: PLC0415
-
-        location = api.prepare_commits(repository_id).get("gc_commits_location", "")
-        local_root = local_root_from(namespace, location)
+        local_root = learn_local_root(api, repository_id, namespace, branches=api.branches(repository_id),
+                                      location=api.prepare_commits(repository_id).get("gc_commits_location", ""))
     return replace(storage, namespace=namespace, local_root=local_root)
 
 

@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -170,13 +170,8 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
         whole = any(p.matches(branch_id) for p in cleaning)
         line(head, None if whole else now_s - rules.days(branch_id) * DAY)
     location = api.prepare_commits(repository_id).get("gc_commits_location", "")
-    local_root = storage.local_root
-    if namespace.startswith("local://") and not local_root:
-        local_root = local_root_from(namespace, location)
-        for branch_id in sorted(heads) if local_root is None else ():
-            found = (api.first_object(repository_id, branch_id) or {}).get("physical_address", "")
-            if (local_root := local_root_from(namespace, found)) is not None:
-                break
+    local_root = storage.local_root or learn_local_root(api, repository_id, namespace, location=location,
+                                                        branches=heads)
     storage = StorageConfig(namespace, local_root, storage.options_json, storage.max_in_flight)
     ns = Namespace(storage)
     relative = relative_key(location, FULL, ns.prefixes)
@@ -205,6 +200,20 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
             commits[commit_id] = commit_from_api(api.commit(repository_id, commit_id))
             graph.tag_only.add(commit_id)
     return graph, storage
+
+
+def learn_local_root(api: LakeFSApi, repository_id: str, namespace: str, *, location: str,
+                     branches: Iterable[str]) -> str | None:
+    """A local blockstore's folder, for deployments that did not configure it: from where lakeFS wrote its GC
+    commits (``location``), else from a full address of an object on one of ``branches``. None for other stores."""
+    if not namespace.startswith("local://"):
+        return None
+    found = local_root_from(namespace, location)
+    for branch_id in sorted(branches) if found is None else ():
+        address = (api.first_object(repository_id, branch_id) or {}).get("physical_address", "")
+        if (found := local_root_from(namespace, address)) is not None:
+            break
+    return found
 
 
 def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str) -> set[str]:
