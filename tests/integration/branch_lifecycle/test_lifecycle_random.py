@@ -207,6 +207,11 @@ class Scenario:
 
     def op_revert(self, b):
         head = self.head(b)
+        if self.call("diff", self.lakefs.refs.diff_refs, f"{head}~1", head, prefix="_lakefs_actions/",
+                     amount=1).results:
+            # Reverting the commit that installed the hooks takes the action file off the branch: lakeFS then
+            # runs no hook there (nor on a branch made from it), which is a broken install, not a clock to judge.
+            return
         if not self.dirty(b) and self.hooked(b, self.timed_write(b, lambda: self.call(
                 "revert", self.lakefs.branches.revert_branch, b,
                 lakefs_sdk.RevertCreation(ref=head, parent_number=0)))):
