@@ -140,12 +140,21 @@ class GCSettings(BaseModel):
     store_max_requests: int = Field(default=8, gt=0, le=256, description="requests to the store in flight at once "
                                     "per process (the throttled sweep's cap)")
     threads: int = Field(default=8, gt=0, le=256, description="in-process engine: reads and deletes in parallel")
-    lock_seconds: int = Field(default=6 * 3600, gt=0, description="one GC per repository at a time; expiry")
+    lease_seconds: int = Field(default=60, ge=3, le=3600, description="one GC per repository at a time: the run's "
+                               "lease, renewed while it lives; a dead run frees the repository within this")
     trigger_commits: int = Field(default=0, ge=0, description="start a repository's GC after this many commits "
                                  "and merges reported by hooks since its last run (0: cron only)")
     trigger_check_seconds: int = Field(default=60, gt=0, description="how often beat looks for due repositories")
     max_deletions_per_run: int = Field(default=1_000_000, gt=0, description="a run deletes at most this many "
                                        "objects; the rest waits for the next run")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "lock_seconds" in data:
+            raise ValueError("gc.lock_seconds is gone: a GC run now holds a lease that it renews while it lives "
+                             "(gc.lease_seconds, default 60); remove LAKEFS_JANITOR_GC__LOCK_SECONDS")
+        return data
 
     @field_validator("schedule")
     @classmethod

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from spark_jobs.core.mark import unique_range_ids
 from spark_jobs.core.report import Summary
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
+from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.mark import (
     GCError,
     JobConfig,
@@ -43,6 +44,7 @@ class RunRequest:
     metadata_from: str = "storage"
     range_partitions: int = 50
     address_partitions: int = 200
+    lease: LeaseRef | None = None  # checked before each batch of deletions (None: no lease, e.g. a benchmark)
 
 
 def _check(request: RunRequest) -> datetime:
@@ -88,7 +90,7 @@ def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Run
         config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
         summary = sweep(api, runner, config, mark_id=mark_id, range_partitions=request.range_partitions,
                         address_partitions=request.address_partitions, max_deletions=request.max_deletions,
-                        progress=progress)
+                        progress=progress, lease=request.lease)
         summary.engine = request.engine
         return summary, marked
     except LakeFSApiError as exc:

@@ -2,18 +2,21 @@
 anything that became reachable since the mark (a branch reset or created onto an old commit, a new staged write
 pointing at an old address) is dropped from the deletion. Only HEADs off the retained set are read, and of their
 ranges only those the mark did not read. Deletions go in the store's batches, spread by the Runner, under the
-per-run cap; the record (summary.json) is rewritten with what was done."""
+per-run cap; the record (summary.json) is rewritten with what was done. Each batch is sent only after its deleter
+confirmed the run still holds its lease (``engine.lease``): a run whose starter died, or that lost its lease to
+another, stops within one batch."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from spark_jobs.core.retention import commit_from_api
 from spark_jobs.engine import report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
+from spark_jobs.engine.lease import LeaseLost, LeaseRef, LeaseWatch
 from spark_jobs.engine.mark import (
     GCError,
     JobConfig,
@@ -27,7 +30,27 @@ from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.storage import BATCH, StorageError
 
 
-def unit_delete(ctx: OpenContext, batch: list[str]) -> list[dict[str, Any]]:
+class DeleteContext(OpenContext):
+    """A deleter's context: the namespace, and the lease it checks before each batch (None: a run without one,
+    as tests and benchmarks start the engine directly)."""
+
+    def __init__(self, config: JobConfig, lease: LeaseRef | None) -> None:
+        super().__init__(config)
+        self.lease = LeaseWatch(lease) if lease is not None else None
+
+    def close(self) -> None:
+        super().close()
+        if self.lease is not None:
+            self.lease.close()
+
+
+def open_deleter(config: JobConfig, lease: LeaseRef | None) -> DeleteContext:
+    return DeleteContext(config, lease)
+
+
+def unit_delete(ctx: DeleteContext, batch: list[str]) -> list[dict[str, Any]]:
+    if ctx.lease is not None:
+        ctx.lease.check()
     result = ctx.ns.delete(batch)
     return [{"deleted": result.deleted, "requests": result.requests, "backoffs": result.backoffs,
              "failed": result.failed}]
@@ -47,8 +70,7 @@ def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: Ope
 
 def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, range_partitions: int = 50,
           address_partitions: int = 200, max_deletions: int | None = None,
-          progress: Progress = lambda phase, count: None,
-          before_delete: Callable[[], None] = lambda: None) -> report.Summary:
+          progress: Progress = lambda phase, count: None, lease: LeaseRef | None = None) -> report.Summary:
     started = time.monotonic()
     ctx = config.open()
     try:
@@ -70,10 +92,13 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
             summary.capped = len(doomed) - max_deletions
             doomed = doomed[:max_deletions]
         progress("re-checked", len(doomed))
-        before_delete()
         size = BATCH[ctx.ns.store]
         batches = [doomed[i:i + size] for i in range(0, len(doomed), size)]
-        results = runner.map_units(batches, unit_delete, config.open, partitions=address_partitions)
+        try:
+            results = runner.map_units(batches, unit_delete, partial(open_deleter, config, lease),
+                                       partitions=address_partitions)
+        except LeaseLost as exc:
+            raise GCError(str(exc), exc.reason) from None
         failed = [f for r in results for f in r["failed"]]
         summary.swept = sum(r["deleted"] for r in results)
         summary.delete_requests = sum(r["requests"] for r in results)

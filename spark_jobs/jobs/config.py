@@ -16,6 +16,9 @@ API_CONNECTION_TIMEOUT = "lakefs.api.connection.timeout_seconds"
 RANGE_PARTITIONS = "lakefs.gc.range.num_partitions"
 ADDRESS_PARTITIONS = "lakefs.gc.address.num_partitions"
 STORAGE_OPTIONS = "lakefs.gc.storage_options"  # JSON object of fsspec options for the namespace's filesystem
+# The run's lease (engine.lease.LeaseRef as JSON, Redis credentials included): "token" in the name makes Spark
+# redact it in its UI and logs.
+LEASE = "lakefs.gc.lease.token"
 
 DEFAULTS = {
     API_READ_TIMEOUT: "10",
@@ -49,6 +52,7 @@ class JobConfig:
     range_num_partitions: int
     address_num_partitions: int
     storage_options_json: str | None
+    lease_json: str | None = None
 
     @classmethod
     def from_hadoop(cls, get: Callable[[str], str | None]) -> JobConfig:
@@ -65,6 +69,7 @@ class JobConfig:
             range_num_partitions=_positive_int(RANGE_PARTITIONS, value(RANGE_PARTITIONS)),
             address_num_partitions=_positive_int(ADDRESS_PARTITIONS, value(ADDRESS_PARTITIONS)),
             storage_options_json=value(STORAGE_OPTIONS),
+            lease_json=value(LEASE),
         )
 
     @property

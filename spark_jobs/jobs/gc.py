@@ -15,7 +15,9 @@ lakeFS connection, timeouts, partition counts and storage options come from the 
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,6 +39,40 @@ class SparkRunner:
         return flat_map_units(self.sc, units, per_unit(make_context, fn), partitions=partitions).collect()
 
 
+class LeaseGuard:
+    """The driver's side of the run's lease: checks it every second while the job runs, and when the run lost it
+    (its starter died, or another run took the repository over) cancels every Spark job at once, so executors
+    stop between batches even before their own per-batch check would."""
+
+    def __init__(self, sc, ref, interval: float = 1.0) -> None:
+        from spark_jobs.engine.lease import LeaseWatch  # noqa: PLC0415
+
+        self.sc, self.watch, self.interval = sc, LeaseWatch(ref), interval
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gc-lease-guard", daemon=True)
+
+    def __enter__(self) -> LeaseGuard:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.watch.close()
+
+    def _run(self) -> None:
+        from spark_jobs.engine.lease import LeaseLost  # noqa: PLC0415
+
+        while not self._stop.wait(self.interval):
+            try:
+                self.watch.check()
+            except LeaseLost as exc:
+                self.lost = str(exc)
+                self.sc.cancelAllJobs()
+                return
+
+
 def _parse_now(value: str | None) -> datetime | None:
     if not value:
         return None
@@ -47,6 +83,8 @@ def _parse_now(value: str | None) -> datetime | None:
 def main(argv: list[str]) -> int:
     from spark_jobs.engine.engine import MODES, RunRequest, run  # noqa: PLC0415
     from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
+    from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
+    from spark_jobs.engine.mark import GCError  # noqa: PLC0415
     from spark_jobs.engine.storage import StorageConfig  # noqa: PLC0415
     from spark_jobs.jobs.config import JobConfigError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415
@@ -80,10 +118,18 @@ def main(argv: list[str]) -> int:
             min_age=timedelta(seconds=args.min_age_seconds) if args.min_age_seconds is not None else None,
             max_deletions=args.max_deletions, prefix_depth=args.prefix_depth, by_path=args.by_path, engine="spark",
             metadata_from=args.metadata_from, range_partitions=config.range_num_partitions,
-            address_partitions=config.address_num_partitions)
+            address_partitions=config.address_num_partitions,
+            lease=LeaseRef.from_json(config.lease_json) if config.lease_json else None)
         storage = StorageConfig("", args.local_root, config.storage_options_json, args.max_in_flight)
-        summary = run(api, storage, request, runner=SparkRunner(sc),
-                      progress=lambda phase, count: emit("progress", phase=phase, count=count))
+        guard = LeaseGuard(sc, request.lease) if request.lease is not None else None
+        with guard or contextlib.nullcontext():
+            try:
+                summary = run(api, storage, request, runner=SparkRunner(sc),
+                              progress=lambda phase, count: emit("progress", phase=phase, count=count))
+            except Exception:
+                if guard is not None and guard.lost:  # the cancelled jobs' own errors would hide why
+                    raise GCError(guard.lost, "lease-lost") from None
+                raise
         emit("result", app_id=sc.applicationId, master=sc.master, success=True, summary=summary.as_dict())
     finally:
         sc.stop()

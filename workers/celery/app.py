@@ -38,10 +38,10 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        # Unacked tasks are redelivered after this; keep it above the longest run.
-        # above the longest GC run too, so the broker never redelivers a running job
+        # Unacked tasks are redelivered after this: keep it above the longest run, a GC on Spark included, so
+        # the broker never redelivers a running job
         broker_transport_options={"visibility_timeout": max(settings.lifecycle_lock_seconds * 2,
-                                                            settings.gc.lock_seconds * 2, 7200)},
+                                                            settings.spark.submit_timeout_seconds, 7200)},
         result_expires=24 * 3600,
         beat_schedule=beat_schedule(settings),
         broker_connection_retry_on_startup=True,

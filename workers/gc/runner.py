@@ -16,22 +16,19 @@ from spark_jobs.core.report import Summary
 from spark_jobs.engine.engine import RunRequest, head_range_count, run_marked
 from spark_jobs.engine.impact import Impact, branch_impact
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
+from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.mark import GCError, JobConfig
 from spark_jobs.engine.parallel import ThreadRunner
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
+from workers.gc.lease import Busy, Holder, RunLease
 from workers.gc.store import GCRuns
 from workers.gc.stores import storage_options_json
-from workers.locks import release_quietly
 from workers.metrics import Metrics
 from workers.settings import GCSettings, LakeFSConnection, SparkSettings
 
 __all__ = ["Busy", "GCError", "GCRequest", "execute", "repository_impact"]
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int], None]
-
-
-class Busy(RuntimeError):
-    """Another GC of the repository holds its lock."""
 
 
 @dataclass(frozen=True)
@@ -63,12 +60,12 @@ def min_age_of(gc: GCSettings, given: timedelta | None) -> timedelta | None:
     return parse_duration(gc.min_age, allow_zero=True) if gc.min_age else None
 
 
-def run_request(gc: GCSettings, request: GCRequest, engine: str) -> RunRequest:
+def run_request(gc: GCSettings, request: GCRequest, engine: str, lease: LeaseRef | None = None) -> RunRequest:
     mode = {"run": "dry-run" if request.dry_run else "full", "plan": "mark", "sweep": "sweep"}[request.mode]
     return RunRequest(repository_id=request.repository_id, mode=mode, now=request.now, mark_id=request.mark_id,
                       min_age=min_age_of(gc, request.min_age), max_deletions=gc.max_deletions_per_run,
                       prefix_depth=request.prefix_depth, by_path=request.by_path, engine=engine,
-                      metadata_from=gc.metadata_source)
+                      metadata_from=gc.metadata_source, lease=lease)
 
 
 def spark_ready(spark: SparkSettings | None) -> bool:
@@ -137,11 +134,13 @@ def _on_spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection
 def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection, runs: GCRuns,
             metrics: Metrics | None = None, progress: Progress | None = None,
             spark: SparkSettings | None = None) -> Summary:
-    """Run one request under the repository's lock; records history and metrics whatever the outcome."""
+    """Run one request under the repository's lease (``workers.gc.lease``); records history and metrics whatever
+    the outcome, and reports a previous run that died holding the lease."""
     repo = request.repository_id
-    lock = runs.lock(repo, gc.lock_seconds)
-    if not lock.acquire():
-        raise Busy(f"another GC of lakefs://{repo} is running; try again later")
+    lease = RunLease(runs.redis, runs.prefix, repo, lease_seconds=gc.lease_seconds, url=runs.url)
+    died = lease.acquire(request.mode)
+    if died is not None:
+        report_died(runs, metrics, repo, died)
     started = time.monotonic()
     if request.mode == "run":
         runs.run_started(repo)
@@ -153,7 +152,7 @@ def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection,
         if request.engine == "auto":
             log.info("gc: lakefs://%s runs on the %s engine: %s", repo, chosen, why)
         entry.update(engine=chosen, engine_reason=why)
-        run = run_request(gc, request, chosen)
+        run = run_request(gc, request, chosen, lease.ref())
         if chosen == "spark":
             if spark is None:
                 raise GCError("the Spark engine needs the Spark settings (spark.master)", "spark")
@@ -168,12 +167,24 @@ def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection,
             metrics.gc_failures.labels(repo, exc.reason).inc()
         raise
     finally:
-        release_quietly(lock, f"gc {repo}")
+        lease.release()
     entry.update(asdict(summary), seconds=round(time.monotonic() - started, 3))
     runs.record(repo, entry)
     if metrics:
         _observe(metrics, repo, request, summary)
     return summary
+
+
+def report_died(runs: GCRuns, metrics: Metrics | None, repo: str, died: Holder) -> None:
+    """A run that ended without releasing its lease (killed, OOM, its host gone): into the history, and counted
+    as a failure with reason "died". What it deleted before it died was garbage; the new run finishes the rest."""
+    log.warning("gc lakefs://%s: the previous run (%s) died before it ended", repo, died.describe())
+    runs.record(repo, {"repository_id": repo, "mode": died.mode, "success": False, "reason": "died",
+                       "started_at": died.started_at, "detected_at": datetime.now(UTC).isoformat(),
+                       "error": f"the run of {died.describe()} stopped renewing its lease before it ended "
+                                "(killed, out of memory, or its host went away); the next run finishes its work"})
+    if metrics:
+        metrics.gc_failures.labels(repo, "died").inc()
 
 
 def _observe(metrics: Metrics, repo: str, request: GCRequest, summary: Summary) -> None:

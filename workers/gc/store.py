@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import redis
-from redis.lock import Lock
 
 from workers.locks import named_lock
 from workers.scripts import Step
@@ -17,9 +16,10 @@ COUNT_COMMIT_LUA = "return redis.call('SADD', KEYS[1], ARGV[1])"
 
 
 class GCRuns:
-    def __init__(self, client: redis.Redis, prefix: str):
+    def __init__(self, client: redis.Redis, prefix: str, url: str | None = None):
         self.redis = client
         self.prefix = prefix
+        self.url = url  # for the deleters' own connections (Spark executors); None: derived from the client
 
     def _key(self, repository_id: str) -> str:
         return f"{self.prefix}:gc-runs:{repository_id}"
@@ -28,9 +28,9 @@ class GCRuns:
         """Serialises ETag check and write of the cleaning policies (lakeFS has no conditional metadata write)."""
         return named_lock(self.redis, self.prefix, f"gc-policies:{repository_id}", seconds=30, blocking_timeout=10)
 
-    def lock(self, repository_id: str, seconds: float) -> Lock:
-        """One GC per repository at a time, across workers, beat replicas and the CLI."""
-        return named_lock(self.redis, self.prefix, f"gc:{repository_id}", seconds=seconds)
+    def running(self, repository_id: str) -> bool:
+        """A run holds the repository's lease (``workers.gc.lease``)."""
+        return bool(self.redis.exists(f"{self.prefix}:lock:gc:{repository_id}"))
 
     def _commits(self, repository_id: str) -> str:
         return f"{self.prefix}:gc-commits-since-run:{repository_id}"

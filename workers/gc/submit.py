@@ -10,6 +10,8 @@ them); Spark redacts keys matching secret/access.key in its UI and logs.
 from __future__ import annotations
 
 import collections
+import ctypes
+import functools
 import os
 import re
 import shutil
@@ -33,6 +35,7 @@ from workers.settings import LakeFSConnection, SparkSettings
 PACKAGE_DIR = Path(spark_jobs.__file__).resolve().parent
 JOBS_DIR = PACKAGE_DIR / "jobs"
 STDERR_TAIL_LINES = 200
+PR_SET_PDEATHSIG = 1
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")
 
 
@@ -108,7 +111,7 @@ def check_java(env: Mapping[str, str]) -> None:
 
 
 def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnection | None = None,
-                   storage_options_json: str | None = None) -> dict[str, str]:
+                   storage_options_json: str | None = None, lease_json: str | None = None) -> dict[str, str]:
     """Spark properties for a job: the seed's tuning keys, the lakeFS connection (as lakeFS's own Spark client
     names it), then the user's extra conf, which wins."""
     hadoop = {
@@ -123,6 +126,8 @@ def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnectio
         hadoop[job_config.API_SECRET_KEY] = lakefs.secret_access_key.get_secret_value()
     if storage_options_json:
         hadoop[job_config.STORAGE_OPTIONS] = storage_options_json
+    if lease_json:
+        hadoop[job_config.LEASE] = lease_json
     props = {f"spark.hadoop.{k}": v for k, v in hadoop.items()}
     props.update({
         "spark.pyspark.python": python,
@@ -158,7 +163,8 @@ def submit_command(*, spark: SparkSettings, home: Path, entry: str, args: Sequen
 
 def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakefs: LakeFSConnection | None = None,
             storage_options_json: str | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
-            env: Mapping[str, str] | None = None, app_name: str | None = None) -> JobOutcome:
+            env: Mapping[str, str] | None = None, app_name: str | None = None,
+            lease_json: str | None = None) -> JobOutcome:
     """Submit spark_jobs/jobs/<entry>.py, pass each event it prints to on_event as it comes, and return the
     outcome once spark-submit exits. Killed (with its JVM and Python children) after submit_timeout_seconds."""
     home = spark_home(spark)
@@ -173,15 +179,28 @@ def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakef
         py_files = build_py_files(tmp_dir)
         props_file = tmp_dir / "job.properties"
         write_properties(props_file, job_properties(spark=spark, python=python, lakefs=lakefs,
-                                                    storage_options_json=storage_options_json))
+                                                    storage_options_json=storage_options_json,
+                                                    lease_json=lease_json))
         command = submit_command(spark=spark, home=home, entry=entry, args=args, py_files=py_files,
                                  properties_file=props_file, app_name=app_name or f"lakefs-janitor-{entry}")
         try:
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    errors="replace", bufsize=1, env=run_env, cwd=tmp_dir, start_new_session=True)
+                                    errors="replace", bufsize=1, env=run_env, cwd=tmp_dir, start_new_session=True,
+                                    preexec_fn=functools.partial(_die_with_parent, os.getpid()))
         except OSError as exc:
             raise SparkSubmitError(f"cannot start spark-submit ({command[0]}): {exc.strerror}") from None
         return _follow(proc, on_event, spark.submit_timeout_seconds)
+
+
+def _die_with_parent(starter_pid: int) -> None:
+    """In the child, before exec: on Linux, SIGKILL spark-submit when the thread that started it dies (SIGKILL,
+    OOM), so no driver outlives the run's starter on this host. Its own session keeps our terminal's signals
+    away from it. Where prctl is missing, the driver still stops through the run's lease (LeaseGuard)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != starter_pid:  # the starter died between fork and prctl
+            os._exit(1)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -264,7 +283,8 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
     if storage.local_root:
         args += ["--local-root", storage.local_root]
     outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage_options_json=storage.options_json,
-                      on_event=on_event, env=env, app_name=f"lakefs-janitor-gc-{request.repository_id}")
+                      on_event=on_event, env=env, app_name=f"lakefs-janitor-gc-{request.repository_id}",
+                      lease_json=request.lease.to_json() if request.lease is not None else None)
     if not outcome.success:
         reason = (outcome.error or {}).get("reason") or "spark"
         raise GCError(f"GC of {request.repository_id} on Spark failed: {outcome.failure_reason()}", reason)

@@ -17,7 +17,7 @@ def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -
     request = GCRequest(repository_id, "run", dry_run=dry_run, engine=s.settings.gc.engine)
     try:
         summary = execute(s.settings.gc, request, connection=s.settings.lakefs,
-                          runs=GCRuns(s.redis, s.settings.key_prefix), metrics=s.metrics, spark=s.settings.spark)
+                          runs=GCRuns(s.redis, s.settings.key_prefix, s.settings.redis_url), metrics=s.metrics, spark=s.settings.spark)
     except Busy as exc:
         return {"repository_id": repository_id, "skipped": str(exc)}
     except GCError as exc:
@@ -50,8 +50,7 @@ def trigger_due_task(self: Task) -> dict:
     runs = GCRuns(s.redis, s.settings.key_prefix)
     started, skipped = [], []
     for repository_id in due(runs.commits_since_run(), s.settings.gc.trigger_commits):
-        lock = runs.lock(repository_id, s.settings.gc.lock_seconds)
-        if lock.locked():  # never two runs of one repository at once
+        if runs.running(repository_id):  # never two runs of one repository at once
             skipped.append(repository_id)
             s.metrics.gc_trigger_skips.labels(repository_id, "running").inc()
             continue

@@ -1,0 +1,135 @@
+"""A GC on Spark whose starter died must stop deleting: spark-submit dies with the process that started it
+(Linux's parent-death signal), and a driver that outlived it anyway (cluster mode, no prctl) stops through the
+run's lease, within one batch. The next run exits 0 and reports the dead one."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+
+from spark_jobs.engine.engine import RunRequest
+from spark_jobs.engine.lease import LeaseRef
+from spark_jobs.engine.mark import GCError
+from spark_jobs.engine.storage import Namespace, StorageConfig
+from tests.services import LakeFSServer, RedisServer, janitor_env
+from tests.spark.cluster import spark_env
+from tests.spark.history import build_history
+from workers.gc.runner import storage_config
+from workers.gc.store import GCRuns
+from workers.gc.submit import run_gc
+from workers.settings import GCSettings
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def history(lakefs) -> Iterator[str]:
+    name = f"orph-{uuid.uuid4().hex[:10]}"
+    build_history(lakefs, repository_id=name, storage_namespace=f"local://{name}", now=datetime.now(UTC))
+    yield name
+    lakefs.repositories.delete_repository(name, force=True)
+
+
+def data_keys(lakefs_server: LakeFSServer, repo: str) -> set[str]:
+    ns = Namespace(StorageConfig(f"local://{repo}", str(lakefs_server.dir / "block")))
+    return {o.key for o in ns.list_data()}
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_driver_whose_starter_stopped_renewing_deletes_nothing(history, lakefs_conn, local_spark, redis_server,
+                                                                  lakefs_server, submit_env):
+    """The lease as a driver in cluster mode sees it when its starter is gone: no renewal for 10 s."""
+    client = redis.Redis.from_url(redis_server.url)
+    key = f"lakefs-janitor:lock:gc:{history}"
+    client.set(key, "t", px=50_000)
+    before = data_keys(lakefs_server, history)
+    request = RunRequest(history, "full", min_age=timedelta(0),
+                         lease=LeaseRef(redis_server.url, key, "t", lease_ms=60_000, stale_ms=5_000))
+    with pytest.raises(GCError) as err:
+        run_gc(spark=local_spark, lakefs=lakefs_conn, request=request, storage=storage_config(GCSettings()),
+               env=submit_env)
+    assert err.value.reason == "lease-lost" and "not renewed its lease" in str(err.value), err.value
+    assert data_keys(lakefs_server, history) == before
+
+
+STARTER = """
+import sys
+from workers.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_killing_the_starter_kills_spark_submit_and_the_next_run_finishes(history, lakefs, lakefs_server,
+                                                                          redis_server):
+    env = spark_env(janitor_env(lakefs_server, redis_server.url), LAKEFS_JANITOR_SPARK__MASTER="local[2]",
+                    LAKEFS_JANITOR_SPARK__RANGE_NUM_PARTITIONS="4", LAKEFS_JANITOR_SPARK__ADDRESS_NUM_PARTITIONS="4")
+    before = data_keys(lakefs_server, history)
+    local = {**env}
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
+                                "spark", "--min-age", "0s", "--json"], env=local, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        submit: list[int] = []
+        while time.monotonic() < deadline and not submit:
+            submit = children(starter.pid)
+            time.sleep(0.1)
+        assert submit, "spark-submit never started"
+        time.sleep(1.0)  # the JVM is up and starting the driver
+    finally:
+        starter.send_signal(signal.SIGKILL)
+        starter.wait()
+    gone_by = time.monotonic() + 15
+    while time.monotonic() < gone_by and any(alive(p) for p in submit):
+        time.sleep(0.1)
+    assert not any(alive(p) for p in submit), "spark-submit outlived the process that started it"
+    after_kill = data_keys(lakefs_server, history)
+    time.sleep(5)
+    assert data_keys(lakefs_server, history) == after_kill  # nothing deleted any more
+    runs = GCRuns(redis.Redis.from_url(redis_server.url), "lakefs-janitor", redis_server.url)
+    # The next run, on this host: the dead starter's lease is taken over at once, and the run completes.
+    result = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
+                             "inprocess", "--min-age", "0s", "--json"], env=local, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert runs.history(history)[1]["reason"] == "died"
+    assert data_keys(lakefs_server, history) < before
+    # ... and leaves the namespace as an unbroken run would: nothing more to collect
+    dry = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
+                          "inprocess", "--min-age", "0s", "--dry-run", "--json"], env=local, capture_output=True,
+                         text=True, timeout=300)
+    assert dry.returncode == 0 and json.loads(dry.stdout)["num_deleted_objects"] == 0, dry.stdout + dry.stderr
