@@ -1,16 +1,21 @@
 """Hudi-style cleaning policies for lakeFS (pure): keep the latest N commits, the latest N versions of every path,
 a window of time, and savepoints (tags).
 
-A policy names branches by glob patterns. Policies only ever add to what lakeFS's own GC rules retain: a clean never
-deletes anything lakeFS's GC would keep. Where several policies match a branch, each keeps what it keeps and the
-union is retained, which is at least what the policy that keeps most keeps (Hudi: the one that keeps more wins).
-The version on a branch's HEAD is always kept (HEADs are always retained), and a savepointed commit is never
-cleaned, whatever branch it is on.
+A policy names branches by glob patterns, and may name object paths (``paths``: globs over the path in lakeFS,
+``**`` any number of folders, ``!`` to exclude): it then decides only for the objects under those paths, and every
+other path follows the branch-level policies or lakeFS's rules. Policies only ever add to what lakeFS's own GC
+rules retain (a clean never deletes anything lakeFS's GC would keep) unless one says ``override_gc_rules``.
+Where several policies match a branch (or an object), each keeps what it keeps and the union is retained, which is
+at least what the policy that keeps most keeps (Hudi: the one that keeps more wins). The version on a branch's
+HEAD is always kept (HEADs are always retained), and a savepointed commit is never cleaned, whatever branch it is
+on (a path policy's savepoints keep only its paths).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,8 +28,10 @@ from spark_jobs.core.retention import Commit, GCRules, Retained, retained_commit
 from spark_jobs.core.sstable import metarange_range_ids, range_entries
 
 ID = re.compile(r"^\S{1,32}$")
-FIELDS = ("id", "patterns", "keep_commits", "keep_versions", "keep_for", "savepoints", "override_gc_rules",
-          "description")
+FIELDS = ("id", "patterns", "paths", "keep_commits", "keep_versions", "keep_for", "savepoints",
+          "override_gc_rules", "description")
+KEEPS = ("keep_commits", "keep_versions", "keep_for")
+Scope = frozenset  # the ids of the path policies whose paths cover an object's path (empty: branch-level only)
 # Where the policies are stored: lakeFS repository metadata, beside the lifecycle policies (both engines read it).
 METADATA_KEY = "lakefs_janitor.gc_cleaning.v1"
 
@@ -41,12 +48,26 @@ class CleaningPolicy:
     # True: on the branches it matches, lakeFS's GC rules retain nothing; the matching policies alone decide. The
     # one way a clean deletes what lakeFS's own GC would keep, so it has to be written out.
     override_gc_rules: bool = False
+    # Globs over object paths ("tables/events/**", "!tmp/keep/**"); empty: every path (a branch-level policy).
+    paths: tuple[str, ...] = ()
 
     def matches(self, branch_id: str) -> bool:
         return any(fnmatch.fnmatchcase(branch_id, p) for p in self.patterns)
 
+    def covers(self, path: str) -> bool:
+        """Whether the policy decides for an object at ``path`` (a branch-level policy decides for every path)."""
+        if not self.paths:
+            return True
+        return (any(path_glob(g).match(path) for g in self.paths if not g.startswith("!"))
+                and not any(path_glob(g[1:]).match(path) for g in self.paths if g.startswith("!")))
+
+    def keeps(self) -> bool:
+        return any(getattr(self, k) is not None for k in KEEPS)
+
     def document(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "patterns": list(self.patterns)}
+        if self.paths:
+            out["paths"] = list(self.paths)
         if self.keep_commits is not None:
             out["keep_commits"] = self.keep_commits
         if self.keep_versions is not None:
@@ -68,6 +89,131 @@ class CleaningPolicyError(ValueError):
 
     def __str__(self) -> str:
         return "\n".join(f"policies[{i}].{f}: {m}" if i is not None else f"{f}: {m}" for i, f, m in self.errors)
+
+
+@functools.lru_cache(maxsize=1024)
+def path_glob(glob: str) -> re.Pattern[str]:
+    """A path glob as a regular expression: ``*`` and ``?`` stay within one folder, ``**`` (a whole segment) spans
+    any number of folders, ``[...]`` as in fnmatch. ``tables/events/**`` matches everything under tables/events/."""
+    out, segments = [], glob.split("/")
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == "**":
+            out.append(".*" if last else "(?:[^/]*/)*")
+            continue
+        out.append(_segment(segment) + ("" if last else "/"))
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def _segment(segment: str) -> str:
+    out, i = [], 0
+    while i < len(segment):
+        c = segment[i]
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (end := segment.find("]", i + 2)) != -1:
+            body = segment[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def _literal_prefix(glob: str) -> str:
+    """The folders of a glob before its first wildcard: every path it matches starts with them."""
+    match = re.search(r"[*?\[]", glob)
+    head = glob if match is None else glob[:match.start()]
+    return head if match is None else head[:head.rfind("/") + 1]
+
+
+def _within(inner: str, outer: str) -> bool:
+    """Certainly every path ``inner`` matches is matched by ``outer`` (False when unsure)."""
+    if inner == outer or outer == "**":
+        return True
+    if outer.endswith("/**") and not re.search(r"[*?\[]", outer[:-3]):
+        return _literal_prefix(inner).startswith(outer[:-2]) or (
+            not re.search(r"[*?\[]", inner) and inner.startswith(outer[:-2]))
+    return False
+
+
+def _disjoint(a: str, b: str) -> bool:
+    """Certainly no path matches both globs."""
+    pa, pb = _literal_prefix(a), _literal_prefix(b)
+    if not re.search(r"[*?\[]", a):
+        pa = a
+    if not re.search(r"[*?\[]", b):
+        pb = b
+    return not (pa.startswith(pb) or pb.startswith(pa))
+
+
+def _check_paths(paths: Any) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+    """A policy's ``paths`` and what is wrong with them, as (field, message)."""
+    if paths is None:
+        return (), []
+    if not isinstance(paths, list) or not paths or not all(isinstance(g, str) and g.strip("!") for g in paths):
+        return (), [("paths", "a non-empty list of path globs such as \"tables/events/**\" (omit paths for the "
+                              "whole branch)")]
+    errors: list[tuple[str, str]] = []
+    for glob in paths:
+        bare = glob.removeprefix("!")
+        if bare.startswith("/"):
+            errors.append(("paths", f"{glob!r}: lakeFS paths have no leading '/'; write {bare.lstrip('/')!r}"))
+        if any("**" in s and s != "**" for s in bare.split("/")):
+            errors.append(("paths", f"{glob!r}: '**' spans folders only as a whole segment ('a/**/b', 'a/**'); "
+                                    "use '*' inside a name"))
+    if len(set(paths)) != len(paths):
+        errors.append(("paths", f"{sorted({g for g in paths if paths.count(g) > 1})} listed more than once"))
+    positive = [g for g in paths if not g.startswith("!")]
+    if not positive:
+        errors.append(("paths", "only exclusions ('!…'): name the paths the policy covers, "
+                                "e.g. [\"**\", \"!tmp/**\"]"))
+    for glob in (g for g in paths if g.startswith("!")):
+        if positive and all(_disjoint(glob[1:], g) for g in positive):
+            errors.append(("paths", f"{glob!r} excludes nothing {positive} covers"))
+    return tuple(paths), errors
+
+
+def _overlapping_branches(a: CleaningPolicy, b: CleaningPolicy) -> str | None:
+    for p in a.patterns:
+        for q in b.patterns:
+            if fnmatch.fnmatchcase(p, q) or fnmatch.fnmatchcase(q, p):
+                return p if fnmatch.fnmatchcase(p, q) else q
+    return None
+
+
+def _covering(inner: CleaningPolicy, outer: CleaningPolicy) -> str | None:
+    """A glob of ``inner`` whose paths ``outer`` certainly covers too (no exclusion of ``outer`` takes it out)."""
+    exclusions = [g[1:] for g in outer.paths if g.startswith("!")]
+    for glob in (g for g in inner.paths if not g.startswith("!")):
+        covered = not outer.paths or any(_within(glob, g) for g in outer.paths if not g.startswith("!"))
+        if covered and all(_disjoint(glob, x) for x in exclusions):
+            return glob
+    return None
+
+
+def overlap_errors(policies: list[CleaningPolicy]) -> list[tuple[int | None, str, str]]:
+    """Overlaps that cannot mean what they say: a path policy with ``override_gc_rules`` (to clean its paths harder)
+    whose paths, on some of its branches, another policy that keeps history covers too. Whatever any policy
+    keeps is kept, so the override can never clean there harder than the other policy keeps."""
+    errors: list[tuple[int | None, str, str]] = []
+    for i, inner in enumerate(policies):
+        if not (inner.paths and inner.override_gc_rules):
+            continue
+        for j, outer in enumerate(policies):
+            if j == i or not outer.keeps() or (branch := _overlapping_branches(inner, outer)) is None:
+                continue
+            if (glob := _covering(inner, outer)) is not None:
+                where = f"its paths {list(outer.paths)}" if outer.paths else "every path"
+                fix = (f"add \"!{glob}\" to policies[{j}].paths" if outer.paths else
+                       f"give policies[{j}] paths: [\"**\", \"!{glob}\"]")
+                errors.append((i, "paths", f"{glob!r} on {branch!r}: policies[{j}] ({outer.id}) keeps history for "
+                                           f"{where} there as well, and whatever any policy keeps is kept, so this "
+                                           f"override cannot clean {glob!r} harder than policies[{j}] keeps it; {fix}"))
+    return errors
 
 
 def parse_cleaning_policies(document: Any) -> list[CleaningPolicy]:
@@ -124,8 +270,12 @@ def parse_cleaning_policies(document: Any) -> list[CleaningPolicy]:
         if not isinstance(description, str):
             errors.append((i, "description", "must be text"))
             description = ""
+        paths, path_errors = _check_paths(item.get("paths"))
+        errors += [(i, f, m) for f, m in path_errors]
         out.append(CleaningPolicy(str(policy_id), tuple(patterns), counts["keep_commits"], counts["keep_versions"],
-                                  keep_for, tuple(savepoints), description, override))
+                                  keep_for, tuple(savepoints), description, override, paths))
+    if not errors:
+        errors = overlap_errors(out)
     if errors:
         raise CleaningPolicyError(errors)
     return out
@@ -170,14 +320,18 @@ def savepoint_tags(tags: Mapping[str, str], policies: Iterable[CleaningPolicy]) 
     return {t: c for t, c in tags.items() if any(fnmatch.fnmatchcase(t, s) for s in patterns)}
 
 
-def latest_versions(history: Iterable[Iterable[tuple[str, str]]], n: int) -> set[str]:
+def latest_versions(history: Iterable[Iterable[tuple[str, str]]], n: int | Callable[[str], int]) -> set[str]:
     """KEEP_LATEST_FILE_VERSIONS over a branch's history, newest commit first: for every path, its N most recent
-    distinct addresses (the first one seen is HEAD's, so HEAD's version is always among them)."""
+    distinct addresses (the first one seen is HEAD's, so HEAD's version is always among them). ``n`` may depend on
+    the path (path policies); 0 keeps nothing for it."""
+    count: Callable[[str], int] = (lambda _path: n) if isinstance(n, int) else n
     kept: dict[str, list[str]] = {}
+    limits: dict[str, int] = {}
     for entries in history:
         for path, address in entries:
             versions = kept.setdefault(path, [])
-            if len(versions) < n and address not in versions:
+            limit = limits[path] if path in limits else limits.setdefault(path, count(path))
+            if len(versions) < limit and address not in versions:
                 versions.append(address)
     return {a for versions in kept.values() for a in versions}
 
@@ -234,11 +388,75 @@ def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, s
 
     kept: set[str] = set()
     for branch_id, head in sorted(branch_heads.items()):
-        counts = [p.keep_versions for p in policies if p.matches(branch_id) and p.keep_versions]
-        if counts:
+        matching = [p for p in policies if p.matches(branch_id) and p.keep_versions]
+        if matching:
             seen_ranges: set[str] = set()
             seen_blocks: set[bytes] = set()
             line = first_parent_line(commits, head)
             kept |= latest_versions((new_entries(commits[c].meta_range_id, seen_ranges, seen_blocks) for c in line),
-                                    max(counts))
+                                    _versions_for(matching))
+    return kept
+
+
+def _versions_for(matching: list[CleaningPolicy]) -> int | Callable[[str], int]:
+    """How many versions of a path the matching policies keep: the most any policy covering the path keeps."""
+    if not any(p.paths for p in matching):
+        return max(p.keep_versions or 0 for p in matching)
+    return lambda path: max((p.keep_versions or 0 for p in matching if p.covers(path)), default=0)
+
+
+def scope_of(path: str, policies: Iterable[CleaningPolicy]) -> Scope:
+    """The path policies that decide for an object at ``path`` (whatever the branch; each applies on its own)."""
+    return Scope(p.id for p in policies if p.paths and p.covers(path))
+
+
+class ScopedRetention:
+    """The retained commits of each scope of paths (pure, computed when first asked, then remembered).
+
+    For an object under the paths of some path policies, those policies and the branch-level ones decide,
+    exactly as branch-level policies decide alone for every other path (``retained_set``); an address is kept
+    when some retained commit of the scope its path has there names it. Without path policies there is one scope,
+    the whole repository."""
+
+    def __init__(self, *, policies: Iterable[CleaningPolicy], **inputs: Any) -> None:
+        self.policies = list(policies)
+        self.inputs = inputs  # retained_set's other arguments
+        self.by_path = any(p.paths for p in self.policies)
+        self._of: dict[Scope, Retained] = {}
+
+    def of(self, scope: Scope) -> Retained:
+        if scope not in self._of:
+            chosen = [p for p in self.policies if not p.paths or p.id in scope]
+            self._of[scope] = retained_set(policies=chosen, **self.inputs)
+        return self._of[scope]
+
+    def bound(self) -> Retained:
+        """A superset of every scope's retained commits (the commits whose ranges are read): what the policies
+        would retain if none overrode lakeFS's rules."""
+        if not self.by_path:
+            return self.of(Scope())
+        relaxed = [dataclasses.replace(p, override_gc_rules=False) for p in self.policies]
+        return retained_set(policies=relaxed, **self.inputs)
+
+    def union(self) -> Retained:
+        """Every commit some scope asked about so far retains, each with its first reason."""
+        why: dict[str, str] = {}
+        for scope in sorted(self._of, key=sorted):
+            for commit_id, reason in self._of[scope].why.items():
+                why.setdefault(commit_id, reason if not scope else f"{reason} (paths of {', '.join(sorted(scope))})")
+        return Retained(frozenset(why), why)
+
+
+def kept_addresses(entries: Iterable[tuple[str, Scope, Iterable[str]]], range_commits: Mapping[str, Iterable[str]],
+                   retention: ScopedRetention) -> set[str]:
+    """The addresses kept, from (range id, scope, addresses of that range's entries in that scope): those of a
+    range some retained commit of the scope holds."""
+    live: dict[tuple[str, Scope], bool] = {}
+    kept: set[str] = set()
+    for range_id, scope, addresses in entries:
+        if (range_id, scope) not in live:
+            retained = retention.of(scope).commits
+            live[(range_id, scope)] = any(c in retained for c in range_commits.get(range_id, ()))
+        if live[(range_id, scope)]:
+            kept.update(addresses)
     return kept

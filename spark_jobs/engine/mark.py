@@ -22,15 +22,18 @@ from spark_jobs.core.cleaning import METADATA_KEY as CLEANING_KEY
 from spark_jobs.core.cleaning import (
     CleaningPolicy,
     CleaningPolicyError,
+    Scope,
+    ScopedRetention,
+    kept_addresses,
     parse_cleaning_policies,
-    retained_set,
     savepoint_tags,
+    scope_of,
     versions_kept,
 )
 from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
-from spark_jobs.core.retention import DAY, Commit, GCRules, commit_from_api, metarange_ids, oldest_retained, read_line
+from spark_jobs.core.retention import DAY, Commit, GCRules, commit_from_api, oldest_retained, read_line
 from spark_jobs.engine import report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.parallel import Runner
@@ -104,6 +107,24 @@ def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
     return sorted(keys_in_range(ctx.read_range(range_id), ctx.prefixes, ctx.seen_blocks))
 
 
+def unit_metarange_members(ctx: OpenContext, metarange_id: str) -> list[tuple[str, bytes, str]]:
+    """(metarange id, first key, range id) of every range a metarange lists."""
+    return [(metarange_id, r.min_key, r.range_id) for r in sstable.metarange_ranges(ctx.read_metarange(metarange_id))]
+
+
+def unit_range_scoped(ctx: OpenContext, unit: tuple[str, tuple[CleaningPolicy, ...]]) \
+        -> list[tuple[str, Scope, tuple[str, ...]]]:
+    """A range's addresses grouped by the scope of their paths (which path policies cover them):
+    (range id, scope, addresses)."""
+    range_id, path_policies = unit
+    by_scope: dict[Scope, set[str]] = {}
+    for path, address, kind, _ in sstable.range_entries(ctx.read_range(range_id)):
+        key = relative_key(address, kind, ctx.prefixes)
+        if key is not None:
+            by_scope.setdefault(scope_of(path.decode(errors="replace"), path_policies), set()).add(key)
+    return [(range_id, scope, tuple(sorted(keys))) for scope, keys in by_scope.items()]
+
+
 def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:
     return ctx.ns.list_unit(unit)
 
@@ -122,11 +143,18 @@ class Graph:
     tags: dict[str, str] = field(default_factory=dict)  # savepoint tags only
     tag_only: set[str] = field(default_factory=set)  # commits read only as a savepoint's target
 
-    def retained(self, now: datetime):
-        """The run's retained commits, each with why (the one function both runners call)."""
-        return retained_set(commits=self.commits, branch_heads=self.heads, rules=self.rules,
-                            lakefs_retained=self.lakefs_retained, policies=self.cleaning, tags=self.tags, now=now,
-                            not_leaves=self.tag_only)
+    def retention(self, now: datetime, *, heads: dict[str, str] | None = None,
+                  tags: dict[str, str] | None = None, lakefs_retained: Iterable[str] | None = None) -> ScopedRetention:
+        """The run's retained commits per scope of paths, each with why (the one decision both runners use);
+        ``heads``, ``tags`` and ``lakefs_retained`` replace the repository's to ask what-if (impact views)."""
+        return ScopedRetention(commits=self.commits, branch_heads=self.heads if heads is None else heads,
+                               rules=self.rules, policies=self.cleaning, now=now, not_leaves=self.tag_only,
+                               lakefs_retained=self.lakefs_retained if lakefs_retained is None else lakefs_retained,
+                               tags=self.tags if tags is None else tags)
+
+    def metarange_of(self, commit_id: str) -> str:
+        commit = self.commits.get(commit_id)
+        return commit.meta_range_id if commit is not None else self.lakefs_retained.get(commit_id, "")
 
 
 def rules_of(api: LakeFSApi, repository_id: str) -> GCRules:
@@ -148,14 +176,15 @@ def cleaning_of(api: LakeFSApi, repository_id: str) -> list[CleaningPolicy]:
                       "they are replaced (gc policy set --force) or removed (gc policy clear)", "bad-policies") from None
 
 
-def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: StorageConfig) -> tuple[Graph, StorageConfig]:
+def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: StorageConfig,
+               cleaning: list[CleaningPolicy] | None = None) -> tuple[Graph, StorageConfig]:
     """The history the mark needs, and the namespace's storage configuration completed (a local blockstore's
     folder learnt from where lakeFS writes its GC commits, when not configured). lakeFS prepares its retained
-    commits once per run."""
+    commits once per run. ``cleaning`` replaces the stored cleaning policies (to preview a new document)."""
     namespace = api.repository(repository_id)["storage_namespace"]
     rules = rules_of(api, repository_id)
     heads = api.branches(repository_id)
-    cleaning = cleaning_of(api, repository_id)
+    cleaning = cleaning_of(api, repository_id) if cleaning is None else cleaning
     now_s = int(now.timestamp())
     commits: dict[str, Commit] = {}
     depth: dict[str, float] = {}
@@ -252,6 +281,7 @@ class MarkRequest:
     address_partitions: int = 200
     prefix_depth: int = 2  # folders of the by-prefix breakdown
     by_path: bool = False  # name what the plan deletes by the path it had in lakeFS (reads the expired history)
+    record: bool = True  # write the plan under _lakefs/ (a preview of other policies writes nothing)
 
 
 @dataclass
@@ -267,6 +297,7 @@ class Marked:
     listed: list[StoredObject]
     cutoff: float
     ranges: list[str]
+    uncommitted: set[str] = field(default_factory=set)
 
     @property
     def lakefs_retained(self) -> frozenset[str]:
@@ -283,20 +314,16 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         min_age = request.min_age if request.min_age is not None else timedelta(
             seconds=api.gc_grace_period_seconds())
         cutoff = request.now - min_age
-        decision = graph.retained(request.now)
-        metaranges = metarange_ids(graph.commits, decision.commits)
-        metaranges = sorted(set(metaranges) | {graph.lakefs_retained[c] for c in decision.commits
-                                               if c not in graph.commits and graph.lakefs_retained.get(c)})
-        progress("commits", len(decision.commits))
+        retention = graph.retention(request.now)
+        bound = retention.bound()
+        metaranges = sorted({m for c in bound.commits if (m := graph.metarange_of(c))})
+        progress("commits", len(bound.commits))
         seconds = {"commits": time.monotonic() - started}
         t = time.monotonic()
-        spans = set(runner.map_units(metaranges, unit_metarange_spans, config.open,
-                                     partitions=request.range_partitions))
-        # In key order, so the versions of one key span fall in one partition, which then decodes the data
-        # blocks they share once (OpenContext.seen_blocks)
-        range_ids = list(dict.fromkeys(range_id for _, range_id in sorted(spans)))
+        kept, range_ids = reached(runner, config, graph, retention=retention, metaranges=metaranges,
+                                  partitions=request.range_partitions)
+        decision = retention.union() if retention.by_path else bound
         progress("ranges", len(range_ids))
-        kept = set(runner.map_units(range_ids, unit_range_addresses, config.open, partitions=request.range_partitions))
         if graph.cleaning:  # keep_versions: on the driver, each distinct range read once
             kept |= versions_kept(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,
                                   read_metarange=ctx.read_metarange, read_range=ctx.read_range,
@@ -326,15 +353,43 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
             storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(), commits=len(graph.commits),
             lakefs_retained_commits=len(graph.lakefs_retained), metaranges=len(metaranges), ranges=len(range_ids),
             uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()})
-        report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
+        if request.record:
+            report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
         return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept | uncommitted, listed,
-                      cutoff.timestamp(), range_ids)
+                      cutoff.timestamp(), range_ids, uncommitted)
     except (StorageError, LakeFSApiError) as exc:
         raise GCError(str(exc), getattr(exc, "reason", "storage")) from exc
     except ValueError as exc:  # SSTableError: a corrupt range or metarange
         raise GCError(f"committed metadata is unreadable: {exc}", "corrupt-metadata") from exc
     finally:
         ctx.close()
+
+
+def reached(runner: Runner, config: JobConfig, graph: Graph, *, retention: ScopedRetention,
+            metaranges: list[str], partitions: int) -> tuple[set[str], list[str]]:
+    """The addresses the retained commits keep (``metaranges``: those of ``retention.bound()``), and the ranges
+    read. Without path policies every entry of a retained commit's ranges is kept (each distinct data block
+    decoded once); with them, each entry only when its path's scope retains a commit holding the range."""
+    if not retention.by_path:
+        spans = set(runner.map_units(metaranges, unit_metarange_spans, config.open, partitions=partitions))
+        # In key order, so the versions of one key span fall in one partition, which then decodes the data
+        # blocks they share once (OpenContext.seen_blocks)
+        range_ids = list(dict.fromkeys(range_id for _, range_id in sorted(spans)))
+        return set(runner.map_units(range_ids, unit_range_addresses, config.open, partitions=partitions)), range_ids
+    members = runner.map_units(metaranges, unit_metarange_members, config.open, partitions=partitions)
+    range_ids = list(dict.fromkeys(range_id for _, _, range_id in sorted(members, key=lambda m: (m[1], m[2]))))
+    holders: dict[str, set[str]] = {}
+    for metarange_id, _, range_id in members:
+        holders.setdefault(metarange_id, set()).add(range_id)
+    range_commits: dict[str, set[str]] = {}
+    for commit_id in retention.bound().commits:
+        for range_id in holders.get(graph.metarange_of(commit_id), ()):
+            range_commits.setdefault(range_id, set()).add(commit_id)
+    path_policies = tuple(p for p in graph.cleaning if p.paths)
+    entries = runner.map_units([(r, path_policies) for r in range_ids], unit_range_scoped, config.open,
+                               partitions=partitions)
+    retention.of(Scope())  # the branch-level decision is always part of the record
+    return kept_addresses(entries, range_commits, retention), range_ids
 
 
 def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) -> dict[str, str]:
