@@ -1,6 +1,6 @@
 """One GC per repository at a time, held as a short lease that the run's starter renews while it lives.
 
-A run takes ``{prefix}:lock:gc:<repository>`` for ``lease_seconds`` and renews it every ``renew`` seconds from a
+A run takes its repository's lease key (``GCRuns.lease``) for ``lease_seconds`` and renews it every ``renew`` seconds from a
 thread of the process that started it (the CLI, the Celery worker). Whoever deletes checks before each batch
 that the run still holds it and that the starter renewed it lately (``spark_jobs.engine.lease``), so:
 
@@ -134,11 +134,10 @@ class RunLease:
     """The lease of one run. ``acquire`` returns the holder of a previous run that died without ending (to be
     reported), or None; ``release`` ends it. Between the two a thread renews it."""
 
-    def __init__(self, client: redis.Redis, prefix: str, repository_id: str, *, lease_seconds: float,
+    def __init__(self, client: redis.Redis, repository_id: str, *, keys: tuple[str, str], lease_seconds: float,
                  url: str | None = None) -> None:
-        self.redis, self.repository_id = client, repository_id
-        self.key = f"{prefix}:lock:gc:{repository_id}"
-        self.holder_key = f"{prefix}:gc-holder:{repository_id}"
+        self.client, self.repository_id = client, repository_id
+        self.key, self.holder_key = keys  # the lease, and the record of who holds it
         self.lease_ms = int(lease_seconds * 1000)
         self.renew_seconds = max(0.2, min(2.0, lease_seconds / 10))
         self.stale_ms = int(self.renew_seconds * 5 * 1000)
@@ -149,26 +148,26 @@ class RunLease:
         self._thread: threading.Thread | None = None
 
     def ref(self) -> LeaseRef:
-        return LeaseRef(self.url or url_of(self.redis), self.key, self.token, self.lease_ms, self.stale_ms)
+        return LeaseRef(self.url or url_of(self.client), self.key, self.token, self.lease_ms, self.stale_ms)
 
     def acquire(self, mode: str = "run") -> Holder | None:
         me = this_process(self.token, mode)
-        previous = Holder.parse(self.redis.get(self.holder_key))
-        if not self.redis.set(self.key, self.token, nx=True, px=self.lease_ms):
-            current = self.redis.get(self.key)
+        previous = Holder.parse(self.client.get(self.holder_key))
+        if not self.client.set(self.key, self.token, nx=True, px=self.lease_ms):
+            current = self.client.get(self.key)
             current = current.decode() if isinstance(current, bytes) else current
-            if previous is None or previous.token != current or not known_dead(previous) or not self.redis.eval(
+            if previous is None or previous.token != current or not known_dead(previous) or not self.client.eval(
                     TAKEOVER_LUA, 1, self.key, previous.token, self.token, self.lease_ms):
                 raise Busy(self._busy_message(previous if previous and previous.token == current else None))
             log.warning("gc lakefs://%s: the run of %s died; its lease is taken over", self.repository_id,
                         previous.describe())
-        self.redis.set(self.holder_key, json.dumps(asdict(me)), ex=HOLDER_DAYS * 86400)
+        self.client.set(self.holder_key, json.dumps(asdict(me)), ex=HOLDER_DAYS * 86400)
         self._thread = threading.Thread(target=self._renew, name=f"gc-lease-{self.repository_id}", daemon=True)
         self._thread.start()
         return previous if previous is not None and previous.token != self.token else None
 
     def _busy_message(self, holder: Holder | None) -> str:
-        ttl = self.redis.pttl(self.key)
+        ttl = self.client.pttl(self.key)
         who = f" ({holder.describe()})" if holder else ""
         frees = f"; if it died, the repository is free within {max(ttl, 0) / 1000:.0f}s" if ttl and ttl > 0 else ""
         return f"another GC of lakefs://{self.repository_id} is running{who}{frees}; try again later"
@@ -176,7 +175,7 @@ class RunLease:
     def _renew(self) -> None:
         while not self._stop.wait(self.renew_seconds):
             try:
-                if not self.redis.eval(RENEW_LUA, 1, self.key, self.token, self.lease_ms):
+                if not self.client.eval(RENEW_LUA, 1, self.key, self.token, self.lease_ms):
                     log.error("gc lakefs://%s lost its lease; its deletions stop", self.repository_id)
                     self.lost.set()
                     return
@@ -188,16 +187,7 @@ class RunLease:
         if self._thread is not None:
             self._thread.join(5)
         try:
-            self.redis.eval(RELEASE_LUA, 2, self.key, self.holder_key, self.token)
+            self.client.eval(RELEASE_LUA, 2, self.key, self.holder_key, self.token)
         except redis.RedisError as exc:  # the lease expires by itself; the next run reports nothing wrong
             log.warning("gc lakefs://%s: releasing the lease failed (it expires by itself): %s",
                         self.repository_id, exc)
-
-
-def lease_state(client: redis.Redis, prefix: str, repository_id: str) -> tuple[str, Holder | None]:
-    """("idle" | "running" | "died", holder): "died" when a run left its holder record and its lease is gone."""
-    holder = Holder.parse(client.get(f"{prefix}:gc-holder:{repository_id}"))
-    held = client.get(f"{prefix}:lock:gc:{repository_id}")
-    if held is not None:
-        return "running", holder
-    return ("died", holder) if holder is not None else ("idle", None)

@@ -20,7 +20,7 @@ from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.mark import GCError, JobConfig
 from spark_jobs.engine.parallel import ThreadRunner
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
-from workers.gc.lease import Busy, Holder, RunLease
+from workers.gc.lease import Busy, Holder
 from workers.gc.store import GCRuns
 from workers.gc.stores import storage_options_json
 from workers.metrics import Metrics
@@ -60,7 +60,7 @@ def min_age_of(gc: GCSettings, given: timedelta | None) -> timedelta | None:
     return parse_duration(gc.min_age, allow_zero=True) if gc.min_age else None
 
 
-def run_request(gc: GCSettings, request: GCRequest, engine: str, lease: LeaseRef | None = None) -> RunRequest:
+def run_request(gc: GCSettings, request: GCRequest, engine: str, *, lease: LeaseRef | None = None) -> RunRequest:
     mode = {"run": "dry-run" if request.dry_run else "full", "plan": "mark", "sweep": "sweep"}[request.mode]
     return RunRequest(repository_id=request.repository_id, mode=mode, now=request.now, mark_id=request.mark_id,
                       min_age=min_age_of(gc, request.min_age), max_deletions=gc.max_deletions_per_run,
@@ -137,10 +137,10 @@ def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection,
     """Run one request under the repository's lease (``workers.gc.lease``); records history and metrics whatever
     the outcome, and reports a previous run that died holding the lease."""
     repo = request.repository_id
-    lease = RunLease(runs.redis, runs.prefix, repo, lease_seconds=gc.lease_seconds, url=runs.url)
+    lease = runs.lease(repo, gc.lease_seconds)
     died = lease.acquire(request.mode)
     if died is not None:
-        report_died(runs, metrics, repo, died)
+        report_died(runs, metrics, repo=repo, died=died)
     started = time.monotonic()
     if request.mode == "run":
         runs.run_started(repo)
@@ -152,7 +152,7 @@ def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection,
         if request.engine == "auto":
             log.info("gc: lakefs://%s runs on the %s engine: %s", repo, chosen, why)
         entry.update(engine=chosen, engine_reason=why)
-        run = run_request(gc, request, chosen, lease.ref())
+        run = run_request(gc, request, chosen, lease=lease.ref())
         if chosen == "spark":
             if spark is None:
                 raise GCError("the Spark engine needs the Spark settings (spark.master)", "spark")
@@ -175,7 +175,7 @@ def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection,
     return summary
 
 
-def report_died(runs: GCRuns, metrics: Metrics | None, repo: str, died: Holder) -> None:
+def report_died(runs: GCRuns, metrics: Metrics | None, *, repo: str, died: Holder) -> None:
     """A run that ended without releasing its lease (killed, OOM, its host gone): into the history, and counted
     as a failure with reason "died". What it deleted before it died was garbage; the new run finishes the rest."""
     log.warning("gc lakefs://%s: the previous run (%s) died before it ended", repo, died.describe())

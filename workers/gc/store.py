@@ -6,6 +6,7 @@ import json
 
 import redis
 
+from workers.gc.lease import Holder, RunLease
 from workers.locks import named_lock
 from workers.scripts import Step
 
@@ -28,9 +29,27 @@ class GCRuns:
         """Serialises ETag check and write of the cleaning policies (lakeFS has no conditional metadata write)."""
         return named_lock(self.redis, self.prefix, f"gc-policies:{repository_id}", seconds=30, blocking_timeout=10)
 
+    def _lease_keys(self, repository_id: str) -> tuple[str, str]:
+        return f"{self.prefix}:lock:gc:{repository_id}", f"{self.prefix}:gc-holder:{repository_id}"
+
+    def lease(self, repository_id: str, lease_seconds: float) -> RunLease:
+        """One GC per repository at a time, across workers, beat replicas and the CLI (``workers.gc.lease``)."""
+        return RunLease(self.redis, repository_id, keys=self._lease_keys(repository_id),
+                        lease_seconds=lease_seconds, url=self.url)
+
     def running(self, repository_id: str) -> bool:
-        """A run holds the repository's lease (``workers.gc.lease``)."""
-        return bool(self.redis.exists(f"{self.prefix}:lock:gc:{repository_id}"))
+        """A run holds the repository's lease."""
+        return bool(self.redis.exists(self._lease_keys(repository_id)[0]))
+
+    def lease_state(self, repository_id: str) -> tuple[str, Holder | None]:
+        """("idle" | "running" | "died", holder): "died" when a run left its holder record and its lease is gone
+        (the next run reports it)."""
+        lease, holder_key = self._lease_keys(repository_id)
+        held, raw = self.redis.mget(lease, holder_key)
+        holder = Holder.parse(raw)
+        if held is not None:
+            return "running", holder
+        return ("died", holder) if holder is not None else ("idle", None)
 
     def _commits(self, repository_id: str) -> str:
         return f"{self.prefix}:gc-commits-since-run:{repository_id}"

@@ -22,7 +22,6 @@ from tests.fakes import fresh_metrics
 from tests.integration.conftest import commit, upload
 from tests.integration.gc.test_gc_inprocess import old_commit, read, rules
 from tests.services import free_port
-from workers.gc.lease import RunLease, lease_state
 from workers.gc.runner import Busy, GCRequest, execute
 from workers.gc.store import GCRuns
 from workers.metrics import Metrics
@@ -121,22 +120,22 @@ def test_a_run_that_lost_its_lease_deletes_nothing_on_either_runner(lakefs, any_
 
 def test_a_busy_repository_names_its_holder_and_fails_nothing(lakefs, repo, runs, connection):
     garbage(lakefs, repo)
-    holder = RunLease(runs.redis, PREFIX, repo, lease_seconds=30)
+    holder = runs.lease(repo, 30)
     holder.acquire()
     try:
         with pytest.raises(Busy, match=rf"another GC of lakefs://{repo} is running \(pid {os.getpid()} on "):
             execute(GCSettings(min_age="0s"), GCRequest(repo), connection=connection, runs=runs)
         assert runs.history(repo) == []
-        assert lease_state(runs.redis, PREFIX, repo)[0] == "running"
+        assert runs.lease_state(repo)[0] == "running"
     finally:
         holder.release()
-    assert lease_state(runs.redis, PREFIX, repo) == ("idle", None)
+    assert runs.lease_state(repo) == ("idle", None)
 
 
 HOLD = """
 import sys, time, redis
-from workers.gc.lease import RunLease
-lease = RunLease(redis.Redis.from_url(sys.argv[1]), sys.argv[2], sys.argv[3], lease_seconds=600)
+from workers.gc.store import GCRuns
+lease = GCRuns(redis.Redis.from_url(sys.argv[1]), sys.argv[2]).lease(sys.argv[3], 600)
 lease.acquire()
 print("held", flush=True)
 time.sleep(600)
@@ -153,7 +152,7 @@ def test_a_holder_killed_on_this_host_is_taken_over_at_once_and_reported(lakefs,
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert lease_state(runs.redis, PREFIX, repo)[0] == "running"  # its 10-minute lease is still there
+    assert runs.lease_state(repo)[0] == "running"  # its 10-minute lease is still there
     metrics = fresh_metrics()
     summary = execute(GCSettings(min_age="0s"), GCRequest(repo), connection=connection, runs=runs, metrics=metrics)
     assert summary.success and summary.swept == 1
@@ -162,7 +161,7 @@ def test_a_holder_killed_on_this_host_is_taken_over_at_once_and_reported(lakefs,
     assert latest["success"] is True
     assert died["reason"] == "died" and f"pid {proc.pid} on " in died["error"]
     assert metric(metrics, repo, "died") == 1
-    assert lease_state(runs.redis, PREFIX, repo) == ("idle", None)
+    assert runs.lease_state(repo) == ("idle", None)
 
 
 def test_a_holder_elsewhere_frees_the_repository_when_its_lease_runs_out(lakefs, repo, runs, connection):
@@ -175,9 +174,9 @@ def test_a_holder_elsewhere_frees_the_repository_when_its_lease_runs_out(lakefs,
     settings = GCSettings(min_age="0s", lease_seconds=3)
     with pytest.raises(Busy, match=r"pid 1 on worker-7.*free within [0-3]s"):
         execute(settings, GCRequest(repo), connection=connection, runs=runs)
-    assert lease_state(runs.redis, PREFIX, repo)[0] == "running"
+    assert runs.lease_state(repo)[0] == "running"
     time.sleep(3.2)
-    assert lease_state(runs.redis, PREFIX, repo)[0] == "died"  # what `gc show` reports before the next run
+    assert runs.lease_state(repo)[0] == "died"  # what `gc show` reports before the next run
     summary = execute(settings, GCRequest(repo), connection=connection, runs=runs)
     assert summary.success and read(lakefs, repo, first, "a.txt") == 410
     assert runs.history(repo)[1]["reason"] == "died"
@@ -195,7 +194,7 @@ def test_failures_are_recorded_with_their_reason_counted_and_free_the_repository
     entry = runs.history(repo)[0]
     assert entry["success"] is False and entry["reason"] == "lakefs-unavailable" and "unreachable" in entry["error"]
     assert metric(metrics, repo, "lakefs-unavailable") == 2
-    assert lease_state(runs.redis, PREFIX, repo) == ("idle", None)  # the second run was not refused as busy
+    assert runs.lease_state(repo) == ("idle", None)  # the second run was not refused as busy
 
 
 def test_renamed_lock_setting_is_refused_with_the_new_name():
@@ -206,7 +205,7 @@ def test_renamed_lock_setting_is_refused_with_the_new_name():
 
 
 def test_renewals_keep_a_long_run_alive(redis_client, redis_server):
-    lease = RunLease(redis_client, PREFIX, f"renew-{time.time_ns()}", lease_seconds=3, url=redis_server.url)
+    lease = GCRuns(redis_client, PREFIX, redis_server.url).lease(f"renew-{time.time_ns()}", 3)
     lease.acquire()
     try:
         time.sleep(4)  # longer than the lease: only renewals keep it

@@ -140,7 +140,6 @@ def _epoch(rfc3339: str) -> float:
 def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServer]:
     """Run the scenario against real services scraped by a real Prometheus; yields the Prometheus."""
     from workers.celery.app import create_celery  # noqa: PLC0415
-    from workers.gc.lease import RunLease  # noqa: PLC0415
     from workers.gc.store import GCRuns  # noqa: PLC0415
     from workers.idle_clock.store import ClockStore  # noqa: PLC0415
     from workers.settings import load_settings  # noqa: PLC0415
@@ -215,7 +214,7 @@ def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServ
         upload(lakefs, lake, "main", "data/y", b"y2")
         commit(lakefs, lake, "main", "y")
         eventually(lambda: runs.commits_since_run().get(lake, 0) >= 1)
-        lease = RunLease(client, "lakefs-janitor", lake, lease_seconds=60)
+        lease = runs.lease(lake, 60)
         lease.acquire()
         try:
             assert task("gc.tasks.trigger_due")["skipped"] == [lake]
