@@ -17,9 +17,12 @@ from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policie
 from spark_jobs.core.durations import DurationError, parse_duration
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
 from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
+from workers.gc.preview import policy_preview, run_breakdown
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
-from workers.gc.runner import Busy, GCError, GCRequest, execute, repository_impact
+from workers.gc.runner import Busy, GCError, GCRequest, api_config, execute, repository_impact, storage_config
+from workers.gc.savepoint_cli import savepoint
 from workers.gc.store import GCRuns
+from workers.uris import URIError, parse_repository_uri
 
 
 def _min_age(value: str | None) -> timedelta | None:
@@ -160,28 +163,72 @@ def sweep_cmd(rt: Runtime, repository: str, mark_id: str, engine: str | None, as
 
 
 @gc.command("show")
-@repository_argument
+@click.argument("target", metavar="lakefs://REPOSITORY | RUN_ID")
+@click.argument("run_id", required=False, metavar="[RUN_ID]")
+@click.option("--by-prefix", "by_prefix", type=click.IntRange(1, 32), is_flag=False, flag_value=2, default=None,
+              metavar="[DEPTH]", help="One run: deleted and failed per path prefix (DEPTH folders, default 2), from "
+                                      "the run's report (Hudi's `clean showpartitions`).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
-def show_cmd(rt: Runtime, repository: str, limit: int, as_json: bool) -> None:
-    """Past GC runs of the repository, newest first."""
-    runs = GCRuns(rt.services.redis, rt.settings.key_prefix).history(repository, limit)
-    if as_json:
-        click.echo(json.dumps(runs, indent=2))
+def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None, limit: int, as_json: bool) -> None:
+    """Past GC runs of the repository, newest first; with a RUN_ID and --by-prefix, what that run did by prefix."""
+    runs = GCRuns(rt.services.redis, rt.settings.key_prefix)
+    if target.startswith("lakefs://"):
+        try:
+            repository = parse_repository_uri(target).repository_id
+        except URIError as exc:
+            raise click.BadParameter(str(exc), param_hint="lakefs://REPOSITORY") from None
+    elif run_id is not None:
+        raise click.UsageError("give the repository first: gc show lakefs://REPOSITORY RUN_ID")
+    else:
+        run_id, repository = target, runs.repository_of(target)
+        if repository is None:
+            raise click.ClickException(f"no recorded GC run {target!r}; name its repository: gc show "
+                                       f"lakefs://REPOSITORY {target} --by-prefix")
+    if by_prefix is not None or run_id is not None:
+        if run_id is None:
+            raise click.UsageError("--by-prefix shows one run: gc show lakefs://REPOSITORY RUN_ID --by-prefix")
+        _show_run(rt, repository, run_id, by_prefix or 2, as_json)
         return
-    if not runs:
+    history = runs.history(repository, limit)
+    if as_json:
+        click.echo(json.dumps(history, indent=2))
+        return
+    if not history:
         click.echo(f"no GC run of lakefs://{repository} is recorded")
         return
     rows = table("run", "started", "mode", "ok", "policy", "oldest retained", "deleted", "bytes", "secs")
-    for r in runs:
+    for r in history:
         oldest = ", ".join(f"{b}@{c[:8]}" for b, c in sorted((r.get("oldest_retained") or {}).items()))
         rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[:16].replace("T", " "),
                      r.get("mode", ""), "yes" if r.get("success") else f"no: {r.get('reason', '')}",
                      ", ".join(r.get("policies") or []) or "-", oldest or "-", _deleted_cell(r),
                      _bytes_cell(r), f"{r.get('seconds', 0):.1f}")
     console.print(rows)
+
+
+def _show_run(rt: Runtime, repository: str, run_id: str, depth: int, as_json: bool) -> None:
+    try:
+        found = run_breakdown(api_config(rt.settings.lakefs), storage_config(rt.settings.gc),
+                              repository_id=repository, run_id=run_id, depth=depth)
+    except GCError as exc:
+        raise click.ClickException(f"run {run_id} of lakefs://{repository}: {exc}") from None
+    if as_json:
+        click.echo(json.dumps({"run_id": run_id, "phase": found.summary.phase, "exact": found.exact,
+                               "note": found.note, "by_prefix": found.rows}, indent=2, sort_keys=True))
+        return
+    rows = table("path prefix", "planned", "deleted", "failed", "bytes deleted")
+    for prefix, row in sorted(found.rows.items()):
+        rows.add_row(prefix, f"{row['planned']:,}", f"{row['deleted']:,}", f"{row['failed']:,}",
+                     f"{row['bytes_deleted']:,}")
+    total = {k: sum(r[k] for r in found.rows.values()) for k in ("planned", "deleted", "failed", "bytes_deleted")}
+    rows.add_row("[b]total[/b]", *(f"{total[k]:,}" for k in ("planned", "deleted", "failed", "bytes_deleted")))
+    click.echo(f"run {run_id} of lakefs://{repository} ({found.summary.phase}, {found.summary.start_time[:16]})")
+    console.print(rows)
+    if found.note:
+        click.echo(found.note)
 
 
 def _planned(r: dict) -> bool:
@@ -299,9 +346,17 @@ def policy_get(rt: Runtime, repository: str, show_etag: bool) -> None:
               help="Cleaning policies as YAML or JSON: {policies: [{patterns, keep_commits, ...}]}.")
 @click.option("--force", is_flag=True, help="Skip the ETag precondition.")
 @click.option("--if-match", default=None, help="Write only if the stored policies still have this ETag.")
+@click.option("--dry-run", is_flag=True, help="Change nothing: show what the next run would delete, and keep, in "
+                                              "addition to what it does under the stored policies, by path prefix.")
+@click.option("--depth", default=2, show_default=True, type=click.IntRange(1, 32),
+              help="Folders of the --dry-run breakdown.")
+@click.option("--min-age", default=None, help="With --dry-run: the safety cutoff of the next run (default as for "
+                                              "gc run).")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: the breakdown as JSON.")
 @pass_runtime
 @friendly_errors
-def policy_set(rt: Runtime, repository: str, path: Path, force: bool, if_match: str | None) -> None:
+def policy_set(rt: Runtime, repository: str, path: Path, force: bool, if_match: str | None, dry_run: bool,
+               depth: int, min_age: str | None, as_json: bool) -> None:
     try:
         document = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -312,11 +367,38 @@ def policy_set(rt: Runtime, repository: str, path: Path, force: bool, if_match: 
         policies = parse_cleaning_policies(document)  # validated before lakeFS is contacted
     except CleaningPolicyError as exc:
         raise click.ClickException(f"{path}: invalid cleaning policies:\n{exc}") from None
+    if dry_run:
+        _print_effect(rt, repository, policies, depth=depth, min_age=_min_age(min_age), as_json=as_json)
+        return
     precondition = None if force else (if_match or get_cleaning(rt.lakefs, repository).etag)
     try:
         _print_cleaning(set_cleaning(rt.lakefs, repository, policies, if_match=precondition))
     except StaleETag as exc:
         raise click.ClickException(f"{exc} (--force to overwrite)") from None
+
+
+def _print_effect(rt: Runtime, repository: str, policies, *, depth: int, min_age: timedelta | None,
+                  as_json: bool) -> None:
+    try:
+        effect = policy_preview(rt.settings.gc, rt.settings.lakefs, repository, policies=policies, depth=depth,
+                                min_age=min_age)
+    except GCError as exc:
+        raise click.ClickException(f"preview of lakefs://{repository}: {exc}") from None
+    document = effect.document()
+    if as_json:
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
+        return
+    for title, key in (("the next run would delete in addition", "delete_in_addition"),
+                       ("the next run would keep in addition", "keep_in_addition")):
+        total = document[f"{key}_total"]
+        click.echo(f"{title}: {total['objects']:,} objects, {total['bytes']:,} bytes")
+        if document[key]:
+            rows = table("path prefix", "objects", "bytes")
+            for prefix, row in document[key].items():
+                rows.add_row(prefix, f"{row['objects']:,}", f"{row['bytes']:,}")
+            console.print(rows)
+    click.echo(f"(the next run deletes {effect.deleted_now:,} objects under the stored policies, "
+               f"{effect.deleted_then:,} under these; nothing was changed)")
 
 
 @policy.command("clear")
@@ -328,4 +410,5 @@ def policy_clear(rt: Runtime, repository: str) -> None:
     click.echo(f"cleaning policies of lakefs://{repository} cleared")
 
 
+gc.add_command(savepoint)
 COMMANDS = (gc,)

@@ -81,5 +81,14 @@ class GCRuns:
         pipe.ltrim(self._key(repository_id), 0, HISTORY_LENGTH - 1)
         pipe.execute()
 
+    def repository_of(self, run_id: str) -> str | None:
+        """The repository a recorded run belongs to (run ids name no repository), or None."""
+        marker = f"{self.prefix}:gc-runs:"
+        for key in sorted(self.redis.scan_iter(f"{marker}*")):
+            name = key.decode() if isinstance(key, bytes) else key
+            if any(json.loads(x).get("run_id") == run_id for x in self.redis.lrange(name, 0, -1)):
+                return name[len(marker):]
+        return None
+
     def history(self, repository_id: str, limit: int = 50) -> list[dict]:
         return [json.loads(x) for x in self.redis.lrange(self._key(repository_id), 0, limit - 1)]
