@@ -5,6 +5,8 @@ run's lease, within one batch. The next run exits 0 and reports the dead one."""
 from __future__ import annotations
 
 import json
+import os
+import random
 import signal
 import subprocess
 import sys
@@ -133,3 +135,91 @@ def test_killing_the_starter_kills_spark_submit_and_the_next_run_finishes(histor
                           "inprocess", "--min-age", "0s", "--dry-run", "--json"], env=local, capture_output=True,
                          text=True, timeout=300)
     assert dry.returncode == 0 and json.loads(dry.stdout)["num_deleted_objects"] == 0, dry.stdout + dry.stderr
+
+
+def descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def find(root: int, needle: str, *, deadline: float) -> int | None:
+    while time.monotonic() < deadline:
+        hits = [p for p in descendants(root) if needle in cmdline(p)]
+        if hits:
+            return hits[-1]
+        time.sleep(0.05)
+    return None
+
+
+@pytest.mark.parametrize("victim", ["driver", "executor"])
+def test_a_killed_driver_or_executor_loses_nothing_and_the_next_run_converges(history, lakefs, lakefs_server,
+                                                                              redis_server, victim):
+    """The driver killed mid-run: the run fails with a clear message, deletes nothing more, the next run
+    finishes. A Python worker (the executor side) killed mid-task: Spark retries the task (local[2,3] allows
+    three attempts) and the run itself completes."""
+    env = spark_env(janitor_env(lakefs_server, redis_server.url), LAKEFS_JANITOR_SPARK__MASTER="local[2,3]",
+                    LAKEFS_JANITOR_SPARK__RANGE_NUM_PARTITIONS="4", LAKEFS_JANITOR_SPARK__ADDRESS_NUM_PARTITIONS="4")
+    keep = {(ref, path): data for ref, path, data in readable(lakefs, history)}
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
+                                "spark", "--min-age", "0s", "--json"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    # the driver JVM (not the launcher that builds its command line, which names the job too)
+    needle = "org.apache.spark.deploy.SparkSubmit" if victim == "driver" else "pyspark.daemon"
+    target = find(starter.pid, needle, deadline=time.monotonic() + 90)
+    assert target, f"no {victim} process appeared"
+    seed = int(os.environ.get("LAKEFS_JANITOR_FAULT_SEED", str(random.randrange(1 << 30))))
+    if victim == "driver":  # somewhere in the run: the walk, the mark or the sweep
+        time.sleep(random.Random(seed).uniform(0, 2.5))
+    if victim == "executor":  # a forked worker of the daemon: the process that runs the task's Python
+        worker = find(target, "pyspark.daemon", deadline=time.monotonic() + 30)
+        target = worker or target
+    print(f"seed {seed}: killing the {victim} ({cmdline(target)[:80]})")
+    try:
+        os.kill(target, signal.SIGKILL)
+    except ProcessLookupError:
+        pytest.fail(f"seed {seed}: the {victim} ended before the kill; the delay is too long for this machine")
+    out, err = starter.communicate(timeout=300)
+    if victim == "driver":
+        assert starter.returncode == 1 and "Traceback" not in err and "failed" in err, (out, err)
+    else:
+        assert starter.returncode == 0, (out, err)
+    assert [k for k, data in keep.items() if read_back(lakefs, history, *k) != data] == []
+    again = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
+                            "inprocess", "--min-age", "0s", "--json"], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    dry = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
+                          "inprocess", "--min-age", "0s", "--dry-run", "--json"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert json.loads(dry.stdout)["num_deleted_objects"] == 0
+    assert [k for k, data in keep.items() if read_back(lakefs, history, *k) != data] == []
+
+
+def read_back(lakefs, repo: str, ref: str, path: str) -> bytes | int:
+    try:
+        return lakefs.objects.get_object(repo, ref, path)
+    except Exception as exc:  # noqa: BLE001 - the SDK's and our client's errors alike
+        return getattr(exc, "status", 0) or 0
+
+
+def readable(lakefs, repo: str):
+    """(ref, path, bytes) of every object at every branch HEAD (with staging) and in the last day's commits:
+    what the history's retention keeps and a GC must never lose."""
+    refs = [b.id for b in lakefs.branches.list_branches(repo, amount=1000).results]
+    cutoff = time.time() - 86400
+    for b in list(refs):
+        refs += [c.id for c in lakefs.refs.log_commits(repo, b, amount=100).results if c.creation_date > cutoff]
+    for ref in dict.fromkeys(refs):
+        for obj in lakefs.objects.list_objects(repo, ref, amount=1000).results:
+            yield ref, obj.path, lakefs.objects.get_object(repo, ref, obj.path)

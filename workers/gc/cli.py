@@ -62,9 +62,9 @@ def _progress_display(enabled: bool) -> Iterator[Callable[[str, int], None] | No
 def _go(rt: Runtime, request: GCRequest, as_json: bool):
     try:
         with _progress_display(not as_json) as progress:
-            return execute(rt.settings.gc, request, connection=rt.settings.lakefs,
-                           runs=GCRuns(rt.services.redis, rt.settings.key_prefix), metrics=None, progress=progress,
-                           spark=rt.settings.spark)
+            runs = GCRuns(rt.services.redis, rt.settings.key_prefix, rt.settings.redis_url)
+            return execute(rt.settings.gc, request, connection=rt.settings.lakefs, runs=runs, metrics=None,
+                           progress=progress, spark=rt.settings.spark)
     except Busy as exc:
         raise click.ClickException(str(exc)) from None
     except GCError as exc:
@@ -193,9 +193,15 @@ def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None
         _show_run(rt, repository, run_id, by_prefix or 2, as_json)
         return
     history = runs.history(repository, limit)
+    state, holder = runs.lease_state(repository)
     if as_json:
         click.echo(json.dumps(history, indent=2))
         return
+    if state == "running":
+        click.echo(f"running now: {holder.describe() if holder else 'a run'}")
+    elif state == "died" and holder is not None:
+        click.echo(f"died: the run of {holder.describe()} stopped renewing its lease before it ended (killed, out "
+                   "of memory, or its host went away); the next run reports it and finishes its work")
     if not history:
         click.echo(f"no GC run of lakefs://{repository} is recorded")
         return

@@ -215,3 +215,18 @@ def test_renewals_keep_a_long_run_alive(redis_client, redis_server):
     with pytest.raises(LeaseLost):
         LeaseWatch(lease.ref()).check()
     assert isinstance(redis_client, redis.Redis)
+
+
+def test_gc_show_names_a_run_that_is_running_or_died(cli, repo, runs):
+    lease = runs.lease(repo, 30)
+    lease.acquire()
+    try:
+        assert f"running now: pid {os.getpid()} on " in cli("gc", "show", f"lakefs://{repo}").output
+    finally:
+        lease.release()
+    runs.redis.set(f"{PREFIX}:gc-holder:{repo}", json.dumps({
+        "token": "t", "host": "worker-7", "pid": 12, "process_start": "1", "boot_id": "b", "pid_namespace": "p",
+        "started_at": "2026-11-23T00:00:00+00:00", "mode": "run"}))
+    out = cli("gc", "show", f"lakefs://{repo}").output
+    assert "died: the run of pid 12 on worker-7, started 2026-11-23T00:00:00+00:00 stopped renewing" in out
+    runs.redis.delete(f"{PREFIX}:gc-holder:{repo}")

@@ -1,0 +1,301 @@
+"""The collector killed at any moment and run beside concurrent writers, on a real lakeFS, a real Redis and the
+real CLI: nothing that must survive is lost, and every re-run converges.
+
+``LAKEFS_JANITOR_FAULT_SEED`` fixes the seed (default: random, printed on failure); ``LAKEFS_JANITOR_FAULT_KILLS``
+(default 2 per kill point) and ``LAKEFS_JANITOR_FAULT_ROUNDS`` (default 8 GC runs beside the writers) run more.
+Each test prints a ``RELIABILITY`` line: the figures of README's reliability table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lakefs_sdk
+import pytest
+
+from tests.integration.conftest import commit
+from tests.integration.gc.test_gc_inprocess import rules
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
+from workers.gc.runner import Busy, GCRequest, execute
+from workers.gc.store import GCRuns
+from workers.lakefs.client import make_lakefs_for
+from workers.lakefs.errors import LakeFSError
+from workers.settings import GCSettings, LakeFSConnection
+
+SEED = int(os.environ.get("LAKEFS_JANITOR_FAULT_SEED", str(random.randrange(1 << 30))))
+KILLS = int(os.environ.get("LAKEFS_JANITOR_FAULT_KILLS", "2"))
+ROUNDS = int(os.environ.get("LAKEFS_JANITOR_FAULT_ROUNDS", "8"))
+DAY = 86400
+CLI = [sys.executable, "-m", "workers.cli"]
+
+
+def content(tag: str) -> bytes:
+    return f"{tag} {uuid.uuid4().hex}".encode()
+
+
+def read(lakefs, repo: str, ref: str, path: str) -> bytes | int:
+    try:
+        return lakefs.call("get", lakefs.objects.get_object, repo, ref, path)
+    except LakeFSError as exc:
+        return exc.status or 0
+
+
+def relative(repo: str, address: str) -> str:
+    """The key under the namespace's folder (lakeFS names local objects by their full path)."""
+    return address.split(f"/{repo}/", 1)[1]
+
+
+def data_keys(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.relative_to(root).parts[0] != "_lakefs"}
+
+
+# ---------------------------------------------------------------------------------------------- killed runs
+
+
+@dataclass
+class Lake:
+    repo: str
+    must_survive: dict[tuple[str, str], bytes]  # (ref, path) -> bytes written
+    garbage: set[str]  # keys an unbroken run deletes
+
+
+def build(lakefs, repo: str, rng: random.Random, paths: int = 150) -> Lake:
+    """Three versions of each path: v1 in a 30-day-old commit (garbage once main's HEAD 7 days ago is the
+    20-day-old one), v2 there, v3 at HEAD; a few staged overwrites on top."""
+    survive: dict[tuple[str, str], bytes] = {}
+    v1: dict[str, bytes] = {}
+    for i in range(paths):
+        v1[f"t/p{i}"] = content("v1")
+        lakefs.upload(repo, "main", f"t/p{i}", data=v1[f"t/p{i}"])
+    first = commit(lakefs, repo, "main", "v1", date=int(time.time()) - 30 * DAY)
+    garbage = {relative(repo, lakefs.call("stat", lakefs.objects.stat_object, repo, first.id, p).physical_address)
+               for p in v1}
+    for version, age in (("v2", 20), ("v3", 0)):
+        written = {f"t/p{i}": content(version) for i in range(paths)}
+        for path, data in written.items():
+            lakefs.upload(repo, "main", path, data=data)
+        made = commit(lakefs, repo, "main", version, date=int(time.time()) - age * DAY if age else None)
+        survive.update({(made.id, p): d for p, d in written.items()})
+    for i in rng.sample(range(paths), 10):
+        data = content("staged")
+        lakefs.upload(repo, "main", f"t/p{i}", data=data)
+        survive[("main", f"t/p{i}")] = data
+    rules(lakefs, repo, default=7)
+    return Lake(repo, survive, garbage)
+
+
+def lost(lakefs, lake: Lake) -> list[str]:
+    return [f"{ref[:12]}:{path} -> {got!r:.40}" for (ref, path), data in lake.must_survive.items()
+            if (got := read(lakefs, lake.repo, ref, path)) != data]
+
+
+def wait_for(proc: subprocess.Popen, point: str, root: Path, rng: random.Random, initial: int) -> bool:
+    """Block until the run reaches ``point``; False if it ended first."""
+    started = time.monotonic()
+    walk_until = started + rng.uniform(0.3, 2.5)
+    plans = root / "_lakefs" / "retention" / "gc" / "unified"
+    while proc.poll() is None:
+        if point == "walk" and time.monotonic() >= walk_until:
+            return True
+        if point == "plan-write" and plans.exists() and any(plans.iterdir()):
+            return True
+        if point == "mid-sweep" and len(data_keys(root)) < initial:
+            return True
+        time.sleep(0.001 if point != "walk" else 0.01)
+    return False
+
+
+@pytest.mark.parametrize("point", ["walk", "plan-write", "mid-sweep"])
+def test_a_run_killed_at_any_moment_loses_nothing_and_the_next_run_converges(lakefs, lakefs_server, repo, env,
+                                                                            redis_client, point):
+    rng = random.Random(f"{SEED}-{point}")
+    root = lakefs_server.dir / "block" / repo
+    lake = build(lakefs, repo, rng)
+    runs = GCRuns(redis_client, "lakefs-janitor")
+    killed = reached = 0
+    for attempt in range(KILLS):
+        initial = data_keys(root)
+        proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--engine", "inprocess",
+                                 "--json"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        hit = wait_for(proc, point, root, rng, len(initial))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        killed += 1
+        reached += hit
+        assert lost(lakefs, lake) == [], f"seed {SEED}, killed at {point} (attempt {attempt})"
+        gone = initial - data_keys(root)
+        assert gone <= lake.garbage, f"seed {SEED}: deleted what is not garbage: {sorted(gone - lake.garbage)[:5]}"
+        if not data_keys(root) & lake.garbage:  # the killed run got to the end: nothing left to kill a run over
+            break
+    # The next run, at once (the dead run's lease is taken over on this host), completes.
+    result = subprocess.run([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--engine", "inprocess",
+                             "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"seed {SEED}: re-run after a kill at {point}: {result.stdout}{result.stderr}"
+    assert lost(lakefs, lake) == []
+    assert not (data_keys(root) & lake.garbage), f"seed {SEED}: the re-run left garbage"
+    history = runs.history(repo)
+    assert history[0]["success"] is True
+    if any(e.get("reason") == "died" for e in history):
+        assert "stopped renewing its lease" in next(e for e in history if e.get("reason") == "died")["error"]
+    print(f"RELIABILITY killed-{point}: runs {killed + 1}, kills {killed} (point reached {reached}), read back "
+          f"{len(lake.must_survive)}, lost 0, failed re-runs 0")
+
+
+def test_a_partly_written_plan_is_never_swept(lakefs, lakefs_server, repo, env, cli):
+    lake = build(lakefs, repo, random.Random(SEED), paths=20)
+    root = lakefs_server.dir / "block" / repo
+    planned = json.loads(cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--json").output)
+    run_dir = root / "_lakefs" / "retention" / "gc" / "unified" / planned["run_id"]
+    summary = run_dir / "summary.json"
+    summary.write_bytes(summary.read_bytes()[: len(summary.read_bytes()) // 2])  # killed while writing it
+    out = cli("gc", "run", f"lakefs://{repo}", "--plan", planned["run_id"], expect_exit=1).output
+    assert "summary.json" in out and "Traceback" not in out
+    summary.unlink()  # killed before writing it
+    out = cli("gc", "run", f"lakefs://{repo}", "--plan", planned["run_id"], expect_exit=1).output
+    assert "no GC plan" in out
+    assert lost(lakefs, lake) == [] and lake.garbage <= data_keys(root)
+
+
+# ---------------------------------------------------------------------------------------- concurrent writers
+
+
+@dataclass
+class Written:
+    """Everything the writers did, as they saw it."""
+
+    by_path: dict[str, set[bytes]] = field(default_factory=dict)  # every version ever written of a path
+    head: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (branch, path) -> staged bytes, pending
+    commits: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Writer(threading.Thread):
+    def __init__(self, endpoint: str, repo: str, rng: random.Random, written: Written, stop: threading.Event,
+                 name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.lakefs = make_lakefs_for(endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+        self.repo, self.rng, self.w, self.stop = repo, rng, written, stop
+        self.branches = [f"{name}-b{i}" for i in range(3)]
+        self.ops = 0
+        self.errors: list[str] = []
+
+    def call(self, what, fn, *args, **kw):
+        return self.lakefs.call(what, fn, self.repo, *args, **kw)
+
+    def run(self) -> None:
+        for b in self.branches:
+            self.call("branch", self.lakefs.branches.create_branch, lakefs_sdk.BranchCreation(name=b, source="main"))
+        while not self.stop.is_set():
+            b = self.rng.choice(self.branches)
+            op = self.rng.choice(["upload", "upload", "upload", "commit", "commit", "merge", "revert", "reset",
+                                  "recreate", "stage-then-commit"])
+            try:
+                getattr(self, f"op_{op.replace('-', '_')}")(b)
+                self.ops += 1
+            except LakeFSError as exc:
+                if exc.status not in (400, 404, 409, 412):  # conflicts and nothing-to-commit are normal here
+                    self.errors.append(f"{op} {b}: {exc}")
+            time.sleep(self.rng.uniform(0, 0.05))
+
+    def upload(self, b: str, path: str) -> None:
+        data = content(f"{b}/{path}")
+        with self.w.lock:
+            self.w.by_path.setdefault(path, set()).add(data)
+        self.lakefs.upload(self.repo, b, path, data=data)
+
+    def op_upload(self, b):
+        self.upload(b, f"d/{self.name}/f{self.rng.randint(0, 8)}")
+
+    def _commit(self, b):
+        c = self.call("commit", self.lakefs.commits.commit, b, lakefs_sdk.CommitCreation(message="w"))
+        with self.w.lock:
+            self.w.commits.add(c.id)
+
+    def op_commit(self, b):
+        self._commit(b)
+
+    def op_stage_then_commit(self, b):
+        self.upload(b, f"d/{self.name}/late{self.rng.randint(0, 3)}")
+        time.sleep(self.rng.uniform(0.2, 2.5))  # across a GC's mark, often
+        self._commit(b)
+
+    def op_merge(self, b):
+        other = self.rng.choice([x for x in self.branches if x != b] + ["main"])
+        r = self.call("merge", self.lakefs.refs.merge_into_branch, other, b)
+        with self.w.lock:
+            self.w.commits.add(r.reference)
+
+    def op_revert(self, b):
+        head = self.call("branch", self.lakefs.branches.get_branch, b).commit_id
+        self.call("revert", self.lakefs.branches.revert_branch, b, lakefs_sdk.RevertCreation(ref=head,
+                                                                                             parent_number=0))
+
+    def op_reset(self, b):
+        log = self.call("log", self.lakefs.refs.log_commits, b, amount=10).results
+        if len(log) > 1:
+            self.call("reset", self.lakefs.experimental.hard_reset_branch, b, self.rng.choice(log[1:]).id)
+
+    def op_recreate(self, b):
+        self.call("delete", self.lakefs.branches.delete_branch, b)
+        self.call("branch", self.lakefs.branches.create_branch, lakefs_sdk.BranchCreation(
+            name=b, source=self.rng.choice(["main", *[x for x in self.branches if x != b]])))
+
+
+def test_runs_beside_concurrent_writers_lose_nothing(lakefs, lakefs_server, repo, redis_client, redis_server):
+    rng = random.Random(SEED)
+    for i in range(5):
+        lakefs.upload(repo, "main", f"base/{i}", data=content("base"))
+    commit(lakefs, repo, "main", "base")
+    rules(lakefs, repo, default=7)
+    written, stop = Written(), threading.Event()
+    writers = [Writer(lakefs_server.endpoint, repo, random.Random(rng.random()), written, stop, f"w{i}")
+               for i in range(2)]
+    for w in writers:
+        w.start()
+    connection = LakeFSConnection(endpoint_url=lakefs_server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                                  secret_access_key=ADMIN_SECRET_KEY)
+    runs = GCRuns(redis_client, "lakefs-janitor", redis_server.url)
+    deleted = completed = 0
+    try:
+        for _ in range(ROUNDS):
+            time.sleep(rng.uniform(0.2, 1.5))
+            try:
+                s = execute(GCSettings(min_age="2s", lease_seconds=10, threads=4), GCRequest(repo, engine="inprocess"),
+                            connection=connection, runs=runs)
+            except Busy:
+                continue
+            deleted += s.swept
+            completed += 1
+    finally:
+        stop.set()
+        for w in writers:
+            w.join(30)
+    errors = [e for w in writers for e in w.errors]
+    assert errors == [], f"seed {SEED}: {errors[:5]}"
+    # One more run on the quiet lake, then everything that must survive reads back.
+    execute(GCSettings(min_age="2s", lease_seconds=10), GCRequest(repo, engine="inprocess"), connection=connection,
+            runs=runs)
+    checked, missing = 0, []
+    refs = {b.id: b.commit_id for b in lakefs.call("branches", lakefs.branches.list_branches, repo,
+                                                   amount=1000).results}
+    for ref in [*refs, *sorted(written.commits)]:  # HEADs with their staging, and every commit the writers made
+        for obj in lakefs.call("list", lakefs.objects.list_objects, repo, ref, amount=1000).results:
+            got = read(lakefs, repo, ref, obj.path)
+            checked += 1
+            if obj.path.startswith("d/") and got not in written.by_path.get(obj.path, set()) or not isinstance(got, bytes):
+                missing.append(f"{ref[:12]}:{obj.path} -> {got!r:.40}")
+    assert missing == [], f"seed {SEED}: {len(missing)} objects lost, e.g. {missing[:5]}"
+    ops = sum(w.ops for w in writers)
+    assert completed >= ROUNDS // 2 and ops > 20, (completed, ops)
+    print(f"RELIABILITY concurrent-writers: runs {completed + 1}, faults: {ops} writer operations during the runs, "
+          f"read back {checked}, lost 0, failed re-runs 0 (deleted {deleted})")
