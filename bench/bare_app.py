@@ -15,12 +15,16 @@ on top of Flask + gunicorn + one Redis round trip.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from datetime import datetime
 
 import redis
 from flask import Flask, jsonify, request
 
+SCRIPT_REPOSITORY = "bench-script"
 
-def _make(name: str, redis_client: redis.Redis | None) -> Flask:
+
+def _make(name: str, call: Callable[[dict], object] | None) -> Flask:
     flask_app = Flask(name)
 
     @flask_app.post("/webhooks/lakefs")
@@ -28,8 +32,8 @@ def _make(name: str, redis_client: redis.Redis | None) -> Flask:
         payload = request.get_json(silent=True)
         if payload is None:
             return jsonify({"error": "body is not JSON"}), 400
-        if redis_client is not None:
-            redis_client.ping()
+        if call is not None:
+            call(payload)
         return jsonify({"status": "ok"}), 200
 
     @flask_app.get("/healthz")
@@ -48,4 +52,34 @@ def _ping_client() -> redis.Redis | None:
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2) if url else None
 
 
-ping_app = _make(__name__, _ping_client())
+def _ping(client: redis.Redis | None) -> Callable[[dict], object] | None:
+    return None if client is None else (lambda payload: client.ping())
+
+
+def _hook_script(client: redis.Redis | None) -> Callable[[dict], object] | None:
+    """The receiver's one Redis call for a post-commit or post-merge (workers.hooks.record's, step for step)."""
+    if client is None:
+        return None
+    from workers.gc.store import GCRuns  # noqa: PLC0415 - only this app needs the project
+    from workers.idle_clock.store import ClockStore  # noqa: PLC0415
+
+    clock, runs = ClockStore(client), GCRuns(client, "lakefs-janitor")
+
+    def call(payload: dict) -> object:
+        at = datetime.fromisoformat(payload["event_time"])
+        change = clock.change("write", SCRIPT_REPOSITORY, payload["branch_id"], at=at, source="webhook",
+                              head=payload["commit_id"])
+        return clock.record(change, runs.commit_step(SCRIPT_REPOSITORY, payload["commit_id"]))
+
+    return call
+
+
+ping_app = _make(__name__, _ping(_ping_client()))
+
+
+def __getattr__(name: str) -> Flask:
+    """``script_app`` is built only where it is served: the other baselines' processes never import the project."""
+    if name == "script_app":
+        globals()[name] = _make(__name__, _hook_script(_ping_client()))
+        return globals()[name]
+    raise AttributeError(name)

@@ -42,8 +42,10 @@ receiver sent per hook (round trips; a MULTI..EXEC transaction is one write, so 
 scripts ran; more than MAX_ROUND_TRIPS_PER_HOOK round trips per hook fails the run.
 
 Experiments (same checks, other results files with ``--output``): ``--ablation`` adds the receiver with its Redis
-call answered in process (bench/receiver_stub_redis.py), to split the gap into the Redis round trip and the
-receiver's Python work; ``--gunicorn-cmd-args`` (GUNICORN_CMD_ARGS for every server, e.g. ``--threads 4``),
+call answered in process (bench/receiver_stub_redis.py) and bare Flask making the receiver's own Redis call
+instead of the PING (bench/bare_app.py ``script_app``, one script call per request checked), to split the gap into
+the script call (bare_script / bare_ping: the ceiling of any receiver that makes this call) and the receiver's
+Python work; ``--gunicorn-cmd-args`` (GUNICORN_CMD_ARGS for every server, e.g. ``--threads 4``),
 ``--redis-unix``, ``--metrics-dir``.
 
 Writes bench/results/webhook.json (every round, medians, Redis commands per request, checks, machine info) and
@@ -95,7 +97,9 @@ SAMPLE_REPOSITORY = "bench-sample"  # the hooks sent under MONITOR
 KEY_PREFIX = "lakefs-janitor"  # Settings.key_prefix default
 BARE_APP = "bench.bare_app:app"
 STUB_APP = "bench.receiver_stub_redis:app"  # --ablation: the receiver without its Redis round trip
+ABLATION = ("stub", "bare_script")
 PING_APP = "bench.bare_app:ping_app"  # the bare app plus one Redis round trip (PING): the tracked baseline
+SCRIPT_APP = "bench.bare_app:script_app"  # --ablation: the bare app plus the receiver's own Redis call
 RECEIVER_APP = "webhook.wsgi:app"
 BASELINE = "bare_ping"
 GOAL_RATIO = 0.9  # receiver / BASELINE requests per second
@@ -272,6 +276,12 @@ def redis_problems(kind: str, r: dict[str, Any]) -> list[str]:
         # Requests still in flight when wrk stopped were answered after it counted: up to one per connection.
         if other or not r["responses"] <= pings <= r["generated"]:
             return [f"sent Redis {r['redis_commands']}, expected one PING per request ({r['responses']} answered)"]
+    if kind == "bare_script":  # one script call per request (commandstats count its inner commands too)
+        calls = sent.get("evalsha", 0) + sent.get("fcall", 0)
+        # + 1: the first call to a Redis that does not know the script yet is refused, then made again.
+        if not r["responses"] <= calls <= r["generated"] + 1:
+            return [f"sent Redis {r['redis_commands']}, expected one script call per request "
+                    f"({r['responses']} answered)"]
     return []
 
 
@@ -540,7 +550,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 NAMES = {"receiver": "receiver", "bare_ping": "bare Flask + 1 Redis round trip", "bare": "bare Flask",
-         "stub": "receiver, Redis call answered in process"}
+         "stub": "receiver, Redis call answered in process", "bare_script": "bare Flask + the receiver's Redis call"}
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
@@ -586,7 +596,12 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                        f"Flask + 1 round trip (1/throughput); answering its Redis call in process saves "
                        f"{g['redis_round_trip']:.0f} µs, and the receiver without it needs {g['python']:.0f} µs more "
                        f"than bare Flask (its own Python work; stub/bare ratio {s['stub_ratio']:.3f}). One PING adds "
-                       f"{g['bare_ping_minus_bare']:.0f} µs to bare Flask.")]
+                       f"{g['bare_ping_minus_bare']:.0f} µs to bare Flask."),
+                  "",
+                  (f"The ceiling: bare Flask making the receiver's own Redis call instead of the PING serves "
+                   f"**{s['script_ratio']:.3f}** of bare Flask + 1 round trip (rounds: "
+                   f"{', '.join(f'{x:.3f}' for x in s['script_round_ratios'])}); the receiver serves "
+                   f"{s['receiver_over_script']:.3f} of that.")]
     return lines
 
 
@@ -665,7 +680,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "of the temporary directory, as `lakefs-janitor serve` does by default")
     p.add_argument("--ablation", action="store_true",
                    help="also run bench/receiver_stub_redis.py (the receiver with its Redis call answered in "
-                        "process) to split the gap into Redis round trip and Python work")
+                        "process) and bench/bare_app.py:script_app (bare Flask making the receiver's Redis call) to "
+                        "split the gap into the script call and the receiver's Python work")
     p.add_argument("--retries", type=int, default=2,
                    help="extra rounds allowed to replace rounds during which other processes kept the CPUs busy")
     p.add_argument("--wait-quiet", type=float, default=30, metavar="S",
@@ -682,7 +698,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("need rounds >= 1, duration >= 1, warmup >= 0, threads >= 1 and connections >= threads")
     if args.retries < 0 or args.sample_hooks < 1:
         p.error("--retries must be >= 0 and --sample-hooks >= 1")
-    if (args.rounds + args.retries) * args.duration * (4 if args.ablation else 3) > 900:
+    if (args.rounds + args.retries) * args.duration * (5 if args.ablation else 3) > 900:
         p.error("(rounds + retries) * duration * servers must stay under 900 s")
     return args
 
@@ -719,8 +735,9 @@ def main(argv: list[str] | None = None) -> int:
         receiver.start()
         receiver_argv = cmdline(receiver.proc.pid)
         servers: dict[str, Service] = {"receiver": receiver}
-        for name, app in (("bare_ping", PING_APP), ("bare", BARE_APP), ("stub", STUB_APP)):
-            if name == "stub" and not args.ablation:
+        for name, app in (("bare_ping", PING_APP), ("bare", BARE_APP), ("stub", STUB_APP),
+                          ("bare_script", SCRIPT_APP)):
+            if name in ABLATION and not args.ablation:
                 continue
             servers[name] = VariantServer(name, app, env, receiver_argv)
             services.append(servers[name])
@@ -818,6 +835,11 @@ def main(argv: list[str] | None = None) -> int:
         if "stub" in med:
             per_req = {k: 1e6 / med[k]["rps"] for k in kinds}  # µs of the whole machine per request
             summary["stub_ratio"] = med["stub"]["rps"] / med["bare"]["rps"]
+            # The ceiling: what the receiver's Redis call alone costs against a PING, both on bare Flask.
+            summary["script_ratio"] = med["bare_script"]["rps"] / med[BASELINE]["rps"]
+            summary["receiver_over_script"] = med["receiver"]["rps"] / med["bare_script"]["rps"]
+            summary["script_round_ratios"] = [by_round[("bare_script", n)]["rps"] / by_round[(BASELINE, n)]["rps"]
+                                              for n in used]
             summary["gap_us_per_request"] = {
                 "total": per_req["receiver"] - per_req[BASELINE],
                 "redis_round_trip": per_req["receiver"] - per_req["stub"],
