@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+import redis
+
 from spark_jobs.core.durations import parse_duration
 from spark_jobs.core.report import Summary
 from spark_jobs.engine.engine import RunRequest, head_range_count, run_marked
@@ -162,7 +164,10 @@ def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection,
                                     progress=progress or (lambda phase, count: None))
     except GCError as exc:
         entry.update(success=False, error=str(exc), reason=exc.reason, seconds=round(time.monotonic() - started, 3))
-        runs.record(repo, entry)
+        try:
+            runs.record(repo, entry)
+        except redis.RedisError as lost:  # Redis gone is often why the run failed: its own message says more
+            log.warning("gc lakefs://%s: recording the failed run failed: %s", repo, lost)
         if metrics:
             metrics.gc_failures.labels(repo, exc.reason).inc()
         raise

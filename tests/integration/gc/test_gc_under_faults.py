@@ -25,7 +25,7 @@ import pytest
 
 from tests.integration.conftest import commit
 from tests.integration.gc.test_gc_inprocess import rules
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, RedisServer, janitor_env
 from workers.gc.runner import Busy, GCRequest, execute
 from workers.gc.store import GCRuns
 from workers.lakefs.client import make_lakefs_for
@@ -149,6 +149,39 @@ def test_a_run_killed_at_any_moment_loses_nothing_and_the_next_run_converges(lak
         assert "stopped renewing its lease" in next(e for e in history if e.get("reason") == "died")["error"]
     print(f"RELIABILITY killed-{point}: runs {killed + 1}, kills {killed} (point reached {reached}), read back "
           f"{len(lake.must_survive)}, lost 0, failed re-runs 0")
+
+
+def test_redis_going_away_mid_run_stops_it_clearly_and_the_next_run_converges(lakefs, lakefs_server, repo):
+    own = RedisServer().start()
+    try:
+        env = janitor_env(lakefs_server, own.url)
+        root = lakefs_server.dir / "block" / repo
+        lake = build(lakefs, repo, random.Random(SEED), paths=60)
+        proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--engine", "inprocess"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        hit = wait_for(proc, "plan-write", root, random.Random(SEED), len(data_keys(root)))
+        if hit:  # frozen as its plan is written, Redis taken away, resumed: the sweep's first check fails
+            proc.send_signal(signal.SIGSTOP)
+        own.stop()
+        if hit:
+            proc.send_signal(signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+        if hit:
+            assert proc.returncode == 1, (out, err)
+        assert "Traceback" not in err and (proc.returncode == 0 or "Redis" in err), (out, err)
+        if hit:
+            assert "stopped before deleting more" in err, err
+        assert lost(lakefs, lake) == [], f"seed {SEED}"
+        own.start()
+        again = subprocess.run([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--engine", "inprocess"],
+                               env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert lost(lakefs, lake) == [] and not (data_keys(root) & lake.garbage)
+        print(f"RELIABILITY redis-down: runs 2, faults 1 (Redis stopped at the plan write), read back "
+              f"{len(lake.must_survive)}, lost 0, failed re-runs 0 (first run: exit {proc.returncode}, "
+              f"{err.strip().splitlines()[-1] if err.strip() else 'no message'})")
+    finally:
+        own.cleanup()
 
 
 def test_a_partly_written_plan_is_never_swept(lakefs, lakefs_server, repo, env, cli):
