@@ -332,3 +332,37 @@ def test_runs_beside_concurrent_writers_lose_nothing(lakefs, lakefs_server, repo
     assert completed >= ROUNDS // 2 and ops > 20, (completed, ops)
     print(f"RELIABILITY concurrent-writers: runs {completed + 1}, faults: {ops} writer operations during the runs, "
           f"read back {checked}, lost 0, failed re-runs 0 (deleted {deleted})")
+
+
+def test_unexpected_content_is_skipped_or_refused_never_a_crash(lakefs, lakefs_server, repo, cli):
+    """Foreign files under _lakefs/ and beside the data, an empty range file, a plan of an older format: skipped
+    or refused with a reason, never a traceback, never a deletion outside the data the plan names."""
+    lake = build(lakefs, repo, random.Random(SEED), paths=20)
+    root = lakefs_server.dir / "block" / repo
+    foreign = {root / "_lakefs" / "notes.txt": b"ours", root / "_lakefs" / "retention" / "gc" / "unified" / "junk":
+               b"{not json", root / "_lakefs" / "retention" / "gc" / "unified" / "r1" / "summary.json": b"",
+               root / "README.operator": b"left by hand"}
+    for path, data in foreign.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    planned = json.loads(cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--json").output)
+    # a file beside the data is, like lakeFS's own GC has it, an object no commit reaches: planned, by name
+    assert planned["num_deleted_objects"] == len(lake.garbage) + 1
+    summary = root / "_lakefs" / "retention" / "gc" / "unified" / planned["run_id"] / "summary.json"
+    record = json.loads(summary.read_text())
+    summary.write_text(json.dumps({**record, "format": record["format"] - 1}))  # a plan an older janitor wrote
+    out = cli("gc", "run", f"lakefs://{repo}", "--plan", planned["run_id"], expect_exit=1).output
+    assert "format" in out and "Traceback" not in out
+    ranges = [f for f in (root / "_lakefs").iterdir() if f.is_file() and len(f.name) == 64]
+    saved = {f: f.read_bytes() for f in ranges}
+    for f in ranges:
+        f.write_bytes(b"")  # empty range and metarange files
+    out = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", expect_exit=1).output
+    assert "corrupt-metadata" in out and "Traceback" not in out
+    assert lake.garbage <= data_keys(root)  # nothing deleted on a mark that could not read what is kept
+    for f, data in saved.items():
+        f.write_bytes(data)
+    cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s")
+    assert lost(lakefs, lake) == [] and not (data_keys(root) & lake.garbage)
+    assert all(path.read_bytes() == data for path, data in foreign.items() if "_lakefs" in str(path))
+    assert not (root / "README.operator").exists()
