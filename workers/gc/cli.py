@@ -14,24 +14,15 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
-from spark_jobs.core.durations import DurationError, parse_duration
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
 from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
 from workers.gc.preview import policy_preview, run_breakdown
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
 from workers.gc.runner import Busy, GCError, GCRequest, api_config, execute, repository_impact, storage_config
+from workers.gc.savepoint_cli import cutoff as _min_age
 from workers.gc.savepoint_cli import savepoint
 from workers.gc.store import GCRuns
 from workers.uris import URIError, parse_repository_uri
-
-
-def _min_age(value: str | None) -> timedelta | None:
-    if value is None:
-        return None
-    try:
-        return parse_duration(value, allow_zero=True)
-    except DurationError as exc:
-        raise click.BadParameter(str(exc), param_hint="--min-age") from None
 
 
 @contextlib.contextmanager
