@@ -24,6 +24,7 @@ class Collector:
     engine: str = "inprocess"
     local_root: str | None = None  # None: learnt from lakeFS, as in production
     max_in_flight: int = 8
+    cache: bool = True  # the mark cache; False: every range and metarange read (``gc run --no-cache``)
 
     @property
     def api(self) -> LakeFSApiConfig:
@@ -37,7 +38,7 @@ class Collector:
 
     def _go(self, repo: str, mode: str, **kw: Any) -> tuple[Summary, Marked | None]:
         request = RunRequest(repository_id=repo, mode=mode, engine=self.engine, range_partitions=4,
-                             address_partitions=4, **kw)
+                             address_partitions=4, **{"cache": self.cache, **kw})
         return run_marked(self.api, self.storage, request, runner=self.runner)
 
     def run(self, repo: str, *, min_age: timedelta | None = timedelta(0), dry_run: bool = False,

@@ -371,19 +371,33 @@ def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, s
                   read_range: Callable[[str], bytes], namespace_uris: Iterable[str]) -> set[str]:
     """KEEP_LATEST_FILE_VERSIONS on every matching branch: each path's N most recent distinct versions over the
     branch's first-parent history (N: the largest of the matching policies). Reads each distinct range once."""
-    policies, uris = list(policies), tuple(namespace_uris)
+    uris = tuple(namespace_uris)
+
+    def entries_of(range_id: str, seen_blocks: set[bytes]) -> list[tuple[str, str]]:
+        return [(path.decode(), key) for path, address, kind, _ in
+                range_entries(read_range(range_id), seen_blocks=seen_blocks)
+                if (key := relative_key(address, kind, uris)) is not None]
+
+    return versions_kept_from(commits=commits, branch_heads=branch_heads, policies=policies,
+                              range_ids_of=lambda m: metarange_range_ids(read_metarange(m)), entries_of=entries_of)
+
+
+def versions_kept_from(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str],
+                       policies: Iterable[CleaningPolicy], range_ids_of: Callable[[str], list[str]],
+                       entries_of: Callable[[str, set[bytes]], Iterable[tuple[str, str]]]) -> set[str]:
+    """versions_kept over any source of ranges (the files, or the mark cache): ``range_ids_of(metarange id)``, and
+    ``entries_of(range id, seen blocks)``: the (path, namespace-relative key) pairs of the range, of its data blocks
+    not in ``seen blocks`` at least (a source may give them all: a pair met again adds no distinct version)."""
+    policies = list(policies)
 
     def new_entries(meta_range_id: str, seen_ranges: set[str], seen_blocks: set[bytes]) -> list[tuple[str, str]]:
         # Newest first, a (path, version) pair met again adds no distinct version: a range, or a data block of a
         # range version, already walked on this line holds only such pairs, so only what is new is decoded.
         out: list[tuple[str, str]] = []
-        for range_id in metarange_range_ids(read_metarange(meta_range_id)) if meta_range_id else []:
-            if range_id in seen_ranges:
-                continue
-            seen_ranges.add(range_id)
-            out += [(path.decode(), key) for path, address, kind, _ in
-                    range_entries(read_range(range_id), seen_blocks=seen_blocks)
-                    if (key := relative_key(address, kind, uris)) is not None]
+        for range_id in range_ids_of(meta_range_id) if meta_range_id else []:
+            if range_id not in seen_ranges:
+                seen_ranges.add(range_id)
+                out += entries_of(range_id, seen_blocks)
         return out
 
     kept: set[str] = set()

@@ -55,6 +55,9 @@ class Summary:
     num_failed: int = 0
     failed: list = field(default_factory=list)  # the first failures of the sweep
     new_ranges_read: int = 0  # by the sweep's re-check
+    # what the mark took from its cache: state used|empty|ignored|off, reason, {ranges,metaranges}_{cached,read},
+    # stale_entries (dropped: their file is gone or changed size), written
+    cache: dict = field(default_factory=dict)
     swept_at: str | None = None
 
     @classmethod
@@ -71,6 +74,22 @@ class Summary:
 
     def dumps(self) -> bytes:
         return json.dumps(self.as_dict(), indent=2, sort_keys=True).encode()
+
+
+def describe_cache(cache: dict) -> str:
+    """One line on what the mark took from its cache (empty for records without one, and for sweeps)."""
+    state = cache.get("state")
+    if not state:
+        return ""
+    if state == "off":
+        return "mark cache: off (--no-cache): every range and metarange read"
+    counts = (f"{cache.get('ranges_cached', 0):,} ranges and {cache.get('metaranges_cached', 0):,} metaranges from "
+              f"the cache, {cache.get('ranges_read', 0):,} ranges and {cache.get('metaranges_read', 0):,} "
+              "metaranges read")
+    why = f" (cache ignored: {cache.get('reason')})" if state == "ignored" else \
+        " (no cache yet)" if state == "empty" else \
+        f" ({cache['stale_entries']:,} stale entries dropped)" if cache.get("stale_entries") else ""
+    return f"mark cache: {counts}{why}" + ("" if cache.get("written", True) else "; the new cache was not written")
 
 
 def run_dir(run_id: str) -> str:

@@ -533,6 +533,25 @@ def _range_blocks(data: bytes, verify_checksums: bool, seen_blocks: set[bytes] |
             seen_blocks.add(digest)  # only once decoded and walked: a corrupt block is never taken as seen
 
 
+def range_blocks(data: bytes, *, seen_blocks: set[bytes], verify_checksums: bool = True) \
+        -> tuple[list[bytes], list[tuple[bytes, list[tuple[bytes, str, int, int]]]]]:
+    """A range file as its data blocks (what the mark cache keeps): the digest of every block, in order (the key of
+    range_addresses's ``seen_blocks``), and the entries of each block not in ``seen_blocks``, added to it."""
+    table = _Table(data, verify_checksums=verify_checksums)
+    _expect_type(table, b"ranges")
+    digests: list[bytes] = []
+    new: list[tuple[bytes, list[tuple[bytes, str, int, int]]]] = []
+    for offset, size in table.data_handles():
+        digest = _blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
+        digests.append(digest)
+        if digest not in seen_blocks:
+            entries: list[tuple[bytes, str, int, int]] = []
+            _block_entries_fast(table.block((offset, size)), entries)
+            new.append((digest, entries))
+            seen_blocks.add(digest)
+    return digests, new
+
+
 def _block_entries_fast(b: bytes, out: list[tuple[bytes, str, int, int]]) -> None:
     """range_entries for one block: _block_addresses's walk plus the key (prefix-decompressed, trailer stripped)
     and the size; an entry of another shape goes through _block_entries + decode_entry."""

@@ -45,6 +45,7 @@ class RunRequest:
     range_partitions: int = 50
     address_partitions: int = 200
     lease: LeaseRef | None = None  # checked before each batch of deletions (None: no lease, e.g. a benchmark)
+    cache: bool = True  # the mark cache (engine/mark_cache.py); False: every range and metarange read
 
 
 def _check(request: RunRequest) -> datetime:
@@ -84,7 +85,7 @@ def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Run
                 repository_id=request.repository_id, run_id=mark_id, now=now, min_age=request.min_age,
                 dry_run=request.mode == "dry-run", engine=request.engine, range_partitions=request.range_partitions,
                 address_partitions=request.address_partitions, prefix_depth=request.prefix_depth,
-                by_path=request.by_path), graph=graph, progress=progress)
+                by_path=request.by_path, cache=request.cache), graph=graph, progress=progress)
             if request.mode != "full":
                 return marked.summary, marked
         config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)

@@ -34,7 +34,7 @@ from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import DAY, Commit, GCRules, commit_from_api, oldest_retained, read_line
-from spark_jobs.engine import report
+from spark_jobs.engine import mark_cache, mark_source, report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
@@ -282,6 +282,7 @@ class MarkRequest:
     prefix_depth: int = 2  # folders of the by-prefix breakdown
     by_path: bool = False  # name what the plan deletes by the path it had in lakeFS (reads the expired history)
     record: bool = True  # write the plan under _lakefs/ (a preview of other policies writes nothing)
+    cache: bool = True  # take what metadata files held from the mark cache (engine/mark_cache.py), and rewrite it
 
 
 @dataclass
@@ -320,11 +321,21 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         progress("commits", len(bound.commits))
         seconds = {"commits": time.monotonic() - started}
         t = time.monotonic()
-        kept, range_ids = reached(runner, config, graph, retention=retention, metaranges=metaranges,
-                                  partitions=request.range_partitions)
+        loaded = mark_cache.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace) \
+            if request.cache else None
+        source = None if loaded is None else mark_source.Source(
+            loaded.memory, runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
+        if source is None:
+            kept, range_ids = reached(runner, config, graph, retention=retention, metaranges=metaranges,
+                                      partitions=request.range_partitions)
+        else:
+            kept, range_ids = mark_source.reached(source, graph, retention=retention, metaranges=metaranges,
+                                                  prefixes=ctx.prefixes)
         decision = retention.union() if retention.by_path else bound
         progress("ranges", len(range_ids))
-        if graph.cleaning:  # keep_versions: on the driver, each distinct range read once
+        if graph.cleaning and source is not None:  # keep_versions: on the driver
+            kept |= mark_source.versions(source, graph, prefixes=ctx.prefixes)
+        elif graph.cleaning:  # each distinct range read once
             kept |= versions_kept(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,
                                   read_metarange=ctx.read_metarange, read_range=ctx.read_range,
                                   namespace_uris=ctx.prefixes)
@@ -352,8 +363,11 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
             policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, engine=request.engine,
             storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(), commits=len(graph.commits),
             lakefs_retained_commits=len(graph.lakefs_retained), metaranges=len(metaranges), ranges=len(range_ids),
-            uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()})
+            uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()},
+            cache={"state": "off"} if loaded is None else {**loaded.stats, **source.stats()})
         if request.record:
+            if source is not None:
+                summary.cache["written"] = write_cache(ctx.ns, source, loaded, request=request, graph=graph)
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
         return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept | uncommitted, listed,
                       cutoff.timestamp(), range_ids, uncommitted)
@@ -363,6 +377,18 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         raise GCError(f"committed metadata is unreadable: {exc}", "corrupt-metadata") from exc
     finally:
         ctx.close()
+
+
+def write_cache(ns: Namespace, source: mark_source.Source, loaded: mark_cache.Loaded, *, request: MarkRequest,
+                graph: Graph) -> bool:
+    """Rewrite the mark cache with what this run used; a failure costs the next run its reads, not this run."""
+    try:
+        mark_cache.save(ns, source.to_keep(), previous_slot=loaded.slot, repository_id=request.repository_id,
+                        namespace=graph.namespace, run_id=request.run_id)
+        return True
+    except (StorageError, OSError, ValueError) as exc:
+        mark_cache.log.warning("GC mark cache of %s not written: %s", request.repository_id, exc)
+        return False
 
 
 def reached(runner: Runner, config: JobConfig, graph: Graph, *, retention: ScopedRetention,
@@ -417,6 +443,6 @@ def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) 
 def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:
     """What both runners must agree on: the deleted set and the decision's fields (not the run id, the runner,
     nor timings)."""
-    skip = {"run_id", "engine", "seconds", "by_path", "start_time", "cutoff_time"}
+    skip = {"run_id", "engine", "seconds", "by_path", "start_time", "cutoff_time", "cache"}
     fields = summary.as_dict()
     return {"deleted": sorted(deleted), **{k: fields[k] for k in sorted(fields) if k not in skip}}

@@ -1,0 +1,161 @@
+"""The mark cache's contents and their encoding (pure: bytes in, bytes out; the engine does the I/O).
+
+What a metadata file held never changes (lakeFS names range files and metaranges by their content), so it can be
+remembered: per metarange, its ranges with their first keys; per range file, its data blocks (by the digest
+``sstable.range_blocks`` gives them); per distinct block, its entries as stored: path, raw address and address
+type. Raw addresses, not namespace-relative keys, because what is relative depends on the namespace's prefixes
+(a local blockstore's folder); paths always, because path policies and keep_versions need them and a policy
+change must not make the cache useless. Blocks are kept once however many range versions share them, so the cache
+grows with what changed, as the files do.
+
+Three parquet files (metaranges, ranges, blocks) and a pointer (JSON) naming them with their sizes and SHA-256:
+a reader trusts the files only when all match, so a torn, truncated or rewritten cache is seen as such.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+FORMAT = 1
+FILES = ("metaranges.parquet", "ranges.parquet", "blocks.parquet")
+SLOTS = ("a", "b")  # written alternately: a run killed while writing one leaves the other, still named, intact
+
+Entry = tuple[bytes, str, int]  # path, raw address, address type
+Span = tuple[bytes, str]  # a metarange's range: (first key, range id)
+
+
+class CacheError(ValueError):
+    """A cache that cannot be trusted as a whole; the message says why (it is ignored and rebuilt)."""
+
+
+@dataclass
+class Memory:
+    """What the mark knows of metadata files, by id (with each file's size, to check it against the store)."""
+
+    metaranges: dict[str, tuple[int, tuple[Span, ...]]] = field(default_factory=dict)
+    ranges: dict[str, tuple[int, tuple[bytes, ...]]] = field(default_factory=dict)  # id -> (size, block digests)
+    blocks: dict[bytes, list[Entry]] = field(default_factory=dict)
+
+    def subset(self, metaranges: Iterable[str], ranges: Iterable[str]) -> Memory:
+        """Only the given files (those a run used) and the blocks they hold: what is not reached any more goes."""
+        kept_ranges = {r: self.ranges[r] for r in sorted(set(ranges)) if r in self.ranges}
+        digests = {d for _, blocks in kept_ranges.values() for d in blocks}
+        return Memory({m: self.metaranges[m] for m in sorted(set(metaranges)) if m in self.metaranges},
+                      kept_ranges, {d: self.blocks[d] for d in sorted(digests) if d in self.blocks})
+
+
+def trusted(memory: Memory, sizes: Mapping[str, int]) -> tuple[Memory, int]:
+    """The entries whose file still exists with the size remembered (``sizes``: file id -> size, as listed), and
+    ranges whose every block is known; and how many entries were dropped."""
+    metaranges = {m: v for m, v in memory.metaranges.items() if sizes.get(m) == v[0]}
+    ranges = {r: v for r, v in memory.ranges.items()
+              if sizes.get(r) == v[0] and all(d in memory.blocks for d in v[1])}
+    dropped = len(memory.metaranges) - len(metaranges) + len(memory.ranges) - len(ranges)
+    return Memory(metaranges, ranges, memory.blocks), dropped
+
+
+def _schemas():
+    import pyarrow as pa  # noqa: PLC0415 - only where a cache is read or written
+
+    return {
+        "metaranges.parquet": pa.schema([("metarange_id", pa.string()), ("size", pa.int64()),
+                                         ("first_keys", pa.list_(pa.binary())), ("range_ids", pa.list_(pa.string()))]),
+        "ranges.parquet": pa.schema([("range_id", pa.string()), ("size", pa.int64()),
+                                     ("blocks", pa.list_(pa.binary()))]),
+        "blocks.parquet": pa.schema([("block", pa.binary()), ("path", pa.binary()), ("address", pa.string()),
+                                     ("address_type", pa.int8())]),
+    }
+
+
+def _parquet(table) -> bytes:
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    out = io.BytesIO()
+    pq.write_table(table, out, compression="zstd")
+    return out.getvalue()
+
+
+def encode(memory: Memory) -> dict[str, bytes]:
+    """The three files' bytes."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    schemas = _schemas()
+    m_ids = sorted(memory.metaranges)
+    r_ids = sorted(memory.ranges)
+    rows = [(d, e) for d in sorted(memory.blocks) for e in memory.blocks[d]]
+    columns = {
+        "metaranges.parquet": [m_ids, [memory.metaranges[m][0] for m in m_ids],
+                               [[k for k, _ in memory.metaranges[m][1]] for m in m_ids],
+                               [[r for _, r in memory.metaranges[m][1]] for m in m_ids]],
+        "ranges.parquet": [r_ids, [memory.ranges[r][0] for r in r_ids], [list(memory.ranges[r][1]) for r in r_ids]],
+        "blocks.parquet": [[d for d, _ in rows], [e[0] for _, e in rows], [e[1] for _, e in rows],
+                           [e[2] for _, e in rows]],
+    }
+    return {name: _parquet(pa.Table.from_arrays([pa.array(c, t) for c, t in zip(columns[name], schemas[name].types,
+                                                                                     strict=True)],
+                                                schema=schemas[name])) for name in FILES}
+
+
+def decode(files: Mapping[str, bytes]) -> Memory:
+    """The files back as a Memory; a CacheError when one is not a parquet file of the expected schema."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    tables = {}
+    for name, schema in _schemas().items():
+        try:
+            tables[name] = pq.read_table(io.BytesIO(files[name]))
+        except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary: an unreadable cache is no cache
+            raise CacheError(f"{name} is unreadable ({type(exc).__name__}: {exc})") from None
+        if not tables[name].schema.equals(schema):
+            raise CacheError(f"{name} has another schema than format {FORMAT}'s")
+    m = tables["metaranges.parquet"].to_pydict()
+    r = tables["ranges.parquet"].to_pydict()
+    b = tables["blocks.parquet"].to_pydict()
+    memory = Memory()
+    for mid, size, keys, rids in zip(m["metarange_id"], m["size"], m["first_keys"], m["range_ids"], strict=True):
+        if len(keys) != len(rids):
+            raise CacheError(f"metarange {mid}: {len(keys)} first keys for {len(rids)} ranges")
+        memory.metaranges[mid] = (size, tuple(zip(keys, rids, strict=True)))
+    for rid, size, blocks in zip(r["range_id"], r["size"], r["blocks"], strict=True):
+        memory.ranges[rid] = (size, tuple(blocks))
+    for digest, path, address, kind in zip(b["block"], b["path"], b["address"], b["address_type"], strict=True):
+        memory.blocks.setdefault(digest, []).append((path, address, kind))
+    return memory
+
+
+def pointer(files: Mapping[str, bytes], *, slot: str, repository_id: str, namespace: str, run_id: str) -> bytes:
+    return json.dumps({"format": FORMAT, "repository_id": repository_id, "storage_namespace": namespace,
+                       "slot": slot, "run_id": run_id,
+                       "files": {n: {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
+                                 for n, d in files.items()}}, indent=2, sort_keys=True).encode()
+
+
+def check_pointer(raw: bytes, *, repository_id: str, namespace: str) -> dict:
+    """The pointer, when it is one of this format for this repository and namespace; else a CacheError."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        raise CacheError("its pointer is not JSON") from None
+    if not isinstance(doc, dict):
+        raise CacheError("its pointer is not a JSON object")
+    if doc.get("format") != FORMAT:
+        raise CacheError(f"format {doc.get('format')!r}, this janitor reads format {FORMAT}")
+    if doc.get("repository_id") != repository_id or doc.get("storage_namespace") != namespace:
+        raise CacheError(f"written for lakefs://{doc.get('repository_id')} at {doc.get('storage_namespace')}, "
+                         f"not this repository")
+    files = doc.get("files")
+    if doc.get("slot") not in SLOTS or not isinstance(files, dict) or sorted(files) != sorted(FILES) or not all(
+            isinstance(f, dict) and isinstance(f.get("size"), int) and isinstance(f.get("sha256"), str)
+            for f in files.values()):
+        raise CacheError("its pointer does not name its files")
+    return doc
+
+
+def check_file(name: str, data: bytes, expected: Mapping[str, object]) -> None:
+    if len(data) != expected["size"] or hashlib.sha256(data).hexdigest() != expected["sha256"]:
+        raise CacheError(f"{name} is not the file its pointer names ({len(data)} bytes, expected "
+                         f"{expected['size']}): torn or altered")
