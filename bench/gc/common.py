@@ -98,3 +98,31 @@ def machine(packages: tuple[str, ...]) -> dict[str, Any]:
         return machine_info(packages)
     except Exception:  # noqa: BLE001 - informational only
         return {"cpus": os.cpu_count()}
+
+
+def gc_run(collector: Collector, repository_id: str, mode: str = "dry-run", *, cache: bool | None = None,
+           **kw: Any):
+    """One run of the engine as ``collector`` would make it, with ``cache`` (the mark's memory of range files,
+    spark_jobs/engine/mark_cache.py) on or off; ``cache=None`` leaves the engine's default. Arguments this
+    version of RunRequest does not know are dropped (so the benchmarks run before and after a field lands).
+    Returns (Summary, Marked)."""
+    import dataclasses  # noqa: PLC0415
+
+    from spark_jobs.engine.engine import RunRequest, run_marked  # noqa: PLC0415
+
+    known = {f.name for f in dataclasses.fields(RunRequest)}
+    if cache is not None:
+        kw["cache"] = cache
+    kw = {k: v for k, v in kw.items() if k in known}
+    request = RunRequest(repository_id=repository_id, mode=mode, engine=collector.engine, range_partitions=4,
+                         address_partitions=4, **kw)
+    return run_marked(collector.api, collector.storage, request, runner=collector.runner)
+
+
+def cache_available() -> bool:
+    """Whether this engine has the mark cache (RunRequest.cache)."""
+    import dataclasses  # noqa: PLC0415
+
+    from spark_jobs.engine.engine import RunRequest  # noqa: PLC0415
+
+    return "cache" in {f.name for f in dataclasses.fields(RunRequest)}
