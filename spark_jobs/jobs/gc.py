@@ -6,7 +6,7 @@ as the thread runner does in process, so both write the same plan.
 
     spark-submit --py-files spark_jobs.zip spark_jobs/jobs/gc.py --repository REPO --mode full|mark|sweep|dry-run
         [--now ISO-8601] [--min-age-seconds S] [--run-id ID] [--mark-id ID] [--metadata-from storage|lakefs]
-        [--max-deletions N] [--prefix-depth D] [--by-path] [--local-root DIR] [--max-in-flight N]
+        [--max-deletions N] [--prefix-depth D] [--by-path] [--local-root DIR] [--max-in-flight N] [--no-cache]
 
 lakeFS connection, timeouts, partition counts and storage options come from the Hadoop configuration
 (spark.hadoop.lakefs.*), as workers/gc/submit.py passes them. Progress and the result are printed as events
@@ -102,6 +102,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--prefix-depth", type=int, default=2)
     parser.add_argument("--by-path", action="store_true", help="name the planned objects by their lakeFS paths")
     parser.add_argument("--max-in-flight", type=int, default=8, help="requests to the store at once, per process")
+    parser.add_argument("--no-cache", action="store_true", help="read every range and metarange (no mark cache)")
     args = parser.parse_args(argv)
     sc = spark_context()
     try:
@@ -119,7 +120,7 @@ def main(argv: list[str]) -> int:
             max_deletions=args.max_deletions, prefix_depth=args.prefix_depth, by_path=args.by_path, engine="spark",
             metadata_from=args.metadata_from, range_partitions=config.range_num_partitions,
             address_partitions=config.address_num_partitions,
-            lease=LeaseRef.from_json(config.lease_json) if config.lease_json else None)
+            lease=LeaseRef.from_json(config.lease_json) if config.lease_json else None, cache=not args.no_cache)
         storage = StorageConfig("", args.local_root, config.storage_options_json, args.max_in_flight)
         guard = LeaseGuard(sc, request.lease) if request.lease is not None else None
         with guard or contextlib.nullcontext():

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
+from spark_jobs.core.report import describe_cache
 from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
 from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
 from workers.gc.preview import policy_preview, run_breakdown
@@ -77,6 +78,8 @@ def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
         click.echo(f"{summary.capped:,} more objects wait for the next run (gc.max_deletions_per_run)")
     if summary.backoffs:
         click.echo(f"the store throttled the sweep {summary.backoffs:,} times; it slowed down and completed")
+    if describe_cache(summary.cache):
+        click.echo(describe_cache(summary.cache))
     if by_prefix and (summary.by_path or summary.by_prefix):
         breakdown = table("path prefix" if summary.by_path else "prefix", "objects", "bytes")
         for prefix, (objects, size) in sorted((summary.by_path or summary.by_prefix).items()):
@@ -99,18 +102,20 @@ def gc() -> None:
 @click.option("--dry-run", is_flag=True, help="Mark and write the plan; delete nothing.")
 @click.option("--plan", "plan_id", default=None, help="Execute exactly this stored plan (a `gc plan` id) instead of "
                                                       "marking anew; the sweep's re-check still applies.")
+@click.option("--no-cache", is_flag=True, help="Read every range and metarange, not what the mark cache remembers.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
 def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, engine: str | None,
-            dry_run: bool, plan_id: str | None, as_json: bool) -> None:
+            dry_run: bool, plan_id: str | None, no_cache: bool, as_json: bool) -> None:
     """Mark what retained commits and staged entries reach, then delete the rest (exit 0 only on success)."""
     chosen = engine or rt.settings.gc.engine
-    if plan_id and (dry_run or min_age or now_text):
-        raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age and --now do not apply")
+    if plan_id and (dry_run or min_age or now_text or no_cache):
+        raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age, --now and --no-cache do not "
+                               "apply")
     request = GCRequest(repository, "sweep" if plan_id else "run", mark_id=plan_id,
                         now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
-                        dry_run=dry_run, engine=chosen)
+                        dry_run=dry_run, engine=chosen, cache=not no_cache)
     _print_summary(_go(rt, request, as_json), as_json)
 
 
@@ -196,13 +201,13 @@ def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None
     if not history:
         click.echo(f"no GC run of lakefs://{repository} is recorded")
         return
-    rows = table("run", "started", "mode", "ok", "policy", "oldest retained", "deleted", "bytes", "secs")
+    rows = table("run", "started", "mode", "ok", "policy", "oldest retained", "deleted", "bytes", "cached", "secs")
     for r in history:
         oldest = ", ".join(f"{b}@{c[:8]}" for b, c in sorted((r.get("oldest_retained") or {}).items()))
         rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[:16].replace("T", " "),
                      r.get("mode", ""), "yes" if r.get("success") else f"no: {r.get('reason', '')}",
                      ", ".join(r.get("policies") or []) or "-", oldest or "-", _deleted_cell(r),
-                     _bytes_cell(r), f"{r.get('seconds', 0):.1f}")
+                     _bytes_cell(r), _cache_cell(r.get("cache") or {}), f"{r.get('seconds', 0):.1f}")
     console.print(rows)
 
 
@@ -224,8 +229,18 @@ def _show_run(rt: Runtime, repository: str, run_id: str, depth: int, as_json: bo
     rows.add_row("[b]total[/b]", *(f"{total[k]:,}" for k in ("planned", "deleted", "failed", "bytes_deleted")))
     click.echo(f"run {run_id} of lakefs://{repository} ({found.summary.phase}, {found.summary.start_time[:16]})")
     console.print(rows)
+    if describe_cache(found.summary.cache):
+        click.echo(describe_cache(found.summary.cache))
     if found.note:
         click.echo(found.note)
+
+
+def _cache_cell(cache: dict) -> str:
+    """Ranges the mark took from its cache, of those it needed (details: `gc show lakefs://REPO RUN_ID`)."""
+    if cache.get("state") in (None, "off"):
+        return cache.get("state") or "-"
+    cached, read = cache.get("ranges_cached", 0), cache.get("ranges_read", 0)
+    return f"{cached:,}/{cached + read:,}" + (" (ignored)" if cache["state"] == "ignored" else "")
 
 
 def _planned(r: dict) -> bool:

@@ -280,6 +280,8 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
         args += ["--max-deletions", str(request.max_deletions)]
     if request.by_path:
         args.append("--by-path")
+    if not request.cache:
+        args.append("--no-cache")
     if storage.local_root:
         args += ["--local-root", storage.local_root]
     outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage_options_json=storage.options_json,
