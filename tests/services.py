@@ -178,7 +178,7 @@ class LakeFSServer(Service):
         }
 
     def start(self) -> LakeFSServer:
-        self.import_dir.mkdir()
+        self.import_dir.mkdir(exist_ok=True)  # a restart keeps the server's folder, database and port
         cfg = self.dir / "lakefs.yaml"
         cfg.write_text(yaml.safe_dump(self.config()))
         env = {**os.environ, **self.store.lakefs_env(), **self.extra_env}
@@ -611,6 +611,23 @@ def is_batch_delete(kind: str, method: str, target: str) -> bool:
     raise ValueError(f"unknown store kind {kind!r}")
 
 
+def is_list(kind: str, method: str, target: str) -> bool:
+    """A listing of objects (S3 ListObjectsV2 / ListObjects)."""
+    if kind != "s3":
+        raise ValueError(f"listing requests are matched for s3 only, not {kind!r}")
+    url = urlsplit(target)
+    return method == "GET" and ("list-type" in parse_qs(url.query) or url.path.rstrip("/").count("/") == 1)
+
+
+def internal_error(kind: str) -> tuple[int, dict[str, str], bytes]:
+    """S3's 500 InternalError (a passing server fault)."""
+    if kind != "s3":
+        raise ValueError(f"internal_error is written for s3 only, not {kind!r}")
+    return 500, {"Content-Type": "application/xml"}, (
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
+        b"<Message>We encountered an internal error. Please try again.</Message><RequestId>fault</RequestId></Error>")
+
+
 def throttle_answer(kind: str, status: int | None = None) -> tuple[int, dict[str, str], bytes]:
     """The store's own "slow down" answer: status, headers, body."""
     if kind == "s3":
@@ -663,17 +680,27 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         names = {name.lower() for name, _ in headers}
         if "content-length" not in names and status not in (204, 304) and self.command != "HEAD":
             self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        try:
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up first (a stalled request)
+            self.close_connection = True
 
     def _handle(self) -> None:
         proxy = self.server.proxy
         body = self._body()
-        if proxy._throttle(self.command, self.path):
-            status, headers, payload = proxy.answer
-            self._reply(status, "Throttled", list(headers.items()), payload)
-            return
+        if proxy.went or proxy._throttle(self.command, self.path):
+            if proxy.gone:  # from now on every request, on any open connection, is dropped unanswered
+                proxy.went = True
+                self.close_connection = True
+                threading.Thread(target=proxy.stop, daemon=True).start()
+                return
+            if proxy.stall <= 0:
+                status, headers, payload = proxy.answer
+                self._reply(status, "Throttled", list(headers.items()), payload)
+                return
+            time.sleep(proxy.stall)
         upstream = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
         try:
             upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
@@ -709,13 +736,18 @@ class ThrottlingProxy:
 
     def __init__(self, upstream_url: str, kind: str, *, first: int = 0, every: int = 0, share: float = 0.0,
                  seed: int = 0, status: int | None = None,
-                 match: str | Callable[[str, str], bool] = "batch-delete") -> None:
+                 match: str | Callable[[str, str], bool] = "batch-delete",
+                 answer: tuple[int, dict[str, str], bytes] | None = None, stall: float = 0.0,
+                 gone: bool = False) -> None:
         self.upstream = urlsplit(upstream_url)
         self.kind = kind
         self.first, self.every, self.share = first, every, share
-        presets = {"batch-delete": is_batch_delete, "delete": is_delete}
+        presets = {"batch-delete": is_batch_delete, "delete": is_delete, "list": is_list}
         self.match = functools.partial(presets[match], kind) if isinstance(match, str) else match
-        self.answer = throttle_answer(kind, status)
+        self.answer = answer or throttle_answer(kind, status)
+        self.stall = stall  # > 0: a chosen request is held this long, then forwarded (a client times out first)
+        self.gone = gone  # at the first chosen request the store goes away: dropped unanswered, the port closed
+        self.went = False
         self.requests = self.matched = self.throttled = 0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
@@ -748,9 +780,10 @@ class ThrottlingProxy:
             return hit
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        with self._lock:  # the store going away stops it from a handler thread, the test's cleanup too
+            server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
     cleanup = stop

@@ -139,6 +139,8 @@ class GCSettings(BaseModel):
     gcs_project: str | None = None
     store_max_requests: int = Field(default=8, gt=0, le=256, description="requests to the store in flight at once "
                                     "per process (the throttled sweep's cap)")
+    store_timeout_seconds: int = Field(default=60, gt=0, le=3600, description="a request to the store (connect "
+                                       "or read) that takes longer is retried, a few times, then fails the run")
     threads: int = Field(default=8, gt=0, le=256, description="in-process engine: reads and deletes in parallel")
     lease_seconds: int = Field(default=60, ge=3, le=3600, description="one GC per repository at a time: the run's "
                                "lease, renewed while it lives; a dead run frees the repository within this")

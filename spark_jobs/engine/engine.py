@@ -97,7 +97,7 @@ def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Run
     except LakeFSApiError as exc:
         raise GCError(str(exc), exc.reason) from exc
     except StorageError as exc:
-        raise GCError(str(exc), "storage") from exc
+        raise GCError(str(exc), exc.reason) from exc
     finally:
         api.close()
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from spark_jobs.core.addresses import namespace_prefixes
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
-from spark_jobs.engine.throttle import Throttled, ThrottleStats, shared_throttle
+from spark_jobs.engine.throttle import Throttled, ThrottleStats, Unreachable, shared_throttle
 
 BATCH = {"local": 1000, "s3": 1000, "azure": 256, "gcs": 100}
 AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?:blob|dfs)\.core\.windows\.net$")
@@ -36,10 +36,19 @@ AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?:blob|dfs)\.core\.wind
 THROTTLING = ("SlowDown", "ServerBusy", "Throttl", "TooManyRequests", "Too Many Requests", "RequestLimitExceeded",
               "ServiceUnavailable", "Service Unavailable", "InternalError", "OperationTimedOut", "rateLimitExceeded")
 THROTTLING_STATUS = {429, 500, 502, 503, 504}
+# A request that timed out or lost its connection, as each store library (and the asyncio/aiohttp underneath)
+# names it: passing on a busy network, or the store gone
+UNREACHABLE = ("Timeout", "TimedOut", "ConnectionError", "ConnectionClosed", "EndpointConnection",
+               "ServerDisconnected", "ClientConnector", "ClientOSError", "ConnectionReset", "IncompleteRead")
 
 
 class StorageError(RuntimeError):
-    reason = "storage"
+    def __init__(self, message: str, reason: str = "storage") -> None:
+        super().__init__(message)
+        self.reason = reason  # labels the failure metric: storage, storage-unavailable, storage-throttled
+
+    def __reduce__(self):  # from an executor to the driver with its reason
+        return type(self), (str(self), self.reason)
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,17 @@ def is_throttling(exc: BaseException) -> bool:
     return False
 
 
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether an error from a store library is a time-out or a failed connection (not an answer)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (TimeoutError, ConnectionError)) or any(
+                word in type(seen).__name__ for word in UNREACHABLE) or "timed out" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def check_key(key: str) -> str:
     if not key or key.startswith("/") or ".." in key.split("/") or "://" in key:
         raise StorageError(f"refusing a key that leaves the namespace: {key!r}")
@@ -192,11 +212,16 @@ class Namespace:
             except Exception as exc:  # noqa: BLE001 - provider errors vary; classified here
                 if is_throttling(exc):
                     raise Throttled(str(exc)) from exc
+                if is_unreachable(exc):
+                    raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
                 raise StorageError(f"{what} on {self.config.namespace} failed: {type(exc).__name__}: {exc}") from exc
         try:
             return self.throttle.call(attempt, what, tally)
+        except Unreachable as exc:
+            raise StorageError(f"{what} on {self.config.namespace}: the store is unreachable (a request times out "
+                               f"after GC__STORE_TIMEOUT_SECONDS): {exc}", "storage-unavailable") from None
         except Throttled as exc:
-            raise StorageError(f"{what} on {self.config.namespace}: {exc}") from None
+            raise StorageError(f"{what} on {self.config.namespace}: {exc}", "storage-throttled") from None
 
     def probe(self) -> None:
         """Fail early, and say why, when the namespace cannot be listed with the settings given."""

@@ -19,6 +19,11 @@ class Throttled(Exception):
     """A store answered that it is throttling (the request may be retried after backing off)."""
 
 
+class Unreachable(Throttled):
+    """A request timed out or its connection failed: retried like a throttling answer, but only a few times, so
+    that a store that is gone fails the run within seconds, not minutes."""
+
+
 def next_rate(rate: float, *, throttled: bool, floor: float, ceiling: float, step: float) -> float:
     """AIMD: halve on throttling, add ``step`` requests/s on success, within [floor, ceiling]."""
     return max(floor, rate / 2) if throttled else min(ceiling, rate + step)
@@ -35,11 +40,11 @@ class Throttle:
     ``Throttled`` it backs off (halves the rate, sleeps with jitter) and retries, up to ``max_attempts``."""
 
     def __init__(self, *, max_in_flight: int = 8, start_rate: float = 50.0, floor: float = 0.5,
-                 ceiling: float = 1000.0, step: float = 5.0, max_attempts: int = 12,
+                 ceiling: float = 1000.0, step: float = 5.0, max_attempts: int = 12, max_unreachable: int = 5,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.slots = threading.BoundedSemaphore(max_in_flight)
         self.rate, self.floor, self.ceiling, self.step = start_rate, floor, ceiling, step
-        self.max_attempts = max_attempts
+        self.max_attempts, self.max_unreachable = max_attempts, max_unreachable
         self.sleep, self.clock = sleep, clock
         self.lock = threading.Lock()
         self.next_start = 0.0
@@ -69,6 +74,7 @@ class Throttle:
 
     def call(self, fn: Callable[[], object], what: str = "request", tally: ThrottleStats | None = None):
         """``tally``: the caller's own count of requests and back-offs (``stats`` counts the whole process's)."""
+        unreachable = 0
         for attempt in range(self.max_attempts):
             self._wait_turn()
             with self.slots:
@@ -78,6 +84,10 @@ class Throttle:
                         tally.requests += 1
                 try:
                     result = fn()
+                except Unreachable as exc:
+                    unreachable += 1
+                    if unreachable >= self.max_unreachable:
+                        raise Unreachable(f"{what}: the store did not answer {unreachable} times: {exc}") from None
                 except Throttled:
                     pass
                 else:

@@ -11,13 +11,14 @@ from workers.settings import GCSettings
 
 
 def storage_options(gc: GCSettings) -> dict[str, dict[str, Any]]:
-    s3: dict[str, Any] = {}
+    timeout = gc.store_timeout_seconds
+    s3: dict[str, Any] = {"config_kwargs": {"connect_timeout": timeout, "read_timeout": timeout}}
     if gc.s3_endpoint_url or gc.s3_region:
         s3["client_kwargs"] = {k: v for k, v in (("endpoint_url", gc.s3_endpoint_url),
                                                  ("region_name", gc.s3_region or "us-east-1")) if v}
     if gc.s3_access_key_id and gc.s3_secret_access_key:
         s3.update(key=gc.s3_access_key_id, secret=gc.s3_secret_access_key.get_secret_value())
-    azure: dict[str, Any] = {}
+    azure: dict[str, Any] = {"connection_timeout": timeout, "read_timeout": timeout}
     if gc.azure_connection_string:
         azure["connection_string"] = gc.azure_connection_string.get_secret_value()
     else:
@@ -29,7 +30,7 @@ def storage_options(gc: GCSettings) -> dict[str, dict[str, Any]]:
             azure["account_host"] = gc.azure_endpoint_url.split("://", 1)[1]
         if not gc.azure_account_key:
             azure["anon"] = False  # the default credential chain (DefaultAzureCredential)
-    gcs: dict[str, Any] = {}
+    gcs: dict[str, Any] = {"requests_timeout": timeout}
     if gc.gcs_endpoint_url:
         gcs["endpoint_url"] = gc.gcs_endpoint_url
     if gc.gcs_token:

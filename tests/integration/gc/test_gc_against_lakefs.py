@@ -243,6 +243,9 @@ class DyingLakeFS:
                                      headers={k: v for k, v in self.headers.items() if k.lower() != "connection"})
                     response = upstream.getresponse()
                     payload = response.read()
+                except OSError:  # lakeFS itself is down (a restart): the client sees its connection dropped
+                    self.close_connection = True
+                    return
                 finally:
                     upstream.close()
                 self.send_response_only(response.status, response.reason)

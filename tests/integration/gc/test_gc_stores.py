@@ -183,3 +183,24 @@ def test_a_dry_run_plan_is_never_swept(world, runner, request):
     with pytest.raises(GCError, match="dry run") as err:
         other(gc, world, request).sweep(repo, dry.run_id)
     assert err.value.reason == "dry-run-plan"
+
+
+def test_the_settings_reach_every_store(world, redis_client):
+    """From the store's LAKEFS_JANITOR_GC__* settings (as an operator sets them, timeouts included) to a complete
+    run through the runner that wraps production runs: the options each store library gets are usable."""
+    from workers.gc.runner import GCRequest, execute  # noqa: PLC0415
+    from workers.gc.store import GCRuns  # noqa: PLC0415
+    from workers.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
+
+    store, server, lakefs = world
+    repo = new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    prefix = "LAKEFS_JANITOR_GC__"
+    fields = {k[len(prefix):].lower(): v for k, v in store.janitor_env().items() if k.startswith(prefix)}
+    gc = GCSettings(min_age="0s", engine="inprocess", store_timeout_seconds=30, **fields)
+    connection = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                                  secret_access_key=ADMIN_SECRET_KEY)
+    summary = execute(gc, GCRequest(repo), connection=connection, runs=GCRuns(redis_client, f"s-{uuid.uuid4().hex[:6]}"))
+    assert summary.success and summary.swept == 2
+    assert read(lakefs, repo, h["c1"], "tables/t1/a.txt") == 410
+    assert read(lakefs, repo, "main", "staged.txt") == b"s2" and read(lakefs, repo, h["c2"], "tables/t1/a.txt") == b"v2"

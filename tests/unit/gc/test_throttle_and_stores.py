@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.engine.storage import StorageError, is_throttling, locate
-from spark_jobs.engine.throttle import Throttle, Throttled, next_rate
+from spark_jobs.engine.storage import StorageError, is_throttling, is_unreachable, locate
+from spark_jobs.engine.throttle import Throttle, Throttled, Unreachable, next_rate
 
 
 def test_the_rate_halves_on_throttling_and_creeps_back():
@@ -32,6 +32,48 @@ def test_a_throttled_call_backs_off_retries_and_counts():
     with pytest.raises(Throttled, match="still throttling"):
         Throttle(sleep=slept.append, clock=lambda: 0.0, max_attempts=2).call(lambda: (_ for _ in ()).throw(
             Throttled("503")))
+
+
+def test_a_store_that_does_not_answer_is_retried_a_few_times_only():
+    slept: list[float] = []
+    calls = []
+
+    def gone():
+        calls.append(1)
+        raise Unreachable("ConnectTimeoutError")
+
+    throttle = Throttle(sleep=slept.append, clock=lambda: 0.0, max_unreachable=5)
+    with pytest.raises(Unreachable, match="did not answer 5 times"):
+        throttle.call(gone, "listing data/")
+    assert len(calls) == 5 and throttle.stats.backoffs == 4  # no back-off after the last attempt
+    answers = iter([Unreachable("reset"), Throttled("SlowDown"), Unreachable("reset"), "ok"])
+
+    def flaky():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert Throttle(sleep=slept.append, clock=lambda: 0.0, max_unreachable=3).call(flaky) == "ok"
+
+
+def test_timeouts_and_failed_connections_are_recognised():
+    class ReadTimeoutError(Exception):
+        pass
+
+    class ServerDisconnectedError(Exception):
+        pass
+
+    assert is_unreachable(ReadTimeoutError("Read timeout on endpoint URL"))
+    assert is_unreachable(ServerDisconnectedError("Server disconnected"))
+    assert is_unreachable(ConnectionRefusedError(111, "Connection refused"))
+    assert is_unreachable(TimeoutError())
+    wrapped = OSError("listing failed")
+    wrapped.__cause__ = ConnectionResetError(104, "reset by peer")
+    assert is_unreachable(wrapped)
+    assert not is_unreachable(PermissionError("AccessDenied"))
+    assert not is_unreachable(FileNotFoundError("no such key"))
+    assert StorageError("x", "storage-unavailable").__reduce__()[1] == ("x", "storage-unavailable")
 
 
 def test_throttling_answers_are_recognised():
