@@ -23,6 +23,10 @@ BENCHMARKS = {
     "gc_inprocess": ("bench/gc/inprocess_bench.py", ["--quick"], 240, "gc-inprocess*"),
     "gc_sstable": ("bench/gc/sstable_bench.py", ["--quick"], 180, "gc-sstable*"),
     "gc_generate": ("bench/gc/generate.py", ["--quick"], 180, None),
+    # GC scale curve (10k/100k/1M in full): both runners in child processes, memory sampled
+    "gc_scale": ("bench/gc/scale_bench.py", ["--quick"], 300, "gc-scale*"),
+    # GC cold and warm runs (mark cache), local disk and versitygw, both runners
+    "gc_cache": ("bench/gc/cache_bench.py", ["--quick"], 420, "gc-cache*"),
 }
 
 
