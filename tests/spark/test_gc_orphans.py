@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from spark_jobs.engine.engine import RunRequest
 from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.mark import GCError
 from spark_jobs.engine.storage import Namespace, StorageConfig
+from tests.gc_engine import Collector
 from tests.services import LakeFSServer, RedisServer, janitor_env
 from tests.spark.cluster import spark_env
 from tests.spark.history import build_history
@@ -224,3 +226,45 @@ def readable(lakefs, repo: str):
     for ref in dict.fromkeys(refs):
         for obj in lakefs.objects.list_objects(repo, ref, amount=1000).results:
             yield ref, obj.path, lakefs.objects.get_object(repo, ref, obj.path)
+
+
+def test_an_executor_killed_on_the_standalone_cluster_is_replaced_and_the_run_converges(
+        history, lakefs, lakefs_server, lakefs_conn, cluster_spark, spark_cluster, submit_env):
+    """The executor JVM on the cluster's worker SIGKILLed at a random point of the run: the master gives the
+    application a new executor, Spark retries the lost tasks (a batch delete done twice deletes nothing more), and
+    the run completes; nothing that must survive is lost, and nothing is left to collect."""
+    _, worker = spark_cluster
+    keep = {(ref, path): data for ref, path, data in readable(lakefs, history)}
+    seed = int(os.environ.get("LAKEFS_JANITOR_FAULT_SEED", str(random.randrange(1 << 30))))
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["summary"] = run_gc(spark=cluster_spark, lakefs=lakefs_conn, env=submit_env,
+                                        storage=storage_config(GCSettings()),
+                                        request=RunRequest(history, "full", engine="spark", min_age=timedelta(0)))
+        except GCError as exc:
+            outcome["error"] = exc
+
+    started = threading.Thread(target=run, daemon=True)
+    started.start()
+    executor = find(worker.proc.pid, "CoarseGrainedExecutorBackend", deadline=time.monotonic() + 120)
+    assert executor, "no executor started on the worker"
+    time.sleep(random.Random(seed).uniform(0, 1.5))
+    print(f"seed {seed}: killing the cluster's executor {executor}")
+    try:
+        os.kill(executor, signal.SIGKILL)
+        hit = True
+    except ProcessLookupError:
+        hit = False  # the run ended first: it must then have completed
+    started.join(600)
+    assert not started.is_alive(), "the run did not end after its executor was killed"
+    assert "error" not in outcome, f"seed {seed}: {outcome.get('error')}"
+    summary = outcome["summary"]
+    assert summary.success and summary.phase == "swept", summary
+    assert [k for k, data in keep.items() if read_back(lakefs, history, *k) != data] == []
+    dry = Collector(lakefs_server.endpoint).run(history, dry_run=True)[0]
+    assert dry.num_deleted_objects == 0, f"seed {seed}: the run left garbage behind"
+    app = max(worker.work_dir.glob("app-*"), key=lambda p: p.stat().st_mtime)
+    print(f"RELIABILITY cluster-executor-killed: runs 1, kills {int(hit)}, executors of the run "
+          f"{len(list(app.iterdir()))}, read back {len(keep)}, lost 0, failed re-runs 0")
