@@ -1,0 +1,150 @@
+"""The mark cache on a real lakeFS, on both runners: successive GC runs on one repository whose history changes
+between runs (commits, merges, resets to old commits, deleted and new branches, changed GC rules and cleaning
+policies with paths: and keep_versions). After each run, the cached run's plan equals a --no-cache mark's on the
+same state at the same ``now``, and what the branches and retained commits reach is still there.
+
+GC_CACHE_TEST_ROUNDS (default 4) sets the rounds per runner; GC_CACHE_TEST_SEED replays one seed (printed on
+failure)."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from spark_jobs.core.cleaning import parse_cleaning_policies
+from spark_jobs.engine.mark import plan_fingerprint
+from tests.integration.conftest import commit, create_branch, upload
+from tests.integration.gc.test_gc_against_lakefs import key_of, rules
+from workers.gc.cleaning_store import clear_cleaning, set_cleaning
+from workers.lakefs.errors import LakeFSError
+
+DAY = 86400
+PATHS = [f"tables/{t}/{i}" for t in ("events", "users") for i in range(3)] + ["tmp/a", "tmp/b", "top"]
+POLICIES = [
+    [],
+    [{"id": "versions", "patterns": ["main"], "keep_versions": 2}],
+    [{"id": "events", "patterns": ["*"], "paths": ["tables/events/**"], "keep_commits": 3}],
+    [{"id": "tmp", "patterns": ["main"], "paths": ["tmp/**"], "keep_commits": 1, "override_gc_rules": True},
+     {"id": "users", "patterns": ["*"], "paths": ["tables/users/**"], "keep_versions": 2}],
+    [{"id": "dev", "patterns": ["b*"], "keep_commits": 2}],
+]
+
+
+class History:
+    """One repository's history, changed a little between GC runs."""
+
+    def __init__(self, lakefs, repo: str, rng: random.Random) -> None:
+        self.lakefs, self.repo, self.rng = lakefs, repo, rng
+        self.day = 25  # commits are dated this many days ago, later ones more recent
+        self.commits: list[str] = []
+
+    def call(self, what: str, fn, *args) -> object | None:
+        try:
+            return self.lakefs.call(what, fn, *args)
+        except LakeFSError:  # e.g. nothing to merge or commit: the history just does not change there
+            return None
+
+    def heads(self) -> dict[str, str]:
+        return dict(self.lakefs.branch_heads(self.repo))
+
+    def branches(self) -> list[str]:
+        return list(self.heads())
+
+    def commit_on(self, branch: str) -> None:
+        for path in self.rng.sample(PATHS, self.rng.randint(1, 3)):
+            upload(self.lakefs, self.repo, branch, path, f"{path} {self.day} {self.rng.random()}".encode())
+        if self.rng.random() < 0.3:
+            self.call("delete", self.lakefs.objects.delete_object, self.repo, branch, self.rng.choice(PATHS))
+        self.day = max(0, self.day - self.rng.randint(0, 2))
+        try:
+            self.commits.append(commit(self.lakefs, self.repo, branch, f"day {self.day}",
+                                       date=int(time.time()) - self.day * DAY - self.rng.randint(0, 3000)).id)
+        except LakeFSError:
+            pass
+
+    def change(self) -> str:
+        """One random change; what it was."""
+        branches, rng = self.branches(), self.rng
+        op = rng.choice(["commit", "commit", "commit", "branch", "merge", "reset", "delete", "rules", "policies"])
+        if op == "branch" and len(branches) < 4:
+            create_branch(self.lakefs, self.repo, f"b{rng.randint(0, 999)}", rng.choice(self.commits or ["main"]))
+        elif op == "merge" and len(branches) > 1:
+            self.call("merge", self.lakefs.refs.merge_into_branch, self.repo, rng.choice(branches[1:]), "main")
+        elif op == "reset" and self.commits:
+            self.call("reset", self.lakefs.experimental.hard_reset_branch, self.repo, rng.choice(branches),
+                      rng.choice(self.commits))
+        elif op == "delete" and len(branches) > 1:
+            self.call("delete branch", self.lakefs.branches.delete_branch, self.repo,
+                      rng.choice([b for b in branches if b != "main"]))
+        elif op == "rules":
+            rules(self.lakefs, self.repo, rng.choice([1, 5, 20]), main=rng.choice([2, 10, 40]))
+        elif op == "policies":
+            policies = rng.choice(POLICIES)
+            if policies:
+                set_cleaning(self.lakefs, self.repo, parse_cleaning_policies({"policies": policies}))
+            else:
+                clear_cleaning(self.lakefs, self.repo)
+            op += f" {[p['id'] for p in policies]}"
+        else:
+            self.commit_on(rng.choice(branches))
+            op = "commit"
+        return op
+
+
+def present(local_root: str, repo: str, key: str) -> bool:
+    return (Path(local_root) / repo / key).exists()
+
+
+def reached_keys(lakefs, repo: str, refs) -> set[str]:
+    return {k for ref in refs for o in lakefs.paginate("list", lakefs.objects.list_objects, repo, ref)
+            if (k := key_of(o.physical_address, repo)) is not None}
+
+
+def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rounds: int) -> list[dict]:
+    rng = random.Random(seed)
+    history = History(lakefs, repo, rng)
+    rules(lakefs, repo, 5, main=10)
+    for path in PATHS:
+        upload(lakefs, repo, "main", path, path.encode())
+    history.commit_on("main")
+    for _ in range(6):
+        history.commit_on("main")
+    stats = []
+    for round_ in range(rounds):
+        changes = [history.change() for _ in range(rng.randint(1, 4))] if round_ else ["initial"]
+        # what lakeFS lists per commit, and which of it still exists before the run (a reset or a branch may
+        # bring back a commit an earlier run expired: its objects are legitimately gone)
+        listed = {c: reached_keys(lakefs, repo, [c]) for c in set(history.commits) | set(history.heads().values())}
+        before = {k for keys in listed.values() for k in keys if present(local_root, repo, k)}
+        now = datetime.now(UTC)
+        reference = replace(any_runner_gc, cache=False).mark(repo, now=now, min_age=timedelta(0))
+        summary, marked = any_runner_gc.run(repo, now=now, min_age=timedelta(0))
+        where = f"seed {seed}, round {round_} after {changes}: {summary.cache}"
+        assert summary.success, where
+        assert reference.summary.cache == {"state": "off"}, where
+        assert plan_fingerprint(marked.summary, [o.key for o in marked.deleted]) == plan_fingerprint(
+            reference.summary, [o.key for o in reference.deleted]), where
+        assert summary.cache["state"] == ("empty" if round_ == 0 else "used") and summary.cache["written"], where
+        assert summary.cache["stale_entries" if round_ else "ranges_cached"] == 0, where
+        # The run deleted nothing a branch reaches, nor (without path policies, which retain per path) anything a
+        # retained commit reaches
+        refs = set(history.heads().values()) | (
+            set(marked.retained) if not any(p.paths for p in marked.graph.cleaning) else set())
+        reached = {k for c in refs for k in listed.get(c) or reached_keys(lakefs, repo, [c])}
+        missing = {k for k in reached & before if not present(local_root, repo, k)}
+        assert not missing, where
+        stats.append(summary.cache)
+    return stats
+
+
+def test_cached_runs_plan_what_uncached_marks_plan(any_runner_gc, lakefs, repo, local_root):
+    seed = int(os.environ.get("GC_CACHE_TEST_SEED") or random.randrange(10**6))
+    rounds = int(os.environ.get("GC_CACHE_TEST_ROUNDS") or 4)
+    print(f"mark cache test: seed {seed} ({any_runner_gc.engine}), {rounds} rounds")
+    stats = run_rounds(any_runner_gc, lakefs, repo, local_root, seed, rounds)
+    print("ranges cached/read per run:", [(s.get("ranges_cached"), s.get("ranges_read")) for s in stats])
+    assert sum(s["ranges_cached"] for s in stats[1:]) > 0, stats  # the cache was used at all
