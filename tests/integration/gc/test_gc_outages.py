@@ -7,6 +7,9 @@ recovery succeeds. (Kills, Redis down and concurrent writers: ``test_gc_under_fa
 
 from __future__ import annotations
 
+import random
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -26,6 +29,7 @@ from tests.services import (
     ThrottlingProxy,
     VersityGW,
     internal_error,
+    janitor_env,
     throttle_answer,
 )
 from workers.gc.runner import GCRequest, execute
@@ -34,6 +38,7 @@ from workers.lakefs.client import make_lakefs_for
 from workers.settings import GCSettings, LakeFSConnection
 
 DAY = 86400
+CLI = [sys.executable, "-m", "workers.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -263,4 +268,43 @@ def test_lakefs_restarted_during_the_sweeps_recheck(world, redis_client, down_fo
     finally:
         proxy.back()
         proxy.die()
+        lake.close()
+
+
+def test_a_run_killed_while_its_delete_batch_is_in_flight(world, redis_server, redis_client):
+    """SIGKILL of `gc run` while the store holds its batch delete (the request reaches the store after its sender
+    is dead, as a slow store does): only planned garbage goes, and the next run reports the dead one and
+    converges."""
+    store, server = world
+    lake = Lake(server, store)
+    seed = random.randrange(1 << 30)
+    try:
+        before = lake.data_keys()
+        proxy = ThrottlingProxy(store.endpoint, "s3", first=1, stall=3.0).start()  # the first batch delete
+        try:
+            env = janitor_env(server, redis_server.url, **store.janitor_env(proxy.url))
+            proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{lake.repo}", "--min-age", "0s", "--engine",
+                                     "inprocess"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 120
+            while proxy.throttled == 0 and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert proxy.throttled == 1, f"the run never sent its delete ({proc.poll()})"
+            time.sleep(random.Random(seed).uniform(0, 1.5))
+            proc.kill()
+            proc.wait()
+            time.sleep(3.5)  # the held request reaches the store after its sender died
+        finally:
+            proxy.cleanup()
+        gone = before - lake.data_keys()
+        assert gone <= lake.garbage, f"seed {seed}: deleted what is not garbage: {sorted(gone - lake.garbage)[:5]}"
+        assert lake.lost() == []
+        again = subprocess.run([*CLI, "gc", "run", f"lakefs://{lake.repo}", "--min-age", "0s", "--engine",
+                                "inprocess"], env=janitor_env(server, redis_server.url, **store.janitor_env()),
+                               capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert lake.data_keys() == before - lake.garbage and lake.lost() == []
+        assert any(e.get("reason") == "died" for e in GCRuns(redis_client, "lakefs-janitor").history(lake.repo))
+        print(f"RELIABILITY killed-mid-batch (S3): runs 2, kills 1, deleted by the dead run's batch {len(gone)}, "
+              f"read back {len(lake.survive)}, lost 0, failed re-runs 0")
+    finally:
         lake.close()
