@@ -8,6 +8,8 @@ failure)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import time
@@ -16,7 +18,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from spark_jobs.core.cleaning import parse_cleaning_policies
+from spark_jobs.core.mark_cache import Memory, encode
 from spark_jobs.engine.mark import plan_fingerprint
+from spark_jobs.engine.mark_cache import PREFIX, load, save
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_against_lakefs import key_of, rules
 from workers.gc.cleaning_store import clear_cleaning, set_cleaning
@@ -148,3 +152,106 @@ def test_cached_runs_plan_what_uncached_marks_plan(any_runner_gc, lakefs, repo, 
     stats = run_rounds(any_runner_gc, lakefs, repo, local_root, seed, rounds)
     print("ranges cached/read per run:", [(s.get("ranges_cached"), s.get("ranges_read")) for s in stats])
     assert sum(s["ranges_cached"] for s in stats[1:]) > 0, stats  # the cache was used at all
+
+
+def _cache_files(local_root: str, repo: str) -> Path:
+    return Path(local_root) / repo / PREFIX
+
+
+def _rewrite(namespace, local_root: str, repo: str, change) -> None:
+    """Apply ``change(memory)`` to the stored cache and store it again, validly (pointer and hashes match)."""
+    loaded = load(namespace, repository_id=repo, namespace=f"local://{repo}")
+    assert loaded.stats["state"] == "used", loaded.stats
+    change(loaded.memory)
+    save(namespace, loaded.memory, previous_slot=loaded.slot, repository_id=repo, namespace=f"local://{repo}",
+         run_id="test")
+
+
+def _corruptions(local_root: str, repo: str) -> dict:
+    root = _cache_files(local_root, repo)
+
+    def current() -> Path:
+        return root / f"slot-{json.loads((root / 'current.json').read_text())['slot']}"
+
+    def truncate():
+        f = current() / "blocks.parquet"
+        f.write_bytes(f.read_bytes()[:-40])
+
+    def garbage():
+        f = current() / "ranges.parquet"
+        data = bytearray(f.read_bytes())
+        data[len(data) // 2:len(data) // 2 + 16] = b"\xff" * 16
+        f.write_bytes(bytes(data))
+
+    def pointer_doc(**changes):
+        doc = json.loads((root / "current.json").read_text())
+        (root / "current.json").write_text(json.dumps({**doc, **changes}))
+
+    def wrong_schema():  # a valid parquet file, named with its right hash, of other columns
+        data = encode(Memory())["ranges.parquet"]
+        (current() / "metaranges.parquet").write_bytes(data)
+        doc = json.loads((root / "current.json").read_text())
+        doc["files"]["metaranges.parquet"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        (root / "current.json").write_text(json.dumps(doc))
+
+    return {"truncated": truncate, "garbage bytes": garbage, "older format": lambda: pointer_doc(format=0),
+            "foreign": lambda: pointer_doc(repository_id="another"), "garbage pointer":
+            lambda: (root / "current.json").write_bytes(b"\x00not json"), "wrong schema": wrong_schema}
+
+
+def test_a_corrupt_cache_is_ignored_and_the_plan_unchanged(gc, lakefs, repo, local_root, namespace):
+    History(lakefs, repo, random.Random(7)).commit_on("main")
+    for _ in range(5):
+        History(lakefs, repo, random.Random(_)).commit_on("main")
+    rules(lakefs, repo, 1)
+    now = datetime.now(UTC)
+    reference = replace(gc, cache=False).mark(repo, now=now, min_age=timedelta(0))
+    expected = plan_fingerprint(reference.summary, [o.key for o in reference.deleted])
+
+    def fingerprint_and_cache():
+        marked = gc.mark(repo, now=now, min_age=timedelta(0))
+        return plan_fingerprint(marked.summary, [o.key for o in marked.deleted]), marked.summary.cache
+
+    assert fingerprint_and_cache()[0] == expected  # writes the cache
+    for name, corrupt in _corruptions(local_root, repo).items():
+        corrupt()
+        fingerprint, cache = fingerprint_and_cache()
+        assert fingerprint == expected and cache["state"] == "ignored" and cache["written"], (name, cache)
+        assert cache["ranges_cached"] == 0 and cache["ranges_read"] >= 1, (name, cache)
+        fingerprint, cache = fingerprint_and_cache()  # rebuilt
+        assert fingerprint == expected and cache["state"] == "used" and cache["ranges_read"] == 0, (name, cache)
+
+
+def test_an_entry_its_file_no_longer_matches_is_not_trusted(gc, lakefs, repo, local_root, namespace):
+    """A range the cache remembers emptied, and remembered at another size than lakeFS's file has: that entry is
+    dropped and its file read again (trusting it would delete what the range keeps)."""
+    for i in range(4):
+        History(lakefs, repo, random.Random(i)).commit_on("main")
+    rules(lakefs, repo, 1)
+    now = datetime.now(UTC)
+    reference = replace(gc, cache=False).mark(repo, now=now, min_age=timedelta(0))
+    gc.mark(repo, now=now, min_age=timedelta(0))
+
+    def empty_one(memory):
+        range_id = sorted(memory.ranges)[0]
+        memory.ranges[range_id] = (memory.ranges[range_id][0] + 1, ())
+
+    _rewrite(namespace, local_root, repo, empty_one)
+    marked = gc.mark(repo, now=now, min_age=timedelta(0))
+    assert marked.summary.cache["stale_entries"] == 1 and marked.summary.cache["ranges_read"] == 1
+    assert {o.key for o in marked.deleted} == {o.key for o in reference.deleted}
+
+
+def test_the_cache_is_never_swept_and_drops_what_is_not_reached(gc, lakefs, repo, local_root, namespace):
+    history = History(lakefs, repo, random.Random(3))
+    for _ in range(4):
+        history.commit_on("main")
+    rules(lakefs, repo, 100)
+    gc.run(repo, min_age=timedelta(0))
+    first = load(namespace, repository_id=repo, namespace=f"local://{repo}").memory
+    rules(lakefs, repo, 1)  # only HEAD's ranges are reached now
+    summary, marked = gc.run(repo, min_age=timedelta(0))
+    second = load(namespace, repository_id=repo, namespace=f"local://{repo}").memory
+    assert set(second.ranges) == set(marked.ranges) < set(first.ranges)
+    assert not [o for o in marked.listed if o.key.startswith("_lakefs")]
+    assert (_cache_files(local_root, repo) / "current.json").exists() and summary.success
