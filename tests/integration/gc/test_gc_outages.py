@@ -202,26 +202,36 @@ def test_a_store_gone_while_listing_fails_clearly_and_the_next_run_succeeds(worl
         lake.close()
 
 
-def _recheck(method: str, path: str, seen) -> bool:
-    """The sweep's re-check: the second listing of the branches (the first is the mark's)."""
-    return method == "GET" and path.endswith("/branches") and sum(
-        1 for m, p in seen if m == "GET" and p.endswith("/branches")) == 1
+def _nth(method: str, suffix: str, n: int):
+    """The ``n``-th (from 1) request by ``method`` to a path ending in ``suffix``."""
+    return lambda m, path, seen: m == method and path.endswith(suffix) and sum(
+        1 for sm, sp in seen if sm == method and sp.endswith(suffix)) == n - 1
+
+
+# Where lakeFS restarts: reading the history (the first page of a branch's log), in the mark (asking for the
+# staged addresses), and at the sweep's re-check (the second listing of the branches; the first is the mark's).
+RESTART_AT = {
+    "walk": _nth("GET", "/commits", 1),
+    "mark": _nth("POST", "/gc/prepare_uncommited", 1),
+    "recheck": _nth("GET", "/branches", 2),
+}
 
 
 class RestartingLakeFS(DyingLakeFS):
-    """The reverse proxy in front of the real lakeFS, which at the sweep's re-check stops lakeFS and starts it
-    again (same folder, database and port) before forwarding: ``down_for`` seconds later, or only when
-    ``back()`` is called (``down_for`` None)."""
+    """The reverse proxy in front of the real lakeFS, which at a chosen request stops lakeFS and starts it again
+    (same folder, database and port) before forwarding: ``down_for`` seconds later, or only when ``back()`` is
+    called (``down_for`` None)."""
 
-    def __init__(self, server: LakeFSServer, down_for: float | None) -> None:
+    def __init__(self, server: LakeFSServer, at, down_for: float | None) -> None:
         self.lakefs_server = server
+        self.at = at
         self.down_for = down_for
         self.restarted = threading.Event()
         self.hit = threading.Event()
         super().__init__(server.endpoint, self._at)
 
     def _at(self, method: str, path: str, seen) -> bool:
-        if not self.hit.is_set() and _recheck(method, path, seen):
+        if not self.hit.is_set() and self.at(method, path, seen):
             self.hit.set()
             self.lakefs_server.stop()
             if self.down_for is not None:
@@ -235,11 +245,13 @@ class RestartingLakeFS(DyingLakeFS):
             self.restarted.set()
 
 
-@pytest.mark.parametrize("down_for", [0.0, None], ids=["restarted", "down-until-the-run-gave-up"])
-def test_lakefs_restarted_during_the_sweeps_recheck(world, redis_client, down_for):
+@pytest.mark.parametrize(("point", "down_for"), [("walk", 0.0), ("mark", 0.0), ("recheck", 0.0), ("recheck", None)],
+                         ids=["restarted-in-the-walk", "restarted-in-the-mark", "restarted-at-the-recheck",
+                              "down-through-the-recheck"])
+def test_lakefs_restarted_or_down_during_a_run(world, redis_client, point, down_for):
     store, server = world
     lake = Lake(server, store, paths=12)
-    proxy = RestartingLakeFS(server, down_for)
+    proxy = RestartingLakeFS(server, RESTART_AT[point], down_for)
     try:
         before = lake.data_keys()
         gc = settings(store, store.endpoint)
@@ -254,16 +266,18 @@ def test_lakefs_restarted_during_the_sweeps_recheck(world, redis_client, down_fo
             outcome = f"failed: {exc}"
             assert exc.reason in ("recheck", "lakefs-unavailable"), exc.reason
             assert failures(metrics, lake.repo, exc.reason) == 1
-            assert "nothing deleted" in str(exc) and "unreachable" in str(exc), str(exc)
+            assert "unreachable" in str(exc) and "Traceback" not in str(exc), str(exc)
+            if point == "recheck":
+                assert "nothing deleted" in str(exc), str(exc)
             proxy.back()
             assert lake.data_keys() == before
-        assert proxy.hit.is_set(), "the re-check was never reached"
+        assert proxy.hit.is_set(), f"the run never reached its {point}"
         if down_for is None:
             assert outcome.startswith("failed"), "lakeFS was down for the whole re-check, yet the run went on"
         assert lake.lost() == []
         again = execute(gc, GCRequest(lake.repo), connection=connection(server.endpoint), runs=runs, metrics=metrics)
         assert again.success and lake.data_keys() == before - lake.garbage and lake.lost() == []
-        print(f"RELIABILITY lakefs-restart-at-recheck ({'down' if down_for is None else 'restart'}): runs 2, faults 1, "
+        print(f"RELIABILITY lakefs-{'down' if down_for is None else 'restarted'}-at-{point}: runs 2, faults 1, "
               f"read back {len(lake.survive)}, lost 0, failed re-runs 0; first run {outcome[:80]}")
     finally:
         proxy.back()
