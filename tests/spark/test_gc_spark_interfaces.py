@@ -68,8 +68,14 @@ def test_gc_run_with_the_spark_engine_from_the_cli(env, history, lakefs):
                           "--json").stdout)
     assert done["phase"] == "swept" and done["swept"] == dry["num_deleted_objects"] and done["success"]
     assert gone(lakefs, history, "v1", "tables/a/part-0")  # the tag's overwritten version (tags are not kept)
+    # the dry run wrote the mark cache on the driver; the run took every range from it
+    assert dry["cache"]["state"] == "empty" and dry["cache"]["written"] and dry["cache"]["ranges_read"] >= 1
+    assert done["cache"]["state"] == "used" and done["cache"]["ranges_read"] == 0 and done["cache"]["ranges_cached"]
+    uncached = json.loads(cli(env, "gc", "run", f"lakefs://{history}", "--engine", "spark", "--min-age", "0s",
+                              "--dry-run", "--no-cache", "--json").stdout)
+    assert uncached["cache"] == {"state": "off"} and uncached["num_deleted_objects"] == 0
     runs = json.loads(cli(env, "gc", "show", f"lakefs://{history}", "--json").stdout)
-    assert [(r["mode"], r["engine"], r["success"]) for r in runs[:2]] == [("run", "spark", True)] * 2
+    assert [(r["mode"], r["engine"], r["success"]) for r in runs[1:3]] == [("run", "spark", True)] * 2
 
 
 def test_the_celery_task_submits_the_spark_job(env, history, lakefs, monkeypatch):

@@ -255,3 +255,22 @@ def test_the_cache_is_never_swept_and_drops_what_is_not_reached(gc, lakefs, repo
     assert set(second.ranges) == set(marked.ranges) < set(first.ranges)
     assert not [o for o in marked.listed if o.key.startswith("_lakefs")]
     assert (_cache_files(local_root, repo) / "current.json").exists() and summary.success
+
+
+def test_the_cli_says_what_came_from_the_cache(cli, lakefs, repo):
+    for i in range(3):
+        History(lakefs, repo, random.Random(i)).commit_on("main")
+    rules(lakefs, repo, 1)
+    first = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s").output
+    assert "(no cache yet)" in first and "metaranges read" in first, first
+    second = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s").output
+    assert "mark cache: 1 ranges and 1 metaranges from the cache, 0 ranges and 0 metaranges read" in second, second
+    off = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--no-cache").output
+    assert "mark cache: off (--no-cache)" in off, off
+    runs = json.loads(cli("gc", "show", f"lakefs://{repo}", "--json").output)
+    assert [r["cache"]["state"] for r in runs[:3]] == ["off", "used", "empty"]
+    assert "1/1" in cli("gc", "show", f"lakefs://{repo}").output
+    run_id = runs[1]["run_id"]
+    assert "ranges and 1 metaranges from the cache" in cli("gc", "show", f"lakefs://{repo}", run_id).output
+    assert "do not apply" in cli("gc", "run", f"lakefs://{repo}", "--plan", run_id, "--no-cache",
+                                 expect_exit=2).output
