@@ -19,7 +19,7 @@ plan and, with the cache on, the cache), timed end to end as ``tests.gc_engine.C
    history - of single) / (files read by history - by single).
 2. **Where a cold file's time goes** (``--profile-files``, in this process, one thread, as one partition of the
    threads runner reads them, in key order): fetch through the engine's Namespace.read (fsspec), fetch with a
-   bare boto3 client (S3 only, for comparison), table open (footer), index (metaindex, properties, index blocks),
+   bare boto3 client (S3 only, for comparison; and both again from 8 threads, wall time per file), table open (footer), index (metaindex, properties, index blocks),
    block hashing, decoding the blocks not seen before, and mapping addresses to keys; then cProfile of one whole
    cold mark of history on the threads runner (bench/results/gc-cold-profile-<store>.txt).
 3. **Warm** (cache on, the engine's default; skipped with ``--no-warm`` or an engine without the cache): one
@@ -197,6 +197,17 @@ def profile_files(world: World, gc, repo: Repo, n: int, out_dir: Path | None) ->
         for rid in ranges:
             client.get_object(Bucket=bucket, Key=f"{prefix}/_lakefs/{rid}")["Body"].read()
         result["range_ms"]["fetch_boto3"] = 1000 * (time.perf_counter() - t0) / max(1, len(ranges))
+        # and with 8 threads, as ThreadRunner(8) fetches: wall time per file through Namespace.read (s3fs: one
+        # event-loop thread serves every thread's requests) and through one boto3 client shared by the threads
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+        for name, fetch in (("ns_8_threads", ctx.read_range),
+                            ("boto3_8_threads", lambda rid: client.get_object(
+                                Bucket=bucket, Key=f"{prefix}/_lakefs/{rid}")["Body"].read())):
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(fetch, ranges))
+            result["range_ms"][f"fetch_{name}"] = 1000 * (time.perf_counter() - t0) / max(1, len(ranges))
     ctx.close()
     profiler = cProfile.Profile()
     started = time.perf_counter()
@@ -303,7 +314,8 @@ def report_lines(results: dict[str, Any]) -> list[str]:
                        f"{c['files_single']} -> {c['files_history']} | **{c['ms_per_file']:.2f}** |")
     profiles = {k: r["profile"] for k, r in results["stores"].items() if "profile" in r}
     if profiles:
-        stages = ["fetch", "fetch_boto3", "open", "index", "hash", "decode", "map"]
+        stages = ["fetch", "fetch_boto3", "fetch_ns_8_threads", "fetch_boto3_8_threads", "open", "index", "hash",
+                  "decode", "map"]
         out += ["", "Where a cold range file's time goes (ms per file, one thread, in key order; first "
                 f"{a['profile_files']} ranges of history):", "",
                 "| store | " + " | ".join(stages) + " | metarange fetch / decode | mean range KiB | blocks "
