@@ -136,7 +136,7 @@ def measure(world: World, runner: str, timed: int) -> dict[str, Any]:
         "peak_by_role_mib": {r: max(p["peak_by_role_mib"].get(r, 0) for p in peaks)
                              for r in {k for p in peaks for k in p["peak_by_role_mib"]}},
         "idle_mib": segments.get("warmup", {}).get("peak_by_role_mib", {}),
-        "start_peak_mib": segments.get("start", {}).get("peak_mib"),
+        "start_peak_mib": segments.get("start", {}).get("peak_mib"),  # before the first run
         "child_cpu_seconds": sum(s["cpu_seconds"] for s in segments.values()),
         "timed_cpu_seconds": sum(p["cpu_seconds"] for p in peaks),
         "child_wall_seconds": wall,
@@ -170,12 +170,12 @@ def grow(world: World, namespace: str, sizes: list[int], writer: BulkMetadataOnl
 
 def lines_of(results: dict[str, Any]) -> list[str]:
     out = ["| objects | ranges | runner | run s (median) | µs per object | peak MiB (tree) | driver | JVM | "
-           "Python workers | idle tree MiB | mark / list / plan s | other CPU (cores) |",
+           "Python workers | tree after start-up MiB | mark / list / plan s | other CPU (cores) |",
            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for step in results["steps"]:
         for runner, m in step["runners"].items():
             roles = m["peak_by_role_mib"]
-            idle = sum(m["idle_mib"].values())
+            idle = m.get("start_peak_mib") or 0.0
             ph = m["phases"]
             out.append(f"| {step['objects']:,} | {m['ranges']} | {runner} | {m['median']:.2f} | "
                        f"{1e6 * m['median'] / step['objects']:.1f} | {m['peak_mib']:.0f} | "
@@ -185,9 +185,24 @@ def lines_of(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def write_md(results: dict[str, Any], output: Path) -> None:
+    a = results["args"]
+    table = lines_of(results)
+    gen = ", ".join(f"{s['generate']['staged']:,} in {s['generate']['seconds']:.0f} s" for s in results["steps"])
+    output.with_suffix(".md").write_text("\n".join([
+        f"# bench/gc scale curve — {results['date']} (git {results['git']}), {STORE_NAMES[a['store']]}, "
+        f"{'an empty file behind every object (listing and subtraction at full size)' if a['files'] else 'metadata only (nothing to list)'}", "",
+        f"Dry run, mark cache off, median of {a['rounds']} child processes per runner and size (each: one "
+        f"untimed warm-up run, {a['timed']} timed). Peak = resident memory sampled every 0.1 s over the timed "
+        "runs; after start-up = the child's tree before its first run (imports; Spark: SparkContext and JVM "
+        f"up). Generation (bulk staging + files + commit): {gen}.", "",
+        *table, ""]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--render", type=Path, help="write the .md of an existing results JSON and stop")
     parser.add_argument("--store", default="local", choices=["s3", "local"])
     parser.add_argument("--files", action=argparse.BooleanOptionalAction, default=None,
                         help="an empty file behind each address (default: on local disk only; versitygw lists only "
@@ -201,6 +216,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         return child(json.loads(args.child))
+    if args.render:
+        write_md(json.loads(args.render.read_text()), args.render)
+        return 0
     if args.quick:
         for key, value in QUICK.items():
             setattr(args, key, value)
@@ -258,14 +276,7 @@ def main() -> int:
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(results, indent=2, default=str) + "\n")
-        gen = ", ".join(f"{s['generate']['staged']:,} in {s['generate']['seconds']:.0f} s" for s in results["steps"])
-        output.with_suffix(".md").write_text("\n".join([
-            f"# bench/gc scale curve — {results['date']} (git {results['git']}), {STORE_NAMES[args.store]}, "
-            f"{'an empty file behind every object (listing and subtraction at full size)' if args.files else 'metadata only (nothing to list)'}", "",
-            f"Dry run, mark cache off, median of {args.rounds} child processes per runner and size (each: one "
-            f"untimed warm-up run, {args.timed} timed). Peak = resident memory sampled every 0.1 s over the timed "
-            f"runs; idle = the child after start-up. Generation (bulk staging + files + commit): {gen}.", "",
-            *table, ""]))
+        write_md(results, output)
         print(output.with_suffix(".md").read_text())
     return 0
 
