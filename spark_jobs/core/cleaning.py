@@ -461,6 +461,20 @@ class ScopedRetention:
         return Retained(frozenset(why), why)
 
 
+def range_commits(members: Iterable[tuple[str, bytes, str]], commits: Iterable[str], *,
+                  metarange_of: Callable[[str], str]) -> dict[str, set[str]]:
+    """Which of ``commits`` hold each range, from (metarange id, first key, range id) ``members``: one definition
+    for the reading mark and the cached one, whose plans must be the same."""
+    holders: dict[str, set[str]] = {}
+    for metarange_id, _, range_id in members:
+        holders.setdefault(metarange_id, set()).add(range_id)
+    out: dict[str, set[str]] = {}
+    for commit_id in commits:
+        for range_id in holders.get(metarange_of(commit_id), ()):
+            out.setdefault(range_id, set()).add(commit_id)
+    return out
+
+
 def kept_addresses(entries: Iterable[tuple[str, Scope, Iterable[str]]], range_commits: Mapping[str, Iterable[str]],
                    retention: ScopedRetention) -> set[str]:
     """The addresses kept, from (range id, scope, addresses of that range's entries in that scope): those of a

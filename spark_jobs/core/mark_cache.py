@@ -51,9 +51,10 @@ class Memory:
 def trusted(memory: Memory, sizes: Mapping[str, int]) -> tuple[Memory, int]:
     """The entries whose file still exists with the size remembered (``sizes``: file id -> size, as listed), and
     ranges whose every block is known; and how many entries were dropped."""
-    metaranges = {m: v for m, v in memory.metaranges.items() if sizes.get(m) == v[0]}
+    # ``in sizes`` first: an empty size in the cache must not match the None of a file that is gone
+    metaranges = {m: v for m, v in memory.metaranges.items() if m in sizes and sizes[m] == v[0]}
     ranges = {r: v for r, v in memory.ranges.items()
-              if sizes.get(r) == v[0] and all(d in memory.blocks for d in v[1])}
+              if r in sizes and sizes[r] == v[0] and all(d in memory.blocks for d in v[1])}
     dropped = len(memory.metaranges) - len(metaranges) + len(memory.ranges) - len(ranges)
     return Memory(metaranges, ranges, memory.blocks), dropped
 
@@ -100,6 +101,14 @@ def encode(memory: Memory) -> dict[str, bytes]:
                                                 schema=schemas[name])) for name in FILES}
 
 
+def _has_nulls(column) -> bool:
+    # The schema allows nulls; a null size would match a file that is gone, a null path or id breaks the mark
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return column.null_count > 0 or (pa.types.is_list(column.type) and _has_nulls(pc.list_flatten(column)))
+
+
 def decode(files: Mapping[str, bytes]) -> Memory:
     """The files back as a Memory; a CacheError when one is not a parquet file of the expected schema."""
     import pyarrow.parquet as pq  # noqa: PLC0415
@@ -112,6 +121,9 @@ def decode(files: Mapping[str, bytes]) -> Memory:
             raise CacheError(f"{name} is unreadable ({type(exc).__name__}: {exc})") from None
         if not tables[name].schema.equals(schema):
             raise CacheError(f"{name} has another schema than format {FORMAT}'s")
+    for name, table in tables.items():
+        if any(_has_nulls(column) for column in table.columns):
+            raise CacheError(f"{name} has empty values")
     m = tables["metaranges.parquet"].to_pydict()
     r = tables["ranges.parquet"].to_pydict()
     b = tables["blocks.parquet"].to_pydict()

@@ -26,6 +26,7 @@ from spark_jobs.core.cleaning import (
     ScopedRetention,
     kept_addresses,
     parse_cleaning_policies,
+    range_commits,
     savepoint_tags,
     scope_of,
     versions_kept,
@@ -333,9 +334,11 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
                                                   prefixes=ctx.prefixes)
         decision = retention.union() if retention.by_path else bound
         progress("ranges", len(range_ids))
-        if graph.cleaning and source is not None:  # keep_versions: on the driver
+        # keep_versions walks each branch's history newest first, so it runs on the driver; through the source
+        # when the cache is on, so that the ranges it alone reads are remembered too
+        if graph.cleaning and source is not None:
             kept |= mark_source.versions(source, graph, prefixes=ctx.prefixes)
-        elif graph.cleaning:  # each distinct range read once
+        elif graph.cleaning:
             kept |= versions_kept(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,
                                   read_metarange=ctx.read_metarange, read_range=ctx.read_range,
                                   namespace_uris=ctx.prefixes)
@@ -404,18 +407,12 @@ def reached(runner: Runner, config: JobConfig, graph: Graph, *, retention: Scope
         return set(runner.map_units(range_ids, unit_range_addresses, config.open, partitions=partitions)), range_ids
     members = runner.map_units(metaranges, unit_metarange_members, config.open, partitions=partitions)
     range_ids = list(dict.fromkeys(range_id for _, _, range_id in sorted(members, key=lambda m: (m[1], m[2]))))
-    holders: dict[str, set[str]] = {}
-    for metarange_id, _, range_id in members:
-        holders.setdefault(metarange_id, set()).add(range_id)
-    range_commits: dict[str, set[str]] = {}
-    for commit_id in retention.bound().commits:
-        for range_id in holders.get(graph.metarange_of(commit_id), ()):
-            range_commits.setdefault(range_id, set()).add(commit_id)
+    holding = range_commits(members, retention.bound().commits, metarange_of=graph.metarange_of)
     path_policies = tuple(p for p in graph.cleaning if p.paths)
     entries = runner.map_units([(r, path_policies) for r in range_ids], unit_range_scoped, config.open,
                                partitions=partitions)
     retention.of(Scope())  # the branch-level decision is always part of the record
-    return kept_addresses(entries, range_commits, retention), range_ids
+    return kept_addresses(entries, holding, retention), range_ids
 
 
 def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) -> dict[str, str]:

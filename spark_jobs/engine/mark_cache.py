@@ -53,17 +53,6 @@ class Loaded:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def metadata_sizes(ns: Namespace) -> dict[str, int]:
-    """Size of every file directly under ``_lakefs/`` (the range files and metaranges), from one listing."""
-    path = ns.path("_lakefs")
-    try:
-        found = ns._call("listing _lakefs/", lambda: ns.fs.ls(path, detail=True, refresh=True))  # noqa: SLF001
-    except FileNotFoundError:
-        return {}
-    return {e["name"].rstrip("/").rsplit("/", 1)[-1]: int(e.get("size") or 0) for e in found
-            if e.get("type") == "file"}
-
-
 def load(ns: Namespace, *, repository_id: str, namespace: str) -> Loaded:
     """The trusted part of the repository's cache (empty when there is none or it is ignored, and why)."""
     try:
@@ -84,7 +73,7 @@ def load(ns: Namespace, *, repository_id: str, namespace: str) -> Loaded:
         memory = decode(files)
     except CacheError as exc:
         return _ignored(str(exc))
-    memory, dropped = trusted(memory, metadata_sizes(ns))
+    memory, dropped = trusted(memory, ns.metadata_sizes())
     return Loaded(memory, doc["slot"], {"state": "used", "reason": None, "stale_entries": dropped})
 
 

@@ -10,7 +10,14 @@ from typing import Any
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import relative_key
-from spark_jobs.core.cleaning import Scope, ScopedRetention, kept_addresses, scope_of, versions_kept_from
+from spark_jobs.core.cleaning import (
+    Scope,
+    ScopedRetention,
+    kept_addresses,
+    range_commits,
+    scope_of,
+    versions_kept_from,
+)
 from spark_jobs.core.mark_cache import Memory
 
 
@@ -102,13 +109,7 @@ def reached(source: Source, graph: Any, *, retention: ScopedRetention, metarange
         digests = dict.fromkeys(d for r in range_ids for d in source.blocks(r))
         return {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t, prefixes)) is not None}, \
             range_ids
-    holders: dict[str, set[str]] = {}
-    for metarange_id, _, range_id in members:
-        holders.setdefault(metarange_id, set()).add(range_id)
-    range_commits: dict[str, set[str]] = {}
-    for commit_id in retention.bound().commits:
-        for range_id in holders.get(graph.metarange_of(commit_id), ()):
-            range_commits.setdefault(range_id, set()).add(commit_id)
+    holding = range_commits(members, retention.bound().commits, metarange_of=graph.metarange_of)
     path_policies = tuple(p for p in graph.cleaning if p.paths)
     scoped: dict[bytes, dict[Scope, set[str]]] = {}  # per distinct block: its keys by scope of their paths
     entries = []
@@ -125,7 +126,7 @@ def reached(source: Source, graph: Any, *, retention: ScopedRetention, metarange
                 by_scope.setdefault(scope, set()).update(keys)
         entries += [(range_id, scope, tuple(sorted(keys))) for scope, keys in by_scope.items()]
     retention.of(Scope())  # the branch-level decision is always part of the record
-    return kept_addresses(entries, range_commits, retention), range_ids
+    return kept_addresses(entries, holding, retention), range_ids
 
 
 def versions(source: Source, graph: Any, *, prefixes: tuple[str, ...]) -> set[str]:

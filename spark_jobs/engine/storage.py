@@ -261,6 +261,17 @@ class Namespace:
             return []
         return sorted(name[len(base):] for name in found if name.startswith(base))
 
+    def metadata_sizes(self) -> dict[str, int]:
+        """Name -> size of every file directly under ``_lakefs/`` (the range files and metaranges), from one
+        listing; empty when there is no ``_lakefs/``."""
+        try:
+            found = self._call("listing _lakefs/", lambda: self.fs.ls(self.path("_lakefs"), detail=True,
+                                                                       refresh=True))
+        except FileNotFoundError:
+            return {}
+        return {e["name"].rstrip("/").rsplit("/", 1)[-1]: int(e.get("size") or 0) for e in found
+                if e.get("type") == "file"}
+
     def list_units(self) -> list[str]:
         """``data/<slice>/`` for every slice, then ``""`` for the namespace root (legacy flat layout)."""
         try:

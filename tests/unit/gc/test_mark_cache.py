@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from spark_jobs.core import sstable
 from spark_jobs.core.mark_cache import (
     CacheError,
     Memory,
+    _schemas,
     check_file,
     check_pointer,
     decode,
@@ -93,3 +96,20 @@ def test_describe_cache():
                            "metaranges_read": 0, "stale_entries": 1, "written": True})
     assert line.startswith("mark cache: 3 ranges and 1 metaranges from the cache") and "1 stale" in line
     assert "ignored: torn" in describe_cache({"state": "ignored", "reason": "torn", "written": False})
+
+
+def test_trusted_never_takes_an_empty_size_for_a_file_that_is_gone():
+    gone = Memory(metaranges={"m9": (None, ())}, ranges={"r9": (None, ())}, blocks={})
+    kept, dropped = trusted(gone, {})
+    assert kept.metaranges == {} and kept.ranges == {} and dropped == 2
+
+
+def test_decode_refuses_empty_values():
+    files = encode(memory())
+    for name, row in (("ranges.parquet", {"range_id": ["r9"], "size": [None], "blocks": [[b"d1"]]}),
+                      ("metaranges.parquet", {"metarange_id": ["m9"], "size": [1], "first_keys": [[None]],
+                                              "range_ids": [["r1"]]})):
+        out = pa.BufferOutputStream()
+        pq.write_table(pa.Table.from_pydict(row, schema=_schemas()[name]), out)
+        with pytest.raises(CacheError, match="empty values"):
+            decode({**files, name: out.getvalue().to_pybytes()})
