@@ -73,7 +73,13 @@ def load(ns: Namespace, *, repository_id: str, namespace: str) -> Loaded:
         memory = decode(files)
     except CacheError as exc:
         return _ignored(str(exc))
-    memory, dropped = trusted(memory, ns.metadata_sizes())
+    try:
+        sizes = ns.metadata_sizes()
+    except StorageError as exc:  # an optimisation only: without the sizes to check it against, read everything
+        log.warning("GC mark cache ignored (listing _lakefs/ failed): %s", exc)
+        # the pointer's slot is kept, so this run's cache goes to the other one and the current stays whole
+        return Loaded(Memory(), doc["slot"], {"state": "ignored", "reason": f"listing _lakefs/ failed: {exc}"})
+    memory, dropped = trusted(memory, sizes)
     return Loaded(memory, doc["slot"], {"state": "used", "reason": None, "stale_entries": dropped})
 
 

@@ -327,3 +327,35 @@ def test_a_run_killed_while_its_delete_batch_is_in_flight(world, redis_server, r
               f"read back {len(lake.survive)}, lost 0, failed re-runs 0")
     finally:
         lake.close()
+
+
+def test_a_cache_whose_sizes_cannot_be_listed_is_ignored_and_the_run_goes_on(world, redis_client):
+    """The mark cache is an optimisation: when ``_lakefs/`` cannot be listed to check it (here: access denied to
+    that one listing), the run reads every range itself, plans the same, and keeps the cache it could not check."""
+    store, server = world
+    lake = Lake(server, store, paths=12)
+    denied = (403, {"Content-Type": "application/xml"}, b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
+              b"<Code>AccessDenied</Code><Message>Access Denied</Message><RequestId>fault</RequestId></Error>")
+
+    def lakefs_listing(method: str, target: str) -> bool:
+        query = parse_qs(urlsplit(target).query)
+        return method == "GET" and query.get("prefix", [""])[0].endswith("/_lakefs/")
+
+    try:
+        runs = GCRuns(redis_client, f"t-{uuid.uuid4().hex[:6]}")
+        first = execute(settings(store, store.endpoint), GCRequest(lake.repo, dry_run=True),
+                        connection=connection(server.endpoint), runs=runs)
+        assert first.cache.get("written") is True, first.cache
+        proxy = ThrottlingProxy(store.endpoint, "s3", first=10**6, match=lakefs_listing, answer=denied).start()
+        try:
+            summary = execute(settings(store, proxy.url), GCRequest(lake.repo), connection=connection(server.endpoint),
+                              runs=runs)
+        finally:
+            proxy.cleanup()
+        assert proxy.throttled >= 1, "the _lakefs/ listing was never made"
+        assert summary.cache["state"] == "ignored" and "listing _lakefs/ failed" in summary.cache["reason"], \
+            summary.cache
+        assert summary.success and summary.swept == first.num_deleted_objects == len(lake.garbage)
+        assert lake.lost() == []
+    finally:
+        lake.close()
