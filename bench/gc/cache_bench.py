@@ -177,16 +177,18 @@ def profile_files(world: World, gc, repo: Repo, n: int, out_dir: Path | None) ->
         nbytes += len(data)
         del keys
     m_fetch = m_decode = 0.0
+    spans = 0
     for mid in metaranges:
         t0 = time.perf_counter()
         data = ctx.read_metarange(mid)
         t1 = time.perf_counter()
-        sstable.metarange_ranges(data)
+        spans += len(sstable.metarange_ranges(data))
         m_fetch += t1 - t0
         m_decode += time.perf_counter() - t1
     result: dict[str, Any] = {
         "ranges": len(ranges), "metaranges": len(metaranges), "range_bytes_mean": nbytes / max(1, len(ranges)),
         "blocks_per_range": blocks / max(1, len(ranges)), "blocks_decoded": decoded, "entries_decoded": entries,
+        "ranges_per_metarange": spans / max(1, len(metaranges)),
         "range_ms": {k: 1000 * v / max(1, len(ranges)) for k, v in t.items()},
         "metarange_ms": {"fetch": 1000 * m_fetch / max(1, len(metaranges)),
                          "decode": 1000 * m_decode / max(1, len(metaranges))}}
