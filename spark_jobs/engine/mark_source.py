@@ -99,16 +99,18 @@ def reached(source: Source, graph: Any, *, retention: ScopedRetention, metarange
             prefixes: tuple[str, ...]) -> tuple[set[str], list[str]]:
     """mark.reached over ``source``: the addresses the retained commits keep, and the ranges they reach."""
     source.metaranges(metaranges)
-    members = [(m, key, r) for m in metaranges for key, r in source.spans(m)]
     # In key order, as mark.reached: the versions of one key span fall in one partition, which then decodes the
-    # data blocks they share once
-    range_ids = list(dict.fromkeys(r for _, _, r in sorted(members, key=lambda m: (m[1], m[2]))))
+    # data blocks they share once. Distinct spans only: a long history's metaranges list the same ranges again
+    # and again (a thousand commits of ~500 ranges each are half a million spans, about a thousand distinct)
+    spans = {span for m in metaranges for span in source.spans(m)}
+    range_ids = list(dict.fromkeys(r for _, r in sorted(spans)))
     source.ranges(range_ids)
     blocks = source.memory.blocks
     if not retention.by_path:
         digests = dict.fromkeys(d for r in range_ids for d in source.blocks(r))
         return {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t, prefixes)) is not None}, \
             range_ids
+    members = [(m, key, r) for m in metaranges for key, r in source.spans(m)]
     holding = range_commits(members, retention.bound().commits, metarange_of=graph.metarange_of)
     path_policies = tuple(p for p in graph.cleaning if p.paths)
     scoped: dict[bytes, dict[Scope, set[str]]] = {}  # per distinct block: its keys by scope of their paths
