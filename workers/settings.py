@@ -117,7 +117,8 @@ class GCSettings(BaseModel):
     schedule: str = Field(default="30 2 * * *", description="cron of the GC over every repository (daily)")
     min_age: str | None = Field(default=None, description="safety cutoff; default: lakeFS's own grace_period (24h)")
     engine: str = Field(default="auto", pattern="^(auto|inprocess|spark)$")
-    auto_spark_above_ranges: int = Field(default=2000, gt=0, description="--engine auto: Spark above this many ranges")
+    auto_spark_above_ranges: int = Field(default=100, gt=0, description="--engine auto: Spark above this many ranges "
+                                         "(≈ 3.7M objects at the bench's density: bench/README.md, scale curve)")
     metadata_source: str = Field(default="storage", pattern="^(storage|lakefs)$",
                                  description="read SSTables from the namespace, or through lakeFS's API")
     local_blockstore_path: str | None = Field(default=None, description="lakeFS's blockstore.local.path; None: learnt from lakeFS")
