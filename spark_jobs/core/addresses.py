@@ -8,7 +8,7 @@ would be deleted. A full address outside the namespace (imported data) is never 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 BY_PREFIX_DEPRECATED, RELATIVE, FULL = 0, 1, 2
 
@@ -27,6 +27,22 @@ def relative_key(address: str, address_type: int, namespace_uris: Iterable[str])
         if full.startswith(root):
             return full[len(root):].lstrip("/")
     return None
+
+
+def key_mapper(namespace_uris: Iterable[str]) -> Callable[[str, int], str | None]:
+    """relative_key with the namespace's roots worked out once: for the mark's hundreds of thousands of entries."""
+    roots = tuple(_normal(uri).rstrip("/") + "/" for uri in namespace_uris)
+
+    def key(address: str, address_type: int) -> str | None:
+        if address_type != FULL and "://" not in address:
+            return address.lstrip("/")
+        full = "s3://" + address[6:] if address.startswith("s3a://") else address
+        for root in roots:
+            if full.startswith(root):
+                return full[len(root):].lstrip("/")
+        return None
+
+    return key
 
 
 def namespace_prefixes(namespace: str, local_root: str | None = None) -> tuple[str, ...]:

@@ -8,8 +8,12 @@ type. Raw addresses, not namespace-relative keys, because what is relative depen
 change must not make the cache useless. Blocks are kept once however many range versions share them, so the cache
 grows with what changed, as the files do.
 
-Three parquet files (metaranges, ranges, blocks) and a pointer (JSON) naming them with their sizes and SHA-256:
-a reader trusts the files only when all match, so a torn, truncated or rewritten cache is seen as such.
+Four parquet files (spans, metaranges, ranges, blocks) and a pointer (JSON) naming them with their sizes and
+SHA-256: a reader trusts the files only when all match, so a torn, truncated or rewritten cache is seen as such.
+A metarange is kept as indices into the table of distinct (first key, range id) spans: a long history's
+metaranges list the same ranges again and again (a thousand commits of ~500 ranges each are half a million
+spans, about a thousand distinct), so the spans are decoded once each and the indices as one integer array.
+Format 1 (each metarange's spans in full) is not read: such a cache is ignored and rebuilt.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-FORMAT = 1
-FILES = ("metaranges.parquet", "ranges.parquet", "blocks.parquet")
+FORMAT = 2
+FILES = ("spans.parquet", "metaranges.parquet", "ranges.parquet", "blocks.parquet")
 SLOTS = ("a", "b")  # written alternately: a run killed while writing one leaves the other, still named, intact
 
 Entry = tuple[bytes, str, int]  # path, raw address, address type
@@ -63,12 +68,13 @@ def _schemas():
     import pyarrow as pa  # noqa: PLC0415 - only where a cache is read or written
 
     return {
+        "spans.parquet": pa.schema([("first_key", pa.binary()), ("range_id", pa.string())]),
         "metaranges.parquet": pa.schema([("metarange_id", pa.string()), ("size", pa.int64()),
-                                         ("first_keys", pa.list_(pa.binary())), ("range_ids", pa.list_(pa.string()))]),
+                                         ("spans", pa.list_(pa.int32()))]),  # row numbers in spans.parquet
         "ranges.parquet": pa.schema([("range_id", pa.string()), ("size", pa.int64()),
                                      ("blocks", pa.list_(pa.binary()))]),
-        "blocks.parquet": pa.schema([("block", pa.binary()), ("path", pa.binary()), ("address", pa.string()),
-                                     ("address_type", pa.int8())]),
+        "blocks.parquet": pa.schema([("block", pa.binary()), ("paths", pa.list_(pa.binary())),  # one row a block
+                                     ("addresses", pa.list_(pa.string())), ("address_types", pa.list_(pa.int8()))]),
     }
 
 
@@ -81,24 +87,45 @@ def _parquet(table) -> bytes:
 
 
 def encode(memory: Memory) -> dict[str, bytes]:
-    """The three files' bytes."""
+    """The four files' bytes."""
     import pyarrow as pa  # noqa: PLC0415
 
     schemas = _schemas()
     m_ids = sorted(memory.metaranges)
     r_ids = sorted(memory.ranges)
-    rows = [(d, e) for d in sorted(memory.blocks) for e in memory.blocks[d]]
+    distinct: dict[Span, int] = {}
+    for m in m_ids:
+        distinct.update(dict.fromkeys(memory.metaranges[m][1], 0))
+    spans = sorted(distinct)
+    distinct = {span: i for i, span in enumerate(spans)}
+    offsets = [0]
+    for m in m_ids:
+        offsets.append(offsets[-1] + len(memory.metaranges[m][1]))
+    indices = [distinct[span] for m in m_ids for span in memory.metaranges[m][1]]
+    digests = sorted(memory.blocks)
+    block_offsets = [0]
+    for d in digests:
+        block_offsets.append(block_offsets[-1] + len(memory.blocks[d]))
+    entries = [e for d in digests for e in memory.blocks[d]]
     columns = {
-        "metaranges.parquet": [m_ids, [memory.metaranges[m][0] for m in m_ids],
-                               [[k for k, _ in memory.metaranges[m][1]] for m in m_ids],
-                               [[r for _, r in memory.metaranges[m][1]] for m in m_ids]],
-        "ranges.parquet": [r_ids, [memory.ranges[r][0] for r in r_ids], [list(memory.ranges[r][1]) for r in r_ids]],
-        "blocks.parquet": [[d for d, _ in rows], [e[0] for _, e in rows], [e[1] for _, e in rows],
-                           [e[2] for _, e in rows]],
+        "spans.parquet": [pa.array([k for k, _ in spans], pa.binary()), pa.array([r for _, r in spans], pa.string())],
+        "metaranges.parquet": [pa.array(m_ids, pa.string()), pa.array([memory.metaranges[m][0] for m in m_ids],
+                                                                        pa.int64()),
+                               pa.ListArray.from_arrays(_int32s(offsets), _int32s(indices))],
+        "ranges.parquet": [pa.array(r_ids, pa.string()), pa.array([memory.ranges[r][0] for r in r_ids], pa.int64()),
+                           pa.array([list(memory.ranges[r][1]) for r in r_ids], pa.list_(pa.binary()))],
+        "blocks.parquet": [pa.array(digests, pa.binary())] + [
+            pa.ListArray.from_arrays(_int32s(block_offsets), pa.array([e[i] for e in entries], t))
+            for i, t in enumerate((pa.binary(), pa.string(), pa.int8()))],
     }
-    return {name: _parquet(pa.Table.from_arrays([pa.array(c, t) for c, t in zip(columns[name], schemas[name].types,
-                                                                                     strict=True)],
-                                                schema=schemas[name])) for name in FILES}
+    return {name: _parquet(pa.Table.from_arrays(columns[name], schema=schemas[name])) for name in FILES}
+
+
+def _int32s(values: list[int]):
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(struct.pack(f"<{len(values)}i",
+                                                                                          *values))])
 
 
 def _has_nulls(column) -> bool:
@@ -111,6 +138,7 @@ def _has_nulls(column) -> bool:
 
 def decode(files: Mapping[str, bytes]) -> Memory:
     """The files back as a Memory; a CacheError when one is not a parquet file of the expected schema."""
+    import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     tables = {}
@@ -124,18 +152,34 @@ def decode(files: Mapping[str, bytes]) -> Memory:
     for name, table in tables.items():
         if any(_has_nulls(column) for column in table.columns):
             raise CacheError(f"{name} has empty values")
-    m = tables["metaranges.parquet"].to_pydict()
+    s = tables["spans.parquet"].to_pydict()
+    spans = list(zip(s["first_key"], s["range_id"], strict=True))
+    m = tables["metaranges.parquet"]
+    lists = m.column("spans").combine_chunks()
+    flat = lists.flatten()
+    bounds = pc.min_max(flat).as_py()
+    if len(flat) and (bounds["min"] < 0 or bounds["max"] >= len(spans)):
+        raise CacheError(f"metaranges.parquet names spans beyond the {len(spans)} of spans.parquet")
+    offsets = lists.offsets.to_pylist()
+    ends = [o - offsets[0] for o in offsets]
+    flat = struct.unpack_from(f"<{len(flat)}i", flat.buffers()[1], 4 * flat.offset)  # Arrow's int32s as they are
+    memory = Memory()
+    at = spans.__getitem__
+    for i, (mid, size) in enumerate(zip(m.column("metarange_id").to_pylist(), m.column("size").to_pylist(),
+                                        strict=True)):
+        memory.metaranges[mid] = (size, tuple(map(at, flat[ends[i]:ends[i + 1]])))
     r = tables["ranges.parquet"].to_pydict()
     b = tables["blocks.parquet"].to_pydict()
-    memory = Memory()
-    for mid, size, keys, rids in zip(m["metarange_id"], m["size"], m["first_keys"], m["range_ids"], strict=True):
-        if len(keys) != len(rids):
-            raise CacheError(f"metarange {mid}: {len(keys)} first keys for {len(rids)} ranges")
-        memory.metaranges[mid] = (size, tuple(zip(keys, rids, strict=True)))
     for rid, size, blocks in zip(r["range_id"], r["size"], r["blocks"], strict=True):
         memory.ranges[rid] = (size, tuple(blocks))
-    for digest, path, address, kind in zip(b["block"], b["path"], b["address"], b["address_type"], strict=True):
-        memory.blocks.setdefault(digest, []).append((path, address, kind))
+    for digest, paths, addresses, kinds in zip(b["block"], b["paths"], b["addresses"], b["address_types"],
+                                               strict=True):
+        if not len(paths) == len(addresses) == len(kinds):
+            raise CacheError(f"block {digest.hex()}: {len(paths)} paths, {len(addresses)} addresses, {len(kinds)} "
+                             f"address types")
+        if digest in memory.blocks:
+            raise CacheError(f"block {digest.hex()} is there twice")
+        memory.blocks[digest] = list(zip(paths, addresses, kinds, strict=True))
     return memory
 
 

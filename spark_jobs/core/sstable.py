@@ -493,9 +493,58 @@ def metarange_ranges(data: bytes) -> list[RangeData]:
     return out
 
 
+def metarange_spans(data: bytes) -> list[tuple[bytes, str]]:
+    """(first key, range id) of every range a metarange file lists, in key order: metarange_ranges without the
+    RangeData objects. The usual record (one-byte tags and lengths, fields 1-4 of their wire types) is read here;
+    any other goes through decode_range_data, so the result and the errors are metarange_ranges's."""
+    table = _Table(data)
+    _expect_type(table, b"metaranges")
+    out: list[tuple[bytes, str]] = []
+    append = out.append
+    for block in table.data_blocks():
+        for key, value in _block_entries(block, "data"):
+            _user_key(key)
+            identity, payload = _split_value(value)
+            try:
+                range_id = identity.decode("ascii")
+            except UnicodeDecodeError:
+                raise SSTableError("metarange record's range id is not ASCII hex") from None
+            min_key = _range_min_key(payload)
+            append((decode_range_data(range_id, payload).min_key if min_key is None else min_key, range_id))
+    return out
+
+
+def _range_min_key(buf: bytes) -> bytes | None:
+    """RangeData.min_key when the record has the usual shape (else None: decode it in full)."""
+    min_key = b""
+    pos, end = 0, len(buf)
+    while pos < end:
+        tag = buf[pos]
+        if tag in (0x0A, 0x12):  # fields 1 and 2, length-delimited
+            if pos + 1 >= end or buf[pos + 1] >= 0x80:
+                return None
+            start = pos + 2
+            pos = start + buf[pos + 1]
+            if pos > end:
+                return None
+            if tag == 0x0A:
+                min_key = buf[start:pos]
+        elif tag in (0x18, 0x20):  # fields 3 and 4, varints
+            start = pos + 1
+            pos = start
+            while pos < end and buf[pos] >= 0x80:
+                pos += 1
+            if pos >= end or pos - start > 8:  # truncated, or long enough for _uvarint's own checks
+                return None
+            pos += 1
+        else:
+            return None
+    return min_key
+
+
 def metarange_range_ids(data: bytes) -> list[str]:
     """Range ids (hex) listed by a metarange file."""
-    return [r.range_id for r in metarange_ranges(data)]
+    return [r for _, r in metarange_spans(data)]
 
 
 def iter_entries(data: bytes) -> Iterator[Entry]:

@@ -101,7 +101,7 @@ def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[str]:
 
 def unit_metarange_spans(ctx: OpenContext, metarange_id: str) -> list[tuple[bytes, str]]:
     """(first key, range id) of every range a metarange lists."""
-    return [(r.min_key, r.range_id) for r in sstable.metarange_ranges(ctx.read_metarange(metarange_id))]
+    return sstable.metarange_spans(ctx.read_metarange(metarange_id))
 
 
 def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
@@ -110,7 +110,7 @@ def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
 
 def unit_metarange_members(ctx: OpenContext, metarange_id: str) -> list[tuple[str, bytes, str]]:
     """(metarange id, first key, range id) of every range a metarange lists."""
-    return [(metarange_id, r.min_key, r.range_id) for r in sstable.metarange_ranges(ctx.read_metarange(metarange_id))]
+    return [(metarange_id, k, r) for k, r in sstable.metarange_spans(ctx.read_metarange(metarange_id))]
 
 
 def unit_range_scoped(ctx: OpenContext, unit: tuple[str, tuple[CleaningPolicy, ...]]) \

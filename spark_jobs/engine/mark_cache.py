@@ -6,7 +6,7 @@ Use: on by default (``RunRequest(cache=True)``, ``MarkRequest(cache=True)``, ``t
 What the mark took from it is in the run's record: ``Summary.cache`` (summary.json; ``gc show`` prints it).
 
 Where: ``_lakefs/retention/gc/janitor-mark-cache/v1/`` (a name lakeFS never writes; under ``_lakefs/``, which the
-sweep never lists nor deletes). The pointer ``current.json`` names the slot (``a``/``b``) holding the three parquet
+sweep never lists nor deletes). The pointer ``current.json`` names the slot (``a``/``b``) holding the four parquet
 files (spark_jobs/core/mark_cache.py) with their sizes and SHA-256; a run writes the other slot, then the pointer,
 so a run killed midway leaves the old cache whole. It is an optimisation only: a missing, unreadable, foreign or
 older-format cache is ignored (logged, and rebuilt by the run), and an entry is used only when the file it came

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_jobs.core import sstable
-from spark_jobs.core.addresses import relative_key
+from spark_jobs.core.addresses import key_mapper
 from spark_jobs.core.cleaning import (
     Scope,
     ScopedRetention,
@@ -24,7 +24,7 @@ from spark_jobs.core.mark_cache import Memory
 # Per-unit steps (on executors or threads): what one file held, as the cache keeps it.
 def unit_metarange_read(ctx: Any, metarange_id: str) -> list[tuple[str, int, tuple[tuple[bytes, str], ...]]]:
     data = ctx.read_metarange(metarange_id)
-    return [(metarange_id, len(data), tuple((r.min_key, r.range_id) for r in sstable.metarange_ranges(data)))]
+    return [(metarange_id, len(data), tuple(sstable.metarange_spans(data)))]
 
 
 def unit_range_read(ctx: Any, range_id: str) -> list[tuple[str, int, tuple[bytes, ...], list]]:
@@ -106,10 +106,10 @@ def reached(source: Source, graph: Any, *, retention: ScopedRetention, metarange
     range_ids = list(dict.fromkeys(r for _, r in sorted(spans)))
     source.ranges(range_ids)
     blocks = source.memory.blocks
+    relative_key = key_mapper(prefixes)
     if not retention.by_path:
         digests = dict.fromkeys(d for r in range_ids for d in source.blocks(r))
-        return {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t, prefixes)) is not None}, \
-            range_ids
+        return {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t)) is not None}, range_ids
     members = [(m, key, r) for m in metaranges for key, r in source.spans(m)]
     holding = range_commits(members, retention.bound().commits, metarange_of=graph.metarange_of)
     path_policies = tuple(p for p in graph.cleaning if p.paths)
@@ -121,7 +121,7 @@ def reached(source: Source, graph: Any, *, retention: ScopedRetention, metarange
             if digest not in scoped:
                 scoped[digest] = {}
                 for path, address, kind in blocks[digest]:
-                    if (key := relative_key(address, kind, prefixes)) is not None:
+                    if (key := relative_key(address, kind)) is not None:
                         scope = scope_of(path.decode(errors="replace"), path_policies)
                         scoped[digest].setdefault(scope, set()).add(key)
             for scope, keys in scoped[digest].items():
@@ -133,13 +133,15 @@ def reached(source: Source, graph: Any, *, retention: ScopedRetention, metarange
 
 def versions(source: Source, graph: Any, *, prefixes: tuple[str, ...]) -> set[str]:
     """keep_versions (cleaning.versions_kept) over ``source``."""
+    relative_key = key_mapper(prefixes)
+
     def entries_of(range_id: str, seen_blocks: set[bytes]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for digest in source.blocks(range_id):
             if digest not in seen_blocks:
                 seen_blocks.add(digest)
                 out += [(path.decode(), key) for path, address, kind in source.memory.blocks[digest]
-                        if (key := relative_key(address, kind, prefixes)) is not None]
+                        if (key := relative_key(address, kind)) is not None]
         return out
 
     return versions_kept_from(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from spark_jobs.core import sstable
+from spark_jobs.core.addresses import FULL, RELATIVE, key_mapper, relative_key
 from spark_jobs.core.mark_cache import (
     CacheError,
     Memory,
@@ -107,9 +109,103 @@ def test_trusted_never_takes_an_empty_size_for_a_file_that_is_gone():
 def test_decode_refuses_empty_values():
     files = encode(memory())
     for name, row in (("ranges.parquet", {"range_id": ["r9"], "size": [None], "blocks": [[b"d1"]]}),
-                      ("metaranges.parquet", {"metarange_id": ["m9"], "size": [1], "first_keys": [[None]],
-                                              "range_ids": [["r1"]]})):
+                      ("metaranges.parquet", {"metarange_id": ["m9"], "size": [1], "spans": [[None]]}),
+                      ("spans.parquet", {"first_key": [b"a"], "range_id": [None]}),
+                      ("blocks.parquet", {"block": [b"d1"], "paths": [[b"a/x"]], "addresses": [[None]],
+                                          "address_types": [[1]]})):
         out = pa.BufferOutputStream()
         pq.write_table(pa.Table.from_pydict(row, schema=_schemas()[name]), out)
         with pytest.raises(CacheError, match="empty values"):
             decode({**files, name: out.getvalue().to_pybytes()})
+
+
+def test_metarange_spans_are_metarange_ranges_first_keys_and_ids():
+    checked = 0
+    for path in sorted(FIXTURES.glob("*.sst")):
+        data = path.read_bytes()
+        if sstable.read_properties(data).get("type") != b"metaranges":
+            continue
+        assert sstable.metarange_spans(data) == [(r.min_key, r.range_id) for r in sstable.metarange_ranges(data)]
+        checked += 1
+    assert checked
+
+
+def test_range_min_key_reads_the_usual_record_or_leaves_it_to_the_full_decode():
+    rng = random.Random(5)
+
+    def field(num: int, wire: int, body: bytes) -> bytes:
+        return bytes([num << 3 | wire]) + body
+
+    for _ in range(3000):
+        parts = []
+        for _ in range(rng.randrange(6)):
+            num = rng.choice((1, 2, 3, 4, 5))
+            if rng.random() < 0.8 and num in (1, 2):
+                value = rng.randbytes(rng.choice((0, 3, 127, 128, 300)))
+                parts.append(field(num, 2, _uvarint(len(value))) + value)
+            else:
+                parts.append(field(num, 0, _uvarint(rng.choice((0, 1, 300, 2**63, 2**64 - 1, 2**70)))))
+        payload = b"".join(parts)
+        if rng.random() < 0.1 and payload:
+            payload = payload[:rng.randrange(len(payload))]
+        try:
+            expected = sstable.decode_range_data("r", payload).min_key
+        except sstable.SSTableError:
+            expected = None
+        fast = sstable._range_min_key(payload)
+        if fast is not None:
+            assert fast == expected, payload
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        if n < 0x80:
+            return bytes(out + bytes([n]))
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+
+
+def _replaced(files: dict, name: str, row: dict) -> dict:
+    out = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pydict(row, schema=_schemas()[name]), out)
+    return {**files, name: out.getvalue().to_pybytes()}
+
+
+def test_decode_refuses_spans_it_does_not_hold_and_uneven_blocks():
+    files = encode(memory())
+    for index in (2, -1):  # memory() has two distinct spans
+        with pytest.raises(CacheError, match="beyond"):
+            decode(_replaced(files, "metaranges.parquet", {"metarange_id": ["m1"], "size": [100], "spans": [[0, index]]}))
+    with pytest.raises(CacheError, match="address types"):
+        decode(_replaced(files, "blocks.parquet", {"block": [b"d1"], "paths": [[b"a/x", b"a/y"]],
+                                                  "addresses": [["data/1"]], "address_types": [[1]]}))
+
+
+def test_metaranges_share_their_spans_in_the_file():
+    spans = tuple((f"k{i:04d}".encode(), f"r{i}") for i in range(300))
+    many = Memory(metaranges={f"m{i}": (i, spans[:i]) for i in range(300)})
+    files = encode(many)
+    assert pq.read_table(pa.BufferReader(files["spans.parquet"])).num_rows == 299
+    assert decode(files) == many
+
+
+def test_a_format_1_pointer_is_refused():
+    raw = pointer(encode(memory()), slot="a", repository_id="r", namespace="s3://b/ns", run_id="x")
+    doc = json.loads(raw)
+    with pytest.raises(CacheError, match="format 1"):
+        check_pointer(json.dumps({**doc, "format": 1}).encode(), repository_id="r", namespace="s3://b/ns")
+    old_files = {**doc, "files": {n: doc["files"][n] for n in ("metaranges.parquet", "ranges.parquet",
+                                                               "blocks.parquet")}}
+    with pytest.raises(CacheError):
+        check_pointer(json.dumps(old_files).encode(), repository_id="r", namespace="s3://b/ns")
+
+
+def test_key_mapper_is_relative_key():
+    for prefixes in (("s3://bucket/repo",), ("s3a://bucket/repo/",), ("local://ns", "local:///srv/block/ns"), ()):
+        key = key_mapper(prefixes)
+        for address in ("data/g/x", "/data/g/x", "s3://bucket/repo/data/g/x", "s3a://bucket/repo/data/x",
+                        "s3://bucket/repo-other/data/x", "s3://bucket/repo", "s3://bucket/repo/", "local://ns/data/y",
+                        "local:///srv/block/ns/data/z", "local:///srv/block/ns2/z", "s3://imports/x", ""):
+            for kind in (0, RELATIVE, FULL):
+                assert key(address, kind) == relative_key(address, kind, prefixes), (prefixes, address, kind)
