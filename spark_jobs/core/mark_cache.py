@@ -24,6 +24,7 @@ import json
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 FORMAT = 2
 FILES = ("spans.parquet", "metaranges.parquet", "ranges.parquet", "blocks.parquet")
@@ -44,13 +45,17 @@ class Memory:
     metaranges: dict[str, tuple[int, tuple[Span, ...]]] = field(default_factory=dict)
     ranges: dict[str, tuple[int, tuple[bytes, ...]]] = field(default_factory=dict)  # id -> (size, block digests)
     blocks: dict[bytes, list[Entry]] = field(default_factory=dict)
+    # blocks.parquet as read (Arrow), when the blocks were decoded from it: encode then converts only the blocks
+    # added since (a block is named by its content's digest, so what a stored one holds never changes)
+    stored_blocks: Any = field(default=None, compare=False, repr=False)
 
     def subset(self, metaranges: Iterable[str], ranges: Iterable[str]) -> Memory:
         """Only the given files (those a run used) and the blocks they hold: what is not reached any more goes."""
         kept_ranges = {r: self.ranges[r] for r in sorted(set(ranges)) if r in self.ranges}
         digests = {d for _, blocks in kept_ranges.values() for d in blocks}
         return Memory({m: self.metaranges[m] for m in sorted(set(metaranges)) if m in self.metaranges},
-                      kept_ranges, {d: self.blocks[d] for d in sorted(digests) if d in self.blocks})
+                      kept_ranges, {d: self.blocks[d] for d in sorted(digests) if d in self.blocks},
+                      self.stored_blocks)
 
 
 def trusted(memory: Memory, sizes: Mapping[str, int]) -> tuple[Memory, int]:
@@ -61,7 +66,7 @@ def trusted(memory: Memory, sizes: Mapping[str, int]) -> tuple[Memory, int]:
     ranges = {r: v for r, v in memory.ranges.items()
               if r in sizes and sizes[r] == v[0] and all(d in memory.blocks for d in v[1])}
     dropped = len(memory.metaranges) - len(metaranges) + len(memory.ranges) - len(ranges)
-    return Memory(metaranges, ranges, memory.blocks), dropped
+    return Memory(metaranges, ranges, memory.blocks, memory.stored_blocks), dropped
 
 
 def _schemas():
@@ -103,10 +108,6 @@ def encode(memory: Memory) -> dict[str, bytes]:
         offsets.append(offsets[-1] + len(memory.metaranges[m][1]))
     indices = [distinct[span] for m in m_ids for span in memory.metaranges[m][1]]
     digests = sorted(memory.blocks)
-    block_offsets = [0]
-    for d in digests:
-        block_offsets.append(block_offsets[-1] + len(memory.blocks[d]))
-    entries = [e for d in digests for e in memory.blocks[d]]
     columns = {
         "spans.parquet": [pa.array([k for k, _ in spans], pa.binary()), pa.array([r for _, r in spans], pa.string())],
         "metaranges.parquet": [pa.array(m_ids, pa.string()), pa.array([memory.metaranges[m][0] for m in m_ids],
@@ -114,11 +115,32 @@ def encode(memory: Memory) -> dict[str, bytes]:
                                pa.ListArray.from_arrays(_int32s(offsets), _int32s(indices))],
         "ranges.parquet": [pa.array(r_ids, pa.string()), pa.array([memory.ranges[r][0] for r in r_ids], pa.int64()),
                            pa.array([list(memory.ranges[r][1]) for r in r_ids], pa.list_(pa.binary()))],
-        "blocks.parquet": [pa.array(digests, pa.binary())] + [
-            pa.ListArray.from_arrays(_int32s(block_offsets), pa.array([e[i] for e in entries], t))
-            for i, t in enumerate((pa.binary(), pa.string(), pa.int8()))],
     }
-    return {name: _parquet(pa.Table.from_arrays(columns[name], schema=schemas[name])) for name in FILES}
+    tables = {name: pa.Table.from_arrays(columns[name], schema=schemas[name]) for name in columns}
+    stored = memory.stored_blocks
+    if stored is None:
+        tables["blocks.parquet"] = _blocks_table(digests, memory.blocks)
+    else:  # the stored rows still used, and the new blocks
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        known = set(stored.column("block").to_pylist())
+        both = pa.concat_tables([stored.filter(pc.is_in(stored.column("block"), value_set=pa.array(digests,
+                                                                                                   pa.binary()))),
+                                 _blocks_table([d for d in digests if d not in known], memory.blocks)])
+        tables["blocks.parquet"] = both.take(pc.sort_indices(both, sort_keys=[("block", "ascending")]))
+    return {name: _parquet(tables[name]) for name in FILES}
+
+
+def _blocks_table(digests: list[bytes], blocks: Mapping[bytes, list[Entry]]):
+    import pyarrow as pa  # noqa: PLC0415
+
+    offsets = [0]
+    for d in digests:
+        offsets.append(offsets[-1] + len(blocks[d]))
+    entries = [e for d in digests for e in blocks[d]]
+    return pa.Table.from_arrays([pa.array(digests, pa.binary())] + [
+        pa.ListArray.from_arrays(_int32s(offsets), pa.array([e[i] for e in entries], t))
+        for i, t in enumerate((pa.binary(), pa.string(), pa.int8()))], schema=_schemas()["blocks.parquet"])
 
 
 def _int32s(values: list[int]):
@@ -180,6 +202,7 @@ def decode(files: Mapping[str, bytes]) -> Memory:
         if digest in memory.blocks:
             raise CacheError(f"block {digest.hex()} is there twice")
         memory.blocks[digest] = list(zip(paths, addresses, kinds, strict=True))
+    memory.stored_blocks = tables["blocks.parquet"]
     return memory
 
 

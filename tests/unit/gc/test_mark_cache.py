@@ -209,3 +209,19 @@ def test_key_mapper_is_relative_key():
                         "local:///srv/block/ns/data/z", "local:///srv/block/ns2/z", "s3://imports/x", ""):
             for kind in (0, RELATIVE, FULL):
                 assert key(address, kind) == relative_key(address, kind, prefixes), (prefixes, address, kind)
+
+
+def test_blocks_read_from_the_cache_are_written_back_with_the_new_ones():
+    read = decode(encode(memory()))
+    assert read.stored_blocks is not None
+    read.ranges["r4"] = (40, (b"d0", b"d9"))
+    read.blocks[b"d0"] = [(b"n/0", "data/n0", 1)]
+    read.blocks[b"d9"] = [(b"n/9", "s3://b/ns/data/n9", 2), (b"n/9b", "data/n9b", 1)]
+    kept = read.subset(["m1"], ["r2", "r4"])  # d1 and d3 go
+    expected = Memory(kept.metaranges, kept.ranges, {d: kept.blocks[d] for d in kept.blocks})
+    assert expected.stored_blocks is None and set(kept.blocks) == {b"d0", b"d2", b"d9"}
+    files = encode(kept)
+    assert decode(files) == expected
+    table = pq.read_table(pa.BufferReader(files["blocks.parquet"]))
+    assert table.equals(pq.read_table(pa.BufferReader(encode(expected)["blocks.parquet"])))
+    assert decode(encode(decode(files))) == expected
