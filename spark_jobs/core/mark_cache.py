@@ -18,10 +18,13 @@ Format 1 (each metarange's spans in full) is not read: such a cache is ignored a
 
 from __future__ import annotations
 
+import array
 import hashlib
 import io
+import itertools
 import json
 import struct
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,24 +41,76 @@ class CacheError(ValueError):
     """A cache that cannot be trusted as a whole; the message says why (it is ignored and rebuilt)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Memory:
-    """What the mark knows of metadata files, by id (with each file's size, to check it against the store)."""
+    """What the mark knows of metadata files, by id (with each file's size, to check it against the store).
 
-    metaranges: dict[str, tuple[int, tuple[Span, ...]]] = field(default_factory=dict)
+    A metarange is kept as indices into ``spans``, the distinct (first key, range id) pairs seen: consecutive
+    metaranges list nearly the same ranges, so a long history's half a million listed spans are a thousand
+    distinct ones, and what the mark asks of all of them (which spans the retained metaranges reach) is a union
+    of small integers. Build with ``add_metarange`` (or ``Memory.of``); ``spans_of`` gives a metarange's spans."""
+
+    metaranges: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)  # id -> (size, span indices)
     ranges: dict[str, tuple[int, tuple[bytes, ...]]] = field(default_factory=dict)  # id -> (size, block digests)
     blocks: dict[bytes, list[Entry]] = field(default_factory=dict)
+    spans: list[Span] = field(default_factory=list)
     # blocks.parquet as read (Arrow), when the blocks were decoded from it: encode then converts only the blocks
     # added since (a block is named by its content's digest, so what a stored one holds never changes)
-    stored_blocks: Any = field(default=None, compare=False, repr=False)
+    stored_blocks: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._span_ids = {span: i for i, span in enumerate(self.spans)}
+
+    @classmethod
+    def of(cls, metaranges: Mapping[str, tuple[int, Iterable[Span]]] | None = None,
+           ranges: Mapping[str, tuple[int, tuple[bytes, ...]]] | None = None,
+           blocks: Mapping[bytes, list[Entry]] | None = None) -> Memory:
+        """A Memory from each metarange's spans written out."""
+        memory = cls(ranges=dict(ranges or {}), blocks=dict(blocks or {}))
+        for metarange_id, (size, spans) in (metaranges or {}).items():
+            memory.add_metarange(metarange_id, size, spans)
+        return memory
+
+    def add_metarange(self, metarange_id: str, size: int, spans: Iterable[Span]) -> None:
+        ids, known = self._span_ids, self.spans
+        indices = []
+        for span in spans:
+            if (i := ids.get(span)) is None:
+                i = ids[span] = len(known)
+                known.append(span)
+            indices.append(i)
+        self.metaranges[metarange_id] = (size, tuple(indices))
+
+    def spans_of(self, metarange_id: str) -> tuple[Span, ...]:
+        return tuple(map(self.spans.__getitem__, self.metaranges[metarange_id][1]))
+
+    def distinct_spans(self, metarange_ids: Iterable[str]) -> list[Span]:
+        """The spans the given metaranges list, each once (in no particular order)."""
+        reached: set[int] = set()
+        for m in metarange_ids:
+            reached.update(self.metaranges[m][1])
+        return [self.spans[i] for i in reached]
+
+    def view(self) -> tuple[dict, dict, dict]:
+        """What it holds, spans written out: two Memories are equal when their views are."""
+        return ({m: (v[0], self.spans_of(m)) for m, v in self.metaranges.items()}, self.ranges,
+                {d: list(e) for d, e in self.blocks.items()})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Memory) and self.view() == other.view()
+
+    def _with(self, metaranges: dict, ranges: dict, blocks: dict) -> Memory:
+        # the spans list is shared, not copied: encode keeps only the spans still listed
+        memory = Memory(metaranges, ranges, blocks, stored_blocks=self.stored_blocks)
+        memory.spans, memory._span_ids = self.spans, self._span_ids
+        return memory
 
     def subset(self, metaranges: Iterable[str], ranges: Iterable[str]) -> Memory:
         """Only the given files (those a run used) and the blocks they hold: what is not reached any more goes."""
         kept_ranges = {r: self.ranges[r] for r in sorted(set(ranges)) if r in self.ranges}
         digests = {d for _, blocks in kept_ranges.values() for d in blocks}
-        return Memory({m: self.metaranges[m] for m in sorted(set(metaranges)) if m in self.metaranges},
-                      kept_ranges, {d: self.blocks[d] for d in sorted(digests) if d in self.blocks},
-                      self.stored_blocks)
+        return self._with({m: self.metaranges[m] for m in sorted(set(metaranges)) if m in self.metaranges},
+                          kept_ranges, {d: self.blocks[d] for d in sorted(digests) if d in self.blocks})
 
 
 def trusted(memory: Memory, sizes: Mapping[str, int]) -> tuple[Memory, int]:
@@ -66,7 +121,7 @@ def trusted(memory: Memory, sizes: Mapping[str, int]) -> tuple[Memory, int]:
     ranges = {r: v for r, v in memory.ranges.items()
               if r in sizes and sizes[r] == v[0] and all(d in memory.blocks for d in v[1])}
     dropped = len(memory.metaranges) - len(metaranges) + len(memory.ranges) - len(ranges)
-    return Memory(metaranges, ranges, memory.blocks, memory.stored_blocks), dropped
+    return memory._with(metaranges, ranges, memory.blocks), dropped
 
 
 def _schemas():
@@ -98,21 +153,25 @@ def encode(memory: Memory) -> dict[str, bytes]:
     schemas = _schemas()
     m_ids = sorted(memory.metaranges)
     r_ids = sorted(memory.ranges)
-    distinct: dict[Span, int] = {}
-    for m in m_ids:
-        distinct.update(dict.fromkeys(memory.metaranges[m][1], 0))
-    spans = sorted(distinct)
-    distinct = {span: i for i, span in enumerate(spans)}
-    offsets = [0]
-    for m in m_ids:
-        offsets.append(offsets[-1] + len(memory.metaranges[m][1]))
-    indices = [distinct[span] for m in m_ids for span in memory.metaranges[m][1]]
+    listed = [memory.metaranges[m][1] for m in m_ids]
+    used: set[int] = set()
+    for indices in listed:
+        used.update(indices)
+    spans = memory.spans
+    if len(used) < len(spans):  # spans only metaranges gone from the cache listed: renumber without them
+        order = sorted(used)
+        renumber = [0] * len(spans)
+        for new, old in enumerate(order):
+            renumber[old] = new
+        spans = [spans[i] for i in order]
+        listed = [tuple(map(renumber.__getitem__, indices)) for indices in listed]
+    offsets = [0, *itertools.accumulate(map(len, listed))]
     digests = sorted(memory.blocks)
     columns = {
         "spans.parquet": [pa.array([k for k, _ in spans], pa.binary()), pa.array([r for _, r in spans], pa.string())],
         "metaranges.parquet": [pa.array(m_ids, pa.string()), pa.array([memory.metaranges[m][0] for m in m_ids],
                                                                         pa.int64()),
-                               pa.ListArray.from_arrays(_int32s(offsets), _int32s(indices))],
+                               pa.ListArray.from_arrays(_int32s(offsets), _int32s(itertools.chain.from_iterable(listed)))],
         "ranges.parquet": [pa.array(r_ids, pa.string()), pa.array([memory.ranges[r][0] for r in r_ids], pa.int64()),
                            pa.array([list(memory.ranges[r][1]) for r in r_ids], pa.list_(pa.binary()))],
     }
@@ -143,11 +202,15 @@ def _blocks_table(digests: list[bytes], blocks: Mapping[bytes, list[Entry]]):
         for i, t in enumerate((pa.binary(), pa.string(), pa.int8()))], schema=_schemas()["blocks.parquet"])
 
 
-def _int32s(values: list[int]):
+def _int32s(values: Iterable[int]):
     import pyarrow as pa  # noqa: PLC0415
 
-    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(struct.pack(f"<{len(values)}i",
-                                                                                          *values))])
+    data = array.array("i", values)
+    if data.itemsize != 4:
+        raise ValueError("this platform's C int is not 32 bits")
+    if sys.byteorder != "little":
+        data.byteswap()
+    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data.tobytes())])
 
 
 def _has_nulls(column) -> bool:
@@ -185,11 +248,10 @@ def decode(files: Mapping[str, bytes]) -> Memory:
     offsets = lists.offsets.to_pylist()
     ends = [o - offsets[0] for o in offsets]
     flat = struct.unpack_from(f"<{len(flat)}i", flat.buffers()[1], 4 * flat.offset)  # Arrow's int32s as they are
-    memory = Memory()
-    at = spans.__getitem__
+    memory = Memory(spans=spans)
     for i, (mid, size) in enumerate(zip(m.column("metarange_id").to_pylist(), m.column("size").to_pylist(),
                                         strict=True)):
-        memory.metaranges[mid] = (size, tuple(map(at, flat[ends[i]:ends[i + 1]])))
+        memory.metaranges[mid] = (size, flat[ends[i]:ends[i + 1]])
     r = tables["ranges.parquet"].to_pydict()
     b = tables["blocks.parquet"].to_pydict()
     for rid, size, blocks in zip(r["range_id"], r["size"], r["blocks"], strict=True):

@@ -158,7 +158,7 @@ class LakeFSApi:
         started = self._request("POST", f"{self._repo(repository_id)}/gc/prepare_commits/async",
                                 f"prepare GC commits of {repository_id}", ok=(202,), retry=False).json()
         deadline = time.monotonic() + timeout
-        delay = 0.1
+        delay = 0.01  # a small history is prepared in milliseconds; a large one in seconds
         while time.monotonic() < deadline:
             status = self._get(f"{self._repo(repository_id)}/gc/prepare_commits/status",
                                "GC commits status", id=started["id"])
@@ -167,7 +167,7 @@ class LakeFSApi:
                     raise LakeFSApiError(f"prepare GC commits of {repository_id}: {status['error']}")
                 return status["result"]
             time.sleep(delay)
-            delay = min(delay * 2, 2)
+            delay = min(delay * 1.5, 2)
         raise LakeFSApiError(f"prepare GC commits of {repository_id}: not done after {timeout:g}s")
 
     def prepare_uncommitted(self, repository_id: str) -> tuple[str, list[str]]:

@@ -19,6 +19,11 @@ from spark_jobs.core.cleaning import (
     versions_kept_from,
 )
 from spark_jobs.core.mark_cache import Memory
+from spark_jobs.engine.parallel import ThreadRunner
+
+# Up to this many unseen files are read by the driver's threads, whatever the runner: a daily run reads a few
+# dozen new files, and a Spark job per kind of file costs more in scheduling than reading them
+DRIVER_READS = 64
 
 
 # Per-unit steps (on executors or threads): what one file held, as the cache keeps it.
@@ -50,15 +55,16 @@ class Source:
 
     def metaranges(self, ids: list[str]) -> None:
         self._count("metaranges", ids, self.memory.metaranges)
-        for mid, size, spans in self.runner.map_units([m for m in ids if m not in self.memory.metaranges],
-                                                      unit_metarange_read, self.open_context,
-                                                      partitions=self.partitions):
-            self.memory.metaranges[mid] = (size, spans)
+        for mid, size, spans in self._map([m for m in ids if m not in self.memory.metaranges], unit_metarange_read):
+            self.memory.add_metarange(mid, size, spans)
 
     def ranges(self, ids: list[str]) -> None:
         self._count("ranges", ids, self.memory.ranges)
-        self._take(self.runner.map_units([r for r in ids if r not in self.memory.ranges], unit_range_read,
-                                         self.open_context, partitions=self.partitions))
+        self._take(self._map([r for r in ids if r not in self.memory.ranges], unit_range_read))
+
+    def _map(self, unseen: list[str], fn: Callable[[Any, str], list]) -> list:
+        runner = self.runner if len(unseen) > DRIVER_READS else ThreadRunner()
+        return runner.map_units(unseen, fn, self.open_context, partitions=self.partitions)
 
     def _count(self, kind: str, ids: list[str], known: dict) -> None:
         fresh = [i for i in ids if i not in (self.used_metaranges if kind == "metaranges" else self.used_ranges)]
@@ -77,8 +83,8 @@ class Source:
         if metarange_id not in self.memory.metaranges or metarange_id not in self.used_metaranges:
             self._count("metaranges", [metarange_id], self.memory.metaranges)
             if metarange_id not in self.memory.metaranges:
-                self.memory.metaranges[metarange_id] = unit_metarange_read(self.driver, metarange_id)[0][1:]
-        return self.memory.metaranges[metarange_id][1]
+                self.memory.add_metarange(*unit_metarange_read(self.driver, metarange_id)[0])
+        return self.memory.spans_of(metarange_id)
 
     def blocks(self, range_id: str) -> tuple[bytes, ...]:
         if range_id not in self.memory.ranges or range_id not in self.used_ranges:
@@ -102,8 +108,7 @@ def reached(source: Source, graph: Any, *, retention: ScopedRetention, metarange
     # In key order, as mark.reached: the versions of one key span fall in one partition, which then decodes the
     # data blocks they share once. Distinct spans only: a long history's metaranges list the same ranges again
     # and again (a thousand commits of ~500 ranges each are half a million spans, about a thousand distinct)
-    spans = {span for m in metaranges for span in source.spans(m)}
-    range_ids = list(dict.fromkeys(r for _, r in sorted(spans)))
+    range_ids = list(dict.fromkeys(r for _, r in sorted(source.memory.distinct_spans(metaranges))))
     source.ranges(range_ids)
     blocks = source.memory.blocks
     relative_key = key_mapper(prefixes)

@@ -27,10 +27,11 @@ from tests.unit.gc.test_sstable import FIXTURES
 
 
 def memory() -> Memory:
-    return Memory(metaranges={"m1": (100, ((b"a", "r1"), (b"k", "r2")))},
-                  ranges={"r1": (10, (b"d1", b"d2")), "r2": (20, (b"d2",)), "r3": (30, (b"d3",))},
-                  blocks={b"d1": [(b"a/x", "data/1", 1)], b"d2": [(b"k/y", "s3://b/ns/data/2", 2), (b"k/z", "d/3", 1)],
-                          b"d3": [(b"q", "data/9", 1)]})
+    return Memory.of(metaranges={"m1": (100, ((b"a", "r1"), (b"k", "r2")))},
+                     ranges={"r1": (10, (b"d1", b"d2")), "r2": (20, (b"d2",)), "r3": (30, (b"d3",))},
+                     blocks={b"d1": [(b"a/x", "data/1", 1)],
+                             b"d2": [(b"k/y", "s3://b/ns/data/2", 2), (b"k/z", "d/3", 1)],
+                             b"d3": [(b"q", "data/9", 1)]})
 
 
 def test_encode_decode_round_trip():
@@ -101,7 +102,7 @@ def test_describe_cache():
 
 
 def test_trusted_never_takes_an_empty_size_for_a_file_that_is_gone():
-    gone = Memory(metaranges={"m9": (None, ())}, ranges={"r9": (None, ())}, blocks={})
+    gone = Memory.of(metaranges={"m9": (None, ())}, ranges={"r9": (None, ())}, blocks={})
     kept, dropped = trusted(gone, {})
     assert kept.metaranges == {} and kept.ranges == {} and dropped == 2
 
@@ -184,7 +185,7 @@ def test_decode_refuses_spans_it_does_not_hold_and_uneven_blocks():
 
 def test_metaranges_share_their_spans_in_the_file():
     spans = tuple((f"k{i:04d}".encode(), f"r{i}") for i in range(300))
-    many = Memory(metaranges={f"m{i}": (i, spans[:i]) for i in range(300)})
+    many = Memory.of(metaranges={f"m{i}": (i, spans[:i]) for i in range(300)})
     files = encode(many)
     assert pq.read_table(pa.BufferReader(files["spans.parquet"])).num_rows == 299
     assert decode(files) == many
@@ -218,10 +219,28 @@ def test_blocks_read_from_the_cache_are_written_back_with_the_new_ones():
     read.blocks[b"d0"] = [(b"n/0", "data/n0", 1)]
     read.blocks[b"d9"] = [(b"n/9", "s3://b/ns/data/n9", 2), (b"n/9b", "data/n9b", 1)]
     kept = read.subset(["m1"], ["r2", "r4"])  # d1 and d3 go
-    expected = Memory(kept.metaranges, kept.ranges, {d: kept.blocks[d] for d in kept.blocks})
+    expected = Memory.of({m: (v[0], kept.spans_of(m)) for m, v in kept.metaranges.items()}, kept.ranges,
+                         {d: kept.blocks[d] for d in kept.blocks})
     assert expected.stored_blocks is None and set(kept.blocks) == {b"d0", b"d2", b"d9"}
     files = encode(kept)
     assert decode(files) == expected
     table = pq.read_table(pa.BufferReader(files["blocks.parquet"]))
     assert table.equals(pq.read_table(pa.BufferReader(encode(expected)["blocks.parquet"])))
     assert decode(encode(decode(files))) == expected
+
+
+def test_random_memories_survive_subset_encode_and_decode():
+    rng = random.Random(15)
+    for _ in range(200):
+        pool = [(rng.randbytes(rng.randrange(4)), f"r{rng.randrange(40)}") for _ in range(rng.randrange(1, 60))]
+        listed = {f"m{i}": (rng.randrange(1000), sorted(rng.sample(pool, rng.randrange(len(pool) + 1))))
+                  for i in range(rng.randrange(12))}
+        whole = Memory.of(listed)
+        assert all(whole.spans_of(m) == tuple(spans) for m, (_, spans) in listed.items())
+        kept = whole.subset(rng.sample(sorted(listed), rng.randrange(len(listed) + 1)), [])
+        back = decode(encode(kept))
+        assert back == kept and back == Memory.of({m: listed[m] for m in kept.metaranges})
+        stored = pq.read_table(pa.BufferReader(encode(kept)["spans.parquet"])).num_rows
+        assert stored == len({s for m in kept.metaranges for s in listed[m][1]})  # spans no one lists are gone
+        some = rng.sample(sorted(kept.metaranges), min(3, len(kept.metaranges)))
+        assert sorted(back.distinct_spans(some)) == sorted({s for m in some for s in listed[m][1]})
