@@ -19,6 +19,7 @@ from pathlib import Path
 
 from spark_jobs.core.cleaning import parse_cleaning_policies
 from spark_jobs.core.mark_cache import Memory, encode
+from spark_jobs.engine import mark_source
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.mark_cache import PREFIX, load, save
 from tests.integration.conftest import commit, create_branch, upload
@@ -153,10 +154,14 @@ def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rou
     return [*stats, cache]
 
 
-def test_cached_runs_plan_what_uncached_marks_plan(any_runner_gc, lakefs, repo, local_root):
+def test_cached_runs_plan_what_uncached_marks_plan(any_runner_gc, lakefs, repo, local_root, monkeypatch):
     seed = int(os.environ.get("GC_CACHE_TEST_SEED") or random.randrange(10**6))
     rounds = int(os.environ.get("GC_CACHE_TEST_ROUNDS") or 4)
-    print(f"mark cache test: seed {seed} ({any_runner_gc.engine}), {rounds} rounds")
+    # unseen files go to the runner above this many, below it to the driver's threads: both ways, on both runners
+    driver_reads = random.Random(seed).choice((0, 2, mark_source.DRIVER_READS))
+    monkeypatch.setattr(mark_source, "DRIVER_READS", driver_reads)
+    print(f"mark cache test: seed {seed} ({any_runner_gc.engine}), {rounds} rounds, driver reads up to "
+          f"{driver_reads} files")
     stats = run_rounds(any_runner_gc, lakefs, repo, local_root, seed, rounds)
     print("ranges cached/read per run:", [(s.get("ranges_cached"), s.get("ranges_read")) for s in stats])
 
