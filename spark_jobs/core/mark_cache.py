@@ -23,7 +23,6 @@ import hashlib
 import io
 import itertools
 import json
-import struct
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -50,7 +49,7 @@ class Memory:
     distinct ones, and what the mark asks of all of them (which spans the retained metaranges reach) is a union
     of small integers. Build with ``add_metarange`` (or ``Memory.of``); ``spans_of`` gives a metarange's spans."""
 
-    metaranges: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)  # id -> (size, span indices)
+    metaranges: dict[str, tuple[int, array.array]] = field(default_factory=dict)  # id -> (size, span indices)
     ranges: dict[str, tuple[int, tuple[bytes, ...]]] = field(default_factory=dict)  # id -> (size, block digests)
     blocks: dict[bytes, list[Entry]] = field(default_factory=dict)
     spans: list[Span] = field(default_factory=list)
@@ -79,7 +78,7 @@ class Memory:
                 i = ids[span] = len(known)
                 known.append(span)
             indices.append(i)
-        self.metaranges[metarange_id] = (size, tuple(indices))
+        self.metaranges[metarange_id] = (size, array.array("i", indices))
 
     def spans_of(self, metarange_id: str) -> tuple[Span, ...]:
         return tuple(map(self.spans.__getitem__, self.metaranges[metarange_id][1]))
@@ -164,14 +163,14 @@ def encode(memory: Memory) -> dict[str, bytes]:
         for new, old in enumerate(order):
             renumber[old] = new
         spans = [spans[i] for i in order]
-        listed = [tuple(map(renumber.__getitem__, indices)) for indices in listed]
+        listed = [array.array("i", map(renumber.__getitem__, indices)) for indices in listed]
     offsets = [0, *itertools.accumulate(map(len, listed))]
     digests = sorted(memory.blocks)
     columns = {
         "spans.parquet": [pa.array([k for k, _ in spans], pa.binary()), pa.array([r for _, r in spans], pa.string())],
         "metaranges.parquet": [pa.array(m_ids, pa.string()), pa.array([memory.metaranges[m][0] for m in m_ids],
                                                                         pa.int64()),
-                               pa.ListArray.from_arrays(_int32s(offsets), _int32s(itertools.chain.from_iterable(listed)))],
+                               pa.ListArray.from_arrays(_int32s(offsets), _int32s(_joined(listed)))],
         "ranges.parquet": [pa.array(r_ids, pa.string()), pa.array([memory.ranges[r][0] for r in r_ids], pa.int64()),
                            pa.array([list(memory.ranges[r][1]) for r in r_ids], pa.list_(pa.binary()))],
     }
@@ -202,15 +201,24 @@ def _blocks_table(digests: list[bytes], blocks: Mapping[bytes, list[Entry]]):
         for i, t in enumerate((pa.binary(), pa.string(), pa.int8()))], schema=_schemas()["blocks.parquet"])
 
 
+def _joined(arrays: list[array.array]) -> array.array:
+    out = array.array("i")
+    for a in arrays:
+        out += a
+    return out
+
+
 def _int32s(values: Iterable[int]):
+    """An Arrow int32 array of ``values`` (copied once, as C ints: no Python int per value)."""
     import pyarrow as pa  # noqa: PLC0415
 
-    data = array.array("i", values)
+    data = values if isinstance(values, array.array) else array.array("i", values)
     if data.itemsize != 4:
         raise ValueError("this platform's C int is not 32 bits")
     if sys.byteorder != "little":
+        data = array.array("i", data)
         data.byteswap()
-    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data.tobytes())])
+    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
 
 
 def _has_nulls(column) -> bool:
@@ -247,11 +255,15 @@ def decode(files: Mapping[str, bytes]) -> Memory:
         raise CacheError(f"metaranges.parquet names spans beyond the {len(spans)} of spans.parquet")
     offsets = lists.offsets.to_pylist()
     ends = [o - offsets[0] for o in offsets]
-    flat = struct.unpack_from(f"<{len(flat)}i", flat.buffers()[1], 4 * flat.offset)  # Arrow's int32s as they are
+    indices = array.array("i")  # Arrow's int32s as they are, without a Python int per value
+    if len(flat):
+        indices.frombytes(memoryview(flat.buffers()[1])[4 * flat.offset:4 * (flat.offset + len(flat))])
+    if sys.byteorder != "little":
+        indices.byteswap()
     memory = Memory(spans=spans)
     for i, (mid, size) in enumerate(zip(m.column("metarange_id").to_pylist(), m.column("size").to_pylist(),
                                         strict=True)):
-        memory.metaranges[mid] = (size, flat[ends[i]:ends[i + 1]])
+        memory.metaranges[mid] = (size, indices[ends[i]:ends[i + 1]])
     r = tables["ranges.parquet"].to_pydict()
     b = tables["blocks.parquet"].to_pydict()
     for rid, size, blocks in zip(r["range_id"], r["size"], r["blocks"], strict=True):

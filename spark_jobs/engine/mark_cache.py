@@ -20,6 +20,7 @@ its file held, from which the driver computes the kept addresses and writes the 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,16 @@ class Loaded:
 
 def load(ns: Namespace, *, repository_id: str, namespace: str) -> Loaded:
     """The trusted part of the repository's cache (empty when there is none or it is ignored, and why)."""
+    # The listing of _lakefs/ (to check every entry against its file) grows with the history and is the store's
+    # time, not ours: it runs while the cache is read and decoded
+    pool = ThreadPoolExecutor(1, thread_name_prefix="gc-cache-sizes")
+    try:
+        return _load(ns, pool.submit(ns.metadata_sizes), repository_id=repository_id, namespace=namespace)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # no cache to check: the listing is not waited for
+
+
+def _load(ns: Namespace, sizes: Future, *, repository_id: str, namespace: str) -> Loaded:
     try:
         raw = ns.read(POINTER)
     except StorageError as exc:
@@ -74,12 +85,12 @@ def load(ns: Namespace, *, repository_id: str, namespace: str) -> Loaded:
     except CacheError as exc:
         return _ignored(str(exc))
     try:
-        sizes = ns.metadata_sizes()
+        listed = sizes.result()
     except StorageError as exc:  # an optimisation only: without the sizes to check it against, read everything
         log.warning("GC mark cache ignored (listing _lakefs/ failed): %s", exc)
         # the pointer's slot is kept, so this run's cache goes to the other one and the current stays whole
         return Loaded(Memory(), doc["slot"], {"state": "ignored", "reason": f"listing _lakefs/ failed: {exc}"})
-    memory, dropped = trusted(memory, sizes)
+    memory, dropped = trusted(memory, listed)
     return Loaded(memory, doc["slot"], {"state": "used", "reason": None, "stale_entries": dropped})
 
 
