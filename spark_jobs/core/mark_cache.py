@@ -23,13 +23,14 @@ import hashlib
 import io
 import itertools
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 FORMAT = 2
 FILES = ("spans.parquet", "metaranges.parquet", "ranges.parquet", "blocks.parquet")
+# Arrow and the files hold little-endian int32s; array.array holds the machine's C ints
+_NATIVE_LITTLE = array.array("i", [1]).tobytes() == (1).to_bytes(4, "little")
 SLOTS = ("a", "b")  # written alternately: a run killed while writing one leaves the other, still named, intact
 
 Entry = tuple[bytes, str, int]  # path, raw address, address type
@@ -215,7 +216,7 @@ def _int32s(values: Iterable[int]):
     data = values if isinstance(values, array.array) else array.array("i", values)
     if data.itemsize != 4:
         raise ValueError("this platform's C int is not 32 bits")
-    if sys.byteorder != "little":
+    if not _NATIVE_LITTLE:
         data = array.array("i", data)
         data.byteswap()
     return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
@@ -258,7 +259,7 @@ def decode(files: Mapping[str, bytes]) -> Memory:
     indices = array.array("i")  # Arrow's int32s as they are, without a Python int per value
     if len(flat):
         indices.frombytes(memoryview(flat.buffers()[1])[4 * flat.offset:4 * (flat.offset + len(flat))])
-    if sys.byteorder != "little":
+    if not _NATIVE_LITTLE:
         indices.byteswap()
     memory = Memory(spans=spans)
     for i, (mid, size) in enumerate(zip(m.column("metarange_id").to_pylist(), m.column("size").to_pylist(),
