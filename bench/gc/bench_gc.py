@@ -52,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from common import ROOT, STORE_NAMES, World, machine, spark_context  # noqa: E402
+from common import ROOT, STORE_NAMES, CheckFailed, World, check, machine, spark_context  # noqa: E402
 from generate import HistoryShape, MetadataOnly, StoreObjects, extend, generate, staged_base  # noqa: E402
 
 from spark_jobs.engine.storage import BATCH  # noqa: E402
@@ -60,15 +60,6 @@ from tests.services import ThrottlingProxy, is_batch_delete  # noqa: E402
 
 QUICK = {"objects": 300, "commits": 6, "changed": 5, "rounds": 1, "sweep_objects": 150, "sweep_commits": 3,
          "sweep_changed": 20}
-
-
-class CheckFailed(AssertionError):
-    pass
-
-
-def check(ok: bool, message: str) -> None:
-    if not ok:
-        raise CheckFailed(message)
 
 
 def time_marks(world: World, gc, repo: str, rounds: int) -> dict[str, Any]:

@@ -53,7 +53,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from common import ROOT, STORE_NAMES, World, cache_available, gc_run, machine, spark_context  # noqa: E402
+from common import (  # noqa: E402
+    ROOT,
+    STORE_NAMES,
+    CheckFailed,
+    World,
+    cache_available,
+    check,
+    gc_run,
+    machine,
+    spark_context,
+)
 from generate import BulkMetadataOnly, HistoryShape, extend, generate, staged_base  # noqa: E402
 from proctree import machine_busy, tree_cpu  # noqa: E402
 
@@ -61,15 +71,6 @@ from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY  # noqa: E402
 
 QUICK = {"objects": 300, "commits": 8, "changed": 2, "warm_commits": 2, "rounds": 1, "profile_files": 5}
 CACHE_PREFIX = "_lakefs/retention/gc/janitor-mark-cache"
-
-
-class CheckFailed(AssertionError):
-    pass
-
-
-def check(ok: bool, message: str) -> None:
-    if not ok:
-        raise CheckFailed(message)
 
 
 class Repo:

@@ -23,6 +23,15 @@ from workers.lakefs.client import make_lakefs_for  # noqa: E402
 STORE_NAMES = {"local": "local disk", "s3": "versitygw (S3)", "azure": "Azurite", "gcs": "fake-gcs-server"}
 
 
+class CheckFailed(AssertionError):
+    """A benchmark's own correctness check failed: it exits 1 and writes no results."""
+
+
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        raise CheckFailed(message)
+
+
 class World:
     """One store (local disk, versitygw, Azurite or fake-gcs-server) and a lakeFS on it, on 127.0.0.1."""
 

@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from common import ROOT, STORE_NAMES, World, machine  # noqa: E402
+from common import ROOT, STORE_NAMES, CheckFailed, World, check, machine  # noqa: E402
 from generate import BulkMetadataOnly, _base_path, _commit, stage_many, staged_base  # noqa: E402
 from proctree import TreeSampler, machine_busy, tree_cpu  # noqa: E402
 
@@ -51,15 +51,6 @@ from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY  # noqa: E402
 
 QUICK = {"sizes": "200,700", "rounds": 1, "timed": 1}
 REPO = "scale"
-
-
-class CheckFailed(AssertionError):
-    pass
-
-
-def check(ok: bool, message: str) -> None:
-    if not ok:
-        raise CheckFailed(message)
 
 
 # --- the child: one runner, one process -------------------------------------------------------------------------
