@@ -19,14 +19,9 @@ def _normal(url: str) -> str:
 
 
 def relative_key(address: str, address_type: int, namespace_uris: Iterable[str]) -> str | None:
-    if address_type != FULL and "://" not in address:
+    if address_type != FULL and "://" not in address:  # the usual case, before any work on the namespace
         return address.lstrip("/")
-    full = _normal(address)
-    for uri in namespace_uris:
-        root = _normal(uri).rstrip("/") + "/"
-        if full.startswith(root):
-            return full[len(root):].lstrip("/")
-    return None
+    return key_mapper(namespace_uris)(address, address_type)
 
 
 def key_mapper(namespace_uris: Iterable[str]) -> Callable[[str, int], str | None]:
@@ -36,7 +31,7 @@ def key_mapper(namespace_uris: Iterable[str]) -> Callable[[str, int], str | None
     def key(address: str, address_type: int) -> str | None:
         if address_type != FULL and "://" not in address:
             return address.lstrip("/")
-        full = "s3://" + address[6:] if address.startswith("s3a://") else address
+        full = _normal(address)
         for root in roots:
             if full.startswith(root):
                 return full[len(root):].lstrip("/")

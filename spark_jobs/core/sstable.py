@@ -476,11 +476,10 @@ def _expect_type(table: _Table, expected: bytes) -> None:
         raise SSTableError(f"expected a lakeFS {expected.decode()} file, this one has type {kind!r}")
 
 
-def metarange_ranges(data: bytes) -> list[RangeData]:
-    """The ranges a metarange file lists, in key order."""
+def _metarange_records(data: bytes) -> Iterator[tuple[str, bytes]]:
+    """(range id, RangeData payload) of every record of a metarange file, in key order."""
     table = _Table(data)
     _expect_type(table, b"metaranges")
-    out = []
     for block in table.data_blocks():
         for key, value in _block_entries(block, "data"):
             _user_key(key)
@@ -489,28 +488,22 @@ def metarange_ranges(data: bytes) -> list[RangeData]:
                 range_id = identity.decode("ascii")
             except UnicodeDecodeError:
                 raise SSTableError("metarange record's range id is not ASCII hex") from None
-            out.append(decode_range_data(range_id, payload))
-    return out
+            yield range_id, payload
+
+
+def metarange_ranges(data: bytes) -> list[RangeData]:
+    """The ranges a metarange file lists, in key order."""
+    return [decode_range_data(range_id, payload) for range_id, payload in _metarange_records(data)]
 
 
 def metarange_spans(data: bytes) -> list[tuple[bytes, str]]:
     """(first key, range id) of every range a metarange file lists, in key order: metarange_ranges without the
     RangeData objects. The usual record (one-byte tags and lengths, fields 1-4 of their wire types) is read here;
     any other goes through decode_range_data, so the result and the errors are metarange_ranges's."""
-    table = _Table(data)
-    _expect_type(table, b"metaranges")
     out: list[tuple[bytes, str]] = []
-    append = out.append
-    for block in table.data_blocks():
-        for key, value in _block_entries(block, "data"):
-            _user_key(key)
-            identity, payload = _split_value(value)
-            try:
-                range_id = identity.decode("ascii")
-            except UnicodeDecodeError:
-                raise SSTableError("metarange record's range id is not ASCII hex") from None
-            min_key = _range_min_key(payload)
-            append((decode_range_data(range_id, payload).min_key if min_key is None else min_key, range_id))
+    for range_id, payload in _metarange_records(data):
+        min_key = _range_min_key(payload)
+        out.append((decode_range_data(range_id, payload).min_key if min_key is None else min_key, range_id))
     return out
 
 
