@@ -165,7 +165,7 @@ def encode(memory: Memory) -> dict[str, bytes]:
             renumber[old] = new
         spans = [spans[i] for i in order]
         listed = [array.array("i", map(renumber.__getitem__, indices)) for indices in listed]
-    offsets = [0, *itertools.accumulate(map(len, listed))]
+    offsets = _offsets(listed)
     digests = sorted(memory.blocks)
     columns = {
         "spans.parquet": [pa.array([k for k, _ in spans], pa.binary()), pa.array([r for _, r in spans], pa.string())],
@@ -193,13 +193,16 @@ def encode(memory: Memory) -> dict[str, bytes]:
 def _blocks_table(digests: list[bytes], blocks: Mapping[bytes, list[Entry]]):
     import pyarrow as pa  # noqa: PLC0415
 
-    offsets = [0]
-    for d in digests:
-        offsets.append(offsets[-1] + len(blocks[d]))
+    offsets = _offsets(blocks[d] for d in digests)
     entries = [e for d in digests for e in blocks[d]]
     return pa.Table.from_arrays([pa.array(digests, pa.binary())] + [
         pa.ListArray.from_arrays(_int32s(offsets), pa.array([e[i] for e in entries], t))
         for i, t in enumerate((pa.binary(), pa.string(), pa.int8()))], schema=_schemas()["blocks.parquet"])
+
+
+def _offsets(lists: Iterable) -> list[int]:
+    """Arrow list offsets: where each list starts in the flattened values, and the end."""
+    return [0, *itertools.accumulate(map(len, lists))]
 
 
 def _joined(arrays: list[array.array]) -> array.array:

@@ -27,9 +27,9 @@ DRIVER_READS = 64
 
 
 # Per-unit steps (on executors or threads): what one file held, as the cache keeps it.
-def unit_metarange_read(ctx: Any, metarange_id: str) -> list[tuple[str, int, tuple[tuple[bytes, str], ...]]]:
+def unit_metarange_read(ctx: Any, metarange_id: str) -> list[tuple[str, int, list[tuple[bytes, str]]]]:
     data = ctx.read_metarange(metarange_id)
-    return [(metarange_id, len(data), tuple(sstable.metarange_spans(data)))]
+    return [(metarange_id, len(data), sstable.metarange_spans(data))]
 
 
 def unit_range_read(ctx: Any, range_id: str) -> list[tuple[str, int, tuple[bytes, ...], list]]:
