@@ -18,6 +18,7 @@ GCS        ``gs://bucket/prefix``                                      gcsfs    
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -158,6 +159,38 @@ def check_key(key: str) -> str:
     return key
 
 
+def iso_timestamp(value: Any) -> datetime:
+    """botocore's timestamp parser, with the common case first: S3 dates every listed object in ISO 8601 with its
+    zone, which ``datetime.fromisoformat`` reads about 50× faster than botocore's dateutil (dateutil was 60% of the
+    client's time listing _lakefs/ on versitygw). Anything else (HTTP dates in headers, epoch seconds, a date
+    without a zone) goes to botocore's own parser, so every value reads as botocore would read it."""
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            parsed = None
+        if parsed is not None and parsed.tzinfo is not None:
+            return parsed
+    from botocore.utils import parse_timestamp  # noqa: PLC0415
+
+    return parse_timestamp(value)
+
+
+@functools.cache
+def _s3_session():
+    """One aiobotocore session per process for every S3 namespace (fsspec then keeps one client per options, as
+    without it), reading timestamps with ``iso_timestamp``. Built at first use, not at import."""
+    from aiobotocore.session import AioSession  # noqa: PLC0415
+
+    class Session(AioSession):
+        def __reduce__(self):  # an fsspec filesystem pickles its options: this one as "the process's own"
+            return _s3_session, ()
+
+    session = Session()
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=iso_timestamp)
+    return session
+
+
 def _filesystem(location: Location, options: dict[str, Any]):
     import fsspec  # noqa: PLC0415 - built on executors too, after the zip is importable
 
@@ -171,6 +204,7 @@ def _filesystem(location: Location, options: dict[str, Any]):
         # The throttle below retries throttled requests at a lowered rate: botocore's own retries would hide
         # every throttling answer from it (and retry at full speed).
         options.setdefault("config_kwargs", {}).setdefault("retries", {"total_max_attempts": 1})
+        options.setdefault("session", _s3_session())
     if location.store == "azure" and location.account and not options.get("connection_string"):
         options.setdefault("account_name", location.account)
     # A GC must see the namespace as it is now: no listing cache. The instance is shared by every namespace

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import random
+from datetime import UTC, datetime, timedelta, timezone
 
-from spark_jobs.engine.storage import StorageError, is_throttling, is_unreachable, locate
+import pytest
+from botocore.utils import parse_timestamp
+
+from spark_jobs.engine.storage import StorageError, is_throttling, is_unreachable, iso_timestamp, locate
 from spark_jobs.engine.throttle import Throttle, Throttled, Unreachable, next_rate
 
 
@@ -105,3 +109,26 @@ def test_local_and_unsupported_namespaces_say_what_to_set():
         locate("https://example.com/container/repo")
     with pytest.raises(StorageError, match="supported are"):
         locate("ftp://host/x")
+
+
+def test_s3_timestamps_read_as_botocore_reads_them():
+    """iso_timestamp (the engine's S3 timestamp parser, for speed) gives what botocore's own parser gives for every
+    form a store or a header sends: ISO 8601 with or without fractions and zones, HTTP dates, epoch seconds."""
+    rng = random.Random(20261123)
+    values: list[object] = ["2026-11-23T23:58:03.000Z", "2026-11-23T23:58:03Z", "2026-11-23T23:58:03+02:00",
+                            "2026-11-23T23:58:03.123456-05:30", "2026-11-23T23:58:03", "2026-11-23",
+                            "Mon, 23 Nov 2026 23:58:03 GMT", "1795478283", "1795478283.25", 1795478283, 1795478283.5]
+    for _ in range(300):
+        when = datetime(2000, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.uniform(0, 40 * 365 * 86400))
+        zone = timezone(timedelta(minutes=rng.choice([0, 60, -300, 330, 765])))
+        local = when.astimezone(zone)
+        values += [local.isoformat(timespec=rng.choice(["seconds", "milliseconds", "microseconds"])),
+                   when.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", when.strftime("%a, %d %b %Y %H:%M:%S GMT"),
+                   str(int(when.timestamp()))]
+    for value in values:
+        ours, theirs = iso_timestamp(value), parse_timestamp(value)
+        assert ours == theirs and (ours.tzinfo is None) == (theirs.tzinfo is None), value
+        if ours.tzinfo is not None:
+            assert ours.utcoffset() == theirs.utcoffset(), value
+    with pytest.raises(ValueError):
+        iso_timestamp("not a date")
