@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core.mark import unique_range_ids
 from spark_jobs.core.report import Summary
+from spark_jobs.engine import cyclic_gc, mark_cache
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.mark import (
@@ -70,6 +71,12 @@ def run(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest
 def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, *, runner: Runner,
                progress: Progress = lambda phase, count: None) -> tuple[Summary, Marked | None]:
     """``run``, with what the mark saw (None for a sweep of a stored plan)."""
+    with cyclic_gc.paused():  # a run's structures are large and acyclic (engine/cyclic_gc.py)
+        return _run_marked(api_config, storage, request, runner=runner, progress=progress)
+
+
+def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, *, runner: Runner,
+                progress: Progress) -> tuple[Summary, Marked | None]:
     now = _check(request)
     api = LakeFSApi(api_config)
     try:
@@ -78,14 +85,17 @@ def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Run
             storage = resolve_storage(api, request.repository_id, storage)
             mark_id = request.mark_id or ""
         else:
-            graph, storage = load_graph(api, request.repository_id, now=now, storage=storage)
+            namespace = api.repository(request.repository_id)["storage_namespace"]
+            # the mark cache's listing of _lakefs/ (history-sized) runs while lakeFS answers for the history
+            listing = mark_cache.Listing.start(replace(storage, namespace=namespace)) if request.cache else None
+            graph, storage = load_graph(api, request.repository_id, now=now, storage=storage, namespace=namespace)
             config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
             mark_id = request.run_id or new_run_id(now)
             marked = mark(api, runner, config, request=MarkRequest(
                 repository_id=request.repository_id, run_id=mark_id, now=now, min_age=request.min_age,
                 dry_run=request.mode == "dry-run", engine=request.engine, range_partitions=request.range_partitions,
                 address_partitions=request.address_partitions, prefix_depth=request.prefix_depth,
-                by_path=request.by_path, cache=request.cache), graph=graph, progress=progress)
+                by_path=request.by_path, cache=request.cache), graph=graph, progress=progress, listing=listing)
             if request.mode != "full":
                 return marked.summary, marked
         config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)

@@ -178,11 +178,13 @@ def cleaning_of(api: LakeFSApi, repository_id: str) -> list[CleaningPolicy]:
 
 
 def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: StorageConfig,
-               cleaning: list[CleaningPolicy] | None = None) -> tuple[Graph, StorageConfig]:
+               cleaning: list[CleaningPolicy] | None = None, namespace: str | None = None
+               ) -> tuple[Graph, StorageConfig]:
     """The history the mark needs, and the namespace's storage configuration completed (a local blockstore's
     folder learnt from where lakeFS writes its GC commits, when not configured). lakeFS prepares its retained
-    commits once per run. ``cleaning`` replaces the stored cleaning policies (to preview a new document)."""
-    namespace = api.repository(repository_id)["storage_namespace"]
+    commits once per run. ``cleaning`` replaces the stored cleaning policies (to preview a new document);
+    ``namespace``: the repository's storage namespace, when the caller already asked lakeFS for it."""
+    namespace = namespace or api.repository(repository_id)["storage_namespace"]
     rules = rules_of(api, repository_id)
     heads = api.branches(repository_id)
     cleaning = cleaning_of(api, repository_id) if cleaning is None else cleaning
@@ -308,8 +310,9 @@ class Marked:
 
 
 def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequest, graph: Graph,
-         progress: Progress = lambda phase, count: None) -> Marked:
-    """Compute and write the plan (at <ns>/_lakefs/retention/gc/unified/<run_id>/)."""
+         progress: Progress = lambda phase, count: None, listing: mark_cache.Listing | None = None) -> Marked:
+    """Compute and write the plan (at <ns>/_lakefs/retention/gc/unified/<run_id>/). ``listing``: the namespace's
+    ``_lakefs/`` listing for the mark cache, when the caller started it before loading the graph."""
     started = time.monotonic()
     ctx = config.open()
     try:
@@ -322,8 +325,8 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         progress("commits", len(bound.commits))
         seconds = {"commits": time.monotonic() - started}
         t = time.monotonic()
-        loaded = mark_cache.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace) \
-            if request.cache else None
+        loaded = mark_cache.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
+                                 listing=listing) if request.cache else None
         source = None if loaded is None else mark_source.Source(
             loaded.memory, runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
         if source is None:

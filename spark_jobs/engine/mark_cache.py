@@ -36,7 +36,7 @@ from spark_jobs.core.mark_cache import (
     pointer,
     trusted,
 )
-from spark_jobs.engine.storage import Namespace, StorageError
+from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 
 log = logging.getLogger(__name__)
 PREFIX = "_lakefs/retention/gc/janitor-mark-cache/v1"
@@ -54,15 +54,41 @@ class Loaded:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def load(ns: Namespace, *, repository_id: str, namespace: str) -> Loaded:
-    """The trusted part of the repository's cache (empty when there is none or it is ignored, and why)."""
-    # The listing of _lakefs/ (to check every entry against its file) grows with the history and is the store's
-    # time, not ours: it runs while the cache is read and decoded
-    pool = ThreadPoolExecutor(1, thread_name_prefix="gc-cache-sizes")
+class Listing:
+    """The listing of ``_lakefs/`` that checks the cache's entries, started on a thread before the run reads its
+    history: it grows with the history (2,000 files on the bench's 1,000 commits) and is then done while lakeFS
+    prepares the run's commits, instead of competing with the cache's decoding for the interpreter."""
+
+    def __init__(self, ns: Namespace) -> None:
+        self.store, self.root = ns.store, ns.root
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="gc-cache-sizes")
+        self.sizes: Future = self._pool.submit(ns.metadata_sizes)
+        self._pool.shutdown(wait=False)  # the thread ends with the listing; nothing waits for it unless asked
+
+    @classmethod
+    def start(cls, storage: StorageConfig) -> Listing | None:
+        """None when the namespace cannot be reached before lakeFS is asked (a local blockstore whose folder is
+        learnt from lakeFS): ``load`` then lists it itself."""
+        try:
+            return cls(Namespace(storage))
+        except StorageError:
+            return None
+
+    def of(self, ns: Namespace) -> bool:
+        return (self.store, self.root) == (ns.store, ns.root)
+
+
+def load(ns: Namespace, *, repository_id: str, namespace: str, listing: Listing | None = None) -> Loaded:
+    """The trusted part of the repository's cache (empty when there is none or it is ignored, and why).
+    ``listing``: the namespace's listing, when the run started it early (it must be of ``ns``)."""
+    if listing is not None and listing.of(ns):
+        return _load(ns, listing.sizes, repository_id=repository_id, namespace=namespace)
+    # The listing grows with the history and is the store's time as much as ours: it runs while the cache is read
+    listing = Listing(ns)
     try:
-        return _load(ns, pool.submit(ns.metadata_sizes), repository_id=repository_id, namespace=namespace)
+        return _load(ns, listing.sizes, repository_id=repository_id, namespace=namespace)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)  # no cache to check: the listing is not waited for
+        listing.sizes.cancel()  # no cache to check: not waited for
 
 
 def _load(ns: Namespace, sizes: Future, *, repository_id: str, namespace: str) -> Loaded:

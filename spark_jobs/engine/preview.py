@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from spark_jobs.core import report as core
 from spark_jobs.core.cleaning import CleaningPolicy
 from spark_jobs.core.plan import StoredObject, by_path_prefix
-from spark_jobs.engine import report
+from spark_jobs.engine import cyclic_gc, report
 from spark_jobs.engine.engine import resolve_storage
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.mark import GCError, Graph, JobConfig, Marked, MarkRequest, load_graph, mark, paths_of
@@ -23,11 +23,12 @@ def dry_mark(api: LakeFSApi, api_config: LakeFSApiConfig, storage: StorageConfig
              cleaning: list[CleaningPolicy] | None = None) -> tuple[Marked, JobConfig]:
     """The mark a run at ``now`` would make (with ``cleaning`` instead of the stored policies when given); no plan
     is written."""
-    graph, storage = load_graph(api, repository_id, now=now, storage=storage, cleaning=cleaning)
-    config = JobConfig(api_config, storage, repository_id)
-    request = MarkRequest(repository_id=repository_id, run_id="preview", now=now, min_age=min_age, dry_run=True,
-                          record=False)
-    return mark(api, runner, config, request=request, graph=graph), config
+    with cyclic_gc.paused():
+        graph, storage = load_graph(api, repository_id, now=now, storage=storage, cleaning=cleaning)
+        config = JobConfig(api_config, storage, repository_id)
+        request = MarkRequest(repository_id=repository_id, run_id="preview", now=now, min_age=min_age,
+                              dry_run=True, record=False)
+        return mark(api, runner, config, request=request, graph=graph), config
 
 
 @dataclass
