@@ -149,17 +149,17 @@ def _parquet(table) -> bytes:
 def encode(memory: Memory) -> dict[str, bytes]:
     """The four files' bytes."""
     import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
 
     schemas = _schemas()
     m_ids = sorted(memory.metaranges)
     r_ids = sorted(memory.ranges)
     listed = [memory.metaranges[m][1] for m in m_ids]
-    used: set[int] = set()
-    for indices in listed:
-        used.update(indices)
+    # the distinct indices of half a million, in Arrow (a Python set of them took 25 ms on the bench's history)
+    used = pc.unique(_int32s(_joined(listed))) if listed else pa.array([], pa.int32())
     spans = memory.spans
     if len(used) < len(spans):  # spans only metaranges gone from the cache listed: renumber without them
-        order = sorted(used)
+        order = sorted(used.to_pylist())
         renumber = [0] * len(spans)
         for new, old in enumerate(order):
             renumber[old] = new
@@ -180,8 +180,6 @@ def encode(memory: Memory) -> dict[str, bytes]:
     if stored is None:
         tables["blocks.parquet"] = _blocks_table(digests, memory.blocks)
     else:  # the stored rows still used, and the new blocks
-        import pyarrow.compute as pc  # noqa: PLC0415
-
         known = set(stored.column("block").to_pylist())
         both = pa.concat_tables([stored.filter(pc.is_in(stored.column("block"), value_set=pa.array(digests,
                                                                                                    pa.binary()))),
