@@ -38,6 +38,40 @@ def test_a_throttled_call_backs_off_retries_and_counts():
             Throttled("503")))
 
 
+def test_requests_are_not_paced_until_the_store_throttles_and_again_once_recovered():
+    clock = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    throttle = Throttle(sleep=sleep, clock=lambda: clock[0], ceiling=400, step=50)
+    for _ in range(100):  # 200 requests/s, the store never throttles: no waiting for turns at all
+        clock[0] += 0.005
+        assert throttle.call(lambda: "ok") == "ok"
+    assert slept == [] and throttle.rate is None
+
+    answers = iter([Throttled("SlowDown"), "ok"])
+
+    def throttled_once():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert throttle.call(throttled_once) == "ok"
+    # paced from half the 200/s it was achieving; the back-off sleep is the first one
+    assert throttle.rate == pytest.approx(100 + 50, rel=0.05) and len(slept) == 1
+    before = len(slept)
+    for _ in range(3):  # paced now: calls arriving at once wait for their turns at the lowered rate
+        throttle.call(lambda: "ok")
+    assert len(slept) > before and all(0 < s <= 1 / 100 + 1e-9 for s in slept[before:])
+    for _ in range(10):  # +50/s per success up to the ceiling, then no pacing again
+        throttle.call(lambda: "ok")
+    assert throttle.rate is None
+
+
 def test_a_store_that_does_not_answer_is_retried_a_few_times_only():
     slept: list[float] = []
     calls = []
