@@ -481,14 +481,18 @@ def _metarange_records(data: bytes) -> Iterator[tuple[str, bytes]]:
     table = _Table(data)
     _expect_type(table, b"metaranges")
     for block in table.data_blocks():
-        for key, value in _block_entries(block, "data"):
-            _user_key(key)
-            identity, payload = _split_value(value)
-            try:
-                range_id = identity.decode("ascii")
-            except UnicodeDecodeError:
-                raise SSTableError("metarange record's range id is not ASCII hex") from None
-            yield range_id, payload
+        yield from _metarange_block_records(block)
+
+
+def _metarange_block_records(block: bytes) -> Iterator[tuple[str, bytes]]:
+    for key, value in _block_entries(block, "data"):
+        _user_key(key)
+        identity, payload = _split_value(value)
+        try:
+            range_id = identity.decode("ascii")
+        except UnicodeDecodeError:
+            raise SSTableError("metarange record's range id is not ASCII hex") from None
+        yield range_id, payload
 
 
 def metarange_ranges(data: bytes) -> list[RangeData]:
@@ -496,14 +500,34 @@ def metarange_ranges(data: bytes) -> list[RangeData]:
     return [decode_range_data(range_id, payload) for range_id, payload in _metarange_records(data)]
 
 
-def metarange_spans(data: bytes) -> list[tuple[bytes, str]]:
+def metarange_spans(data: bytes, *, seen_blocks: dict[bytes, list[tuple[bytes, str]]] | None = None) \
+        -> list[tuple[bytes, str]]:
     """(first key, range id) of every range a metarange file lists, in key order: metarange_ranges without the
     RangeData objects. The usual record (one-byte tags and lengths, fields 1-4 of their wire types) is read here;
-    any other goes through decode_range_data, so the result and the errors are metarange_ranges's."""
+    any other goes through decode_range_data, so the result and the errors are metarange_ranges's.
+
+    ``seen_blocks`` (digest of a data block -> its spans) is filled and used across calls: a history's metaranges
+    share nearly all their blocks (a commit that adds ranges at the end changes the last one or two of ≈ 40), so
+    each distinct block is decoded once, as range_blocks does for the ranges' blocks. A block is named by the
+    digest of its bytes: one whose digest is known is the same bytes, already checked and decoded."""
+    table = _Table(data)
+    _expect_type(table, b"metaranges")
     out: list[tuple[bytes, str]] = []
-    for range_id, payload in _metarange_records(data):
-        min_key = _range_min_key(payload)
-        out.append((decode_range_data(range_id, payload).min_key if min_key is None else min_key, range_id))
+    for offset, size in table.data_handles():
+        digest = None
+        if seen_blocks is not None:
+            digest = _blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
+            known = seen_blocks.get(digest)
+            if known is not None:
+                out += known
+                continue
+        spans = []
+        for range_id, payload in _metarange_block_records(table.block((offset, size))):
+            min_key = _range_min_key(payload)
+            spans.append((decode_range_data(range_id, payload).min_key if min_key is None else min_key, range_id))
+        if digest is not None:
+            seen_blocks[digest] = spans
+        out += spans
     return out
 
 

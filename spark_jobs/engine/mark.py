@@ -71,6 +71,8 @@ class OpenContext:
         self._api: LakeFSApi | None = None
         self.prefixes = self.ns.prefixes
         self.seen_blocks: set[bytes] = set()  # data blocks this partition decoded (see sstable.range_addresses)
+        # metarange data blocks this partition decoded, with their spans (see sstable.metarange_spans)
+        self.metarange_blocks: dict[bytes, list[tuple[bytes, str]]] = {}
 
     @property
     def api(self) -> LakeFSApi:
@@ -101,7 +103,7 @@ def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[str]:
 
 def unit_metarange_spans(ctx: OpenContext, metarange_id: str) -> list[tuple[bytes, str]]:
     """(first key, range id) of every range a metarange lists."""
-    return sstable.metarange_spans(ctx.read_metarange(metarange_id))
+    return sstable.metarange_spans(ctx.read_metarange(metarange_id), seen_blocks=ctx.metarange_blocks)
 
 
 def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
@@ -110,7 +112,8 @@ def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
 
 def unit_metarange_members(ctx: OpenContext, metarange_id: str) -> list[tuple[str, bytes, str]]:
     """(metarange id, first key, range id) of every range a metarange lists."""
-    return [(metarange_id, k, r) for k, r in sstable.metarange_spans(ctx.read_metarange(metarange_id))]
+    return [(metarange_id, k, r) for k, r in sstable.metarange_spans(ctx.read_metarange(metarange_id),
+                                                                      seen_blocks=ctx.metarange_blocks)]
 
 
 def unit_range_scoped(ctx: OpenContext, unit: tuple[str, tuple[CleaningPolicy, ...]]) \

@@ -131,6 +131,30 @@ def test_metarange_spans_are_metarange_ranges_first_keys_and_ids():
     assert checked
 
 
+def test_metaranges_decoded_with_shared_blocks_are_decoded_as_alone():
+    """metarange_spans with seen_blocks (each distinct block decoded once across metaranges) gives what it gives
+    without, whatever the order the metaranges come in; a block is reused only for the same bytes."""
+    metaranges = [p.read_bytes() for p in sorted(FIXTURES.glob("*.sst"))
+                  if sstable.read_properties(p.read_bytes()).get("type") == b"metaranges"]
+    assert len(metaranges) >= 2
+    alone = [sstable.metarange_spans(data) for data in metaranges]
+    rng = random.Random(11)
+    for _ in range(20):
+        seen: dict = {}
+        order = [rng.randrange(len(metaranges)) for _ in range(rng.randrange(1, 3 * len(metaranges)))]
+        for i in order:
+            assert sstable.metarange_spans(metaranges[i], seen_blocks=seen) == alone[i]
+        assert seen
+    # a block reused by digest is the same bytes: a metarange whose block differs is decoded, not taken from seen
+    seen = {}
+    sstable.metarange_spans(metaranges[0], seen_blocks=seen)
+    poisoned = {digest: [(b"not", "this")] * len(spans) for digest, spans in seen.items()}
+    other = {**poisoned}
+    assert sstable.metarange_spans(metaranges[0], seen_blocks=other) != alone[0]  # seen is what is used...
+    fresh = {b"\x00" * 16: [(b"not", "this")]}
+    assert sstable.metarange_spans(metaranges[0], seen_blocks=fresh) == alone[0]  # ...only for its own digest
+
+
 def test_range_min_key_reads_the_usual_record_or_leaves_it_to_the_full_decode():
     rng = random.Random(5)
 
