@@ -191,6 +191,17 @@ def _s3_session():
     return session
 
 
+def _session_options(options: dict[str, Any]) -> set[str]:
+    """The S3 options s3fs hands to the aiobotocore session it builds (``profile``, …): any it does not name."""
+    import inspect  # noqa: PLC0415
+
+    import fsspec  # noqa: PLC0415
+
+    named = set(inspect.signature(fsspec.get_filesystem_class("s3").__init__).parameters)
+    fsspec_own = {"use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache"}
+    return set(options) - named - fsspec_own
+
+
 def _filesystem(location: Location, options: dict[str, Any]):
     import fsspec  # noqa: PLC0415 - built on executors too, after the zip is importable
 
@@ -204,7 +215,8 @@ def _filesystem(location: Location, options: dict[str, Any]):
         # The throttle below retries throttled requests at a lowered rate: botocore's own retries would hide
         # every throttling answer from it (and retry at full speed).
         options.setdefault("config_kwargs", {}).setdefault("retries", {"total_max_attempts": 1})
-        options.setdefault("session", _s3_session())
+        if not _session_options(options):  # a profile (or another session option) needs s3fs's own session
+            options.setdefault("session", _s3_session())
     if location.store == "azure" and location.account and not options.get("connection_string"):
         options.setdefault("account_name", location.account)
     # A GC must see the namespace as it is now: no listing cache. The instance is shared by every namespace

@@ -8,7 +8,16 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from botocore.utils import parse_timestamp
 
-from spark_jobs.engine.storage import StorageError, is_throttling, is_unreachable, iso_timestamp, locate
+from spark_jobs.engine.storage import (
+    Location,
+    StorageError,
+    _filesystem,
+    _s3_session,
+    is_throttling,
+    is_unreachable,
+    iso_timestamp,
+    locate,
+)
 from spark_jobs.engine.throttle import Throttle, Throttled, Unreachable, next_rate
 
 
@@ -166,3 +175,11 @@ def test_s3_timestamps_read_as_botocore_reads_them():
             assert ours.utcoffset() == theirs.utcoffset(), value
     with pytest.raises(ValueError):
         iso_timestamp("not a date")
+
+
+def test_s3_namespaces_share_one_session_unless_their_options_need_their_own():
+    where = Location("s3", "s3", "bucket/prefix")
+    plain = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}}
+    assert _filesystem(where, plain).session is _s3_session()
+    # s3fs builds its own session from a profile; an injected one would silently drop it
+    assert _filesystem(where, {**plain, "profile": "analytics"}).session is not _s3_session()
