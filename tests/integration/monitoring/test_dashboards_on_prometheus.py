@@ -132,6 +132,12 @@ def scraped_since(prometheus: PrometheusServer, moment: float) -> bool:
         t["health"] == "up" and _epoch(t["lastScrape"]) > moment + 2 * SCRAPE_SECONDS for t in targets)
 
 
+def fewest_samples(prometheus: PrometheusServer, name_pattern: str) -> int:
+    """The fewest samples Prometheus holds of any one series whose name matches (0 when there is none)."""
+    data = prometheus.api("query", query=f'{{__name__=~"{name_pattern}"}}[15m]')  # the samples themselves
+    return min((len(series["values"]) for series in data["result"]), default=0)
+
+
 def _epoch(rfc3339: str) -> float:
     return datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", rfc3339.replace("Z", "+00:00"))).timestamp()
 
@@ -261,6 +267,16 @@ def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServ
             client.config_set("maxmemory", "0")
         assert refused.status_code >= 500, refused.text
 
+        done = time.time()
+        eventually(lambda: scraped_since(prometheus, done), timeout=30)
+        # rate() and increase() need two samples of a series: the counters the last events created (the refused
+        # hooks' outcomes) have them only after two successful scrapes (a scrape can time out on a loaded machine)
+        eventually(lambda: fewest_samples(prometheus, r"lakefs_janitor_.+_total") >= 2, timeout=30)
+        # Then one more hook the receiver records: the rates the webhook alerts divide by must be seen moving.
+        # A counter Prometheus has only ever seen at one value has a rate of 0, and 0 / 0 is no data at all.
+        recorded = requests.post(hooks_url, timeout=30, headers={"X-Lakefs-Janitor-Secret": WEBHOOK_SECRET}, json={
+            **event, "event_time": datetime.now(UTC).isoformat().replace("+00:00", "Z"), "commit_id": uuid.uuid4().hex})
+        assert recorded.status_code == 200, recorded.text
         done = time.time()
         eventually(lambda: scraped_since(prometheus, done), timeout=30)
         yield prometheus
