@@ -71,11 +71,11 @@ if [ ! -f "$crd_dir/monitoring.coreos.com_servicemonitors.yaml" ]; then
     "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" 2>"$log" \
     | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')" || failed "$log"
   [ -n "$module_dir" ] || failed "$log"
-  mkdir -p "$crd_dir.tmp"
+  tmp="$(mktemp -d "$crd_dir.tmp.XXXXXX")"
   for kind in servicemonitors prometheusrules; do
-    cp "$module_dir/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$crd_dir.tmp/"
+    cp "$module_dir/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$tmp/"
   done
-  rm -rf "$crd_dir"; mv "$crd_dir.tmp" "$crd_dir"
+  rm -rf "$crd_dir"; mv "$tmp" "$crd_dir"
   echo done >&2
 fi
 echo "prometheus-operator-crds $crd_dir"

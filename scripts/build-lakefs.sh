@@ -15,11 +15,12 @@ printf 'building lakeFS %s from its Go module (first time only, a few minutes) .
 start=$(date +%s)
 if ! (cd "$here/deploy/lakefs-build" && go build -trimpath \
   -ldflags "-X github.com/treeverse/lakefs/pkg/version.Version=$version" \
-  -o "$bin.tmp" github.com/treeverse/lakefs/cmd/lakefs) >"$log" 2>&1; then
+  -o "$bin.tmp.$$" github.com/treeverse/lakefs/cmd/lakefs) >"$log" 2>&1; then
+  rm -f "$bin.tmp.$$"
   echo "failed; the last lines of $log:" >&2
   tail -n 30 "$log" >&2
   exit 1
 fi
-mv "$bin.tmp" "$bin"
+mv "$bin.tmp.$$" "$bin"  # a name of its own: a concurrent build never moves this one
 echo "done in $(( $(date +%s) - start ))s" >&2
 echo "$bin"

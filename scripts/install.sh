@@ -28,7 +28,14 @@ fi
 # setuptools' editable build prints a layout notice (BuildBackendWarning) that is noise for an install.
 PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test,spark]'  # pip caches the wheel it builds from pyspark's sdist
 
+# The cached builds are shared by every checkout on the machine: two installs at once (two clones, a CI run
+# beside a working copy) wait for each other here instead of writing the same temporary files.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/lakefs-janitor"
+mkdir -p "$cache"
+exec 9>"$cache/install.lock"
+flock 9
 scripts/build-lakefs.sh >/dev/null
 # The object-store servers the GC is tested on (versitygw for S3, Azurite, fake-gcs-server), cached like lakeFS.
 scripts/build-stores.sh >/dev/null
 scripts/build-k8s-tools.sh >/dev/null  # helm, kubernetes-validate and the CRDs the Helm chart is tested with, cached
+flock -u 9
