@@ -155,13 +155,21 @@ class LakeFSApi:
     def prepare_commits(self, repository_id: str, *, timeout: float = 1200) -> dict[str, Any]:
         """lakeFS's own retained-commits computation (async form; the blocking one fails on the local
         blockstore). Returns {run_id, gc_commits_location, ...}."""
-        started = self._request("POST", f"{self._repo(repository_id)}/gc/prepare_commits/async",
-                                f"prepare GC commits of {repository_id}", ok=(202,), retry=False).json()
+        return self.prepared_commits(repository_id, self.start_prepare_commits(repository_id), timeout=timeout)
+
+    def start_prepare_commits(self, repository_id: str) -> str:
+        """Ask lakeFS to prepare its retained commits and return at once with the task's id
+        (``prepared_commits`` waits for it): the caller reads the history while lakeFS walks it."""
+        return self._request("POST", f"{self._repo(repository_id)}/gc/prepare_commits/async",
+                             f"prepare GC commits of {repository_id}", ok=(202,), retry=False).json()["id"]
+
+    def prepared_commits(self, repository_id: str, task_id: str, *, timeout: float = 1200) -> dict[str, Any]:
+        """The result of ``start_prepare_commits``' task, once lakeFS has finished it."""
         deadline = time.monotonic() + timeout
         delay = 0.01  # a small history is prepared in milliseconds; a large one in seconds
         while time.monotonic() < deadline:
             status = self._get(f"{self._repo(repository_id)}/gc/prepare_commits/status",
-                               "GC commits status", id=started["id"])
+                               "GC commits status", id=task_id)
             if status.get("completed"):
                 if status.get("error"):
                     raise LakeFSApiError(f"prepare GC commits of {repository_id}: {status['error']}")

@@ -189,6 +189,9 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
     ``namespace``: the repository's storage namespace, when the caller already asked lakeFS for it."""
     namespace = namespace or api.repository(repository_id)["storage_namespace"]
     rules = rules_of(api, repository_id)
+    # lakeFS walks the whole history to prepare its commits: it does so while this reads the lines below. Its
+    # heads may be newer than the ones read here; either way a commit either side retains is retained.
+    prepare_task = api.start_prepare_commits(repository_id)
     heads = api.branches(repository_id)
     cleaning = cleaning_of(api, repository_id) if cleaning is None else cleaning
     now_s = int(now.timestamp())
@@ -204,7 +207,7 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
     for branch_id, head in sorted(heads.items()):
         whole = any(p.matches(branch_id) for p in cleaning)
         line(head, None if whole else now_s - rules.days(branch_id) * DAY)
-    location = api.prepare_commits(repository_id).get("gc_commits_location", "")
+    location = api.prepared_commits(repository_id, prepare_task).get("gc_commits_location", "")
     local_root = storage.local_root or learn_local_root(api, repository_id, namespace, location=location,
                                                         branches=heads)
     storage = StorageConfig(namespace, local_root, storage.options_json, storage.max_in_flight)
