@@ -86,10 +86,13 @@ class Memory:
 
     def distinct_spans(self, metarange_ids: Iterable[str]) -> list[Span]:
         """The spans the given metaranges list, each once (in no particular order)."""
-        reached: set[int] = set()
-        for m in metarange_ids:
-            reached.update(self.metaranges[m][1])
-        return [self.spans[i] for i in reached]
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        listed = [self.metaranges[m][1] for m in metarange_ids]
+        if not listed:
+            return []
+        # in Arrow: a Python set of the bench history's million indices took 4x as long
+        return [self.spans[i] for i in pc.unique(_int32s(_joined(listed))).to_pylist()]
 
     def view(self) -> tuple[dict, dict, dict]:
         """What it holds, spans written out: two Memories are equal when their views are."""
@@ -142,7 +145,9 @@ def _parquet(table) -> bytes:
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     out = io.BytesIO()
-    pq.write_table(table, out, compression="zstd")
+    # no dictionary pages: the ids and digests are all distinct, the span numbers nearly so; without them the
+    # files are smaller and written faster (the bench history's blocks: 610 against 742 KB, 20 % less time)
+    pq.write_table(table, out, compression="zstd", use_dictionary=False)
     return out.getvalue()
 
 
