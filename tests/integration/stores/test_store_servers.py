@@ -193,3 +193,46 @@ def test_versitygw_max_requests_answers_slowdown_under_load():
         assert set(answers) <= {(200, ""), (503, "SlowDown")}
     finally:
         store.cleanup()
+
+
+def test_the_namespace_reads_and_lists_s3_through_a_plain_client_as_s3fs_does(store_of):
+    """Namespace's S3 reads and its _lakefs/ listing go through one plain botocore client (cheaper per request
+    than s3fs's event loop); they must see exactly what s3fs sees, missing objects and buckets included."""
+    import json  # noqa: PLC0415
+
+    from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError  # noqa: PLC0415
+
+    store = store_of("s3")
+    namespace = store.namespace(f"plain-{uuid.uuid4().hex[:8]}")
+    fs = store.filesystem()
+    files = {f"_lakefs/{uuid.uuid4().hex}": bytes([i]) * (i * 97) for i in range(1, 40)}
+    files["_lakefs/empty"] = b""
+    files["_lakefs/retention/gc/commits/run/commits.csv"] = b"commit_id,expired\n"  # below: not "directly under"
+    for key, data in files.items():
+        fs.pipe(store.fsspec_path(namespace, key), data)
+    options = json.dumps({"s3": store.fsspec_options()})
+    plain = Namespace(StorageConfig(namespace, None, options, 8))
+    assert plain.s3 is not None
+    # a profile has no plain equivalent: s3fs does every request (the profile does not exist: nothing is sent)
+    assert Namespace(StorageConfig(namespace, None, json.dumps({"s3": {**store.fsspec_options(),
+                                                                        "profile": "x"}}), 8)).s3 is None
+    listed = {e["name"].rsplit("/", 1)[-1]: e["size"] for e in fs.ls(store.fsspec_path(namespace, "_lakefs"),
+                                                                       detail=True, refresh=True)
+              if e["type"] == "file"}
+    sizes = plain.metadata_sizes()
+    assert sizes == listed == {k.rsplit("/", 1)[-1]: len(v) for k, v in files.items() if k.count("/") == 1}
+    for key, data in files.items():
+        assert plain.read(key) == data
+    with pytest.raises(StorageError, match="does not exist"):
+        plain.read("_lakefs/no-such-file")
+    elsewhere = Namespace(StorageConfig(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/repo", None, options, 8))
+    assert elsewhere.metadata_sizes() == {}
+    with pytest.raises(StorageError, match="does not exist"):
+        elsewhere.read("_lakefs/x")
+    # the store gone: a clear, classified failure after the throttle's retries, not a botocore traceback
+    gone = Namespace(StorageConfig(namespace, None, json.dumps({"s3": {
+        **store.fsspec_options("http://127.0.0.1:9"), "config_kwargs": {"connect_timeout": 1, "read_timeout": 1}}}),
+        8))
+    with pytest.raises(StorageError) as failed:
+        gone.read(next(iter(files)))
+    assert failed.value.reason == "storage-unavailable"

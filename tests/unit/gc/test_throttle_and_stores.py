@@ -17,6 +17,7 @@ from spark_jobs.engine.storage import (
     is_unreachable,
     iso_timestamp,
     locate,
+    plain_s3_arguments,
 )
 from spark_jobs.engine.throttle import Throttle, Throttled, Unreachable, next_rate
 
@@ -183,3 +184,29 @@ def test_s3_namespaces_share_one_session_unless_their_options_need_their_own():
     assert _filesystem(where, plain).session is _s3_session()
     # s3fs builds its own session from a profile; an injected one would silently drop it
     assert _filesystem(where, {**plain, "profile": "analytics"}).session is not _s3_session()
+
+
+def test_s3_reads_go_through_a_plain_client_only_when_its_arguments_say_all_the_options_say():
+    plain = {"key": "k", "secret": "s", "token": "t", "use_listings_cache": False,
+             "client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1", "verify": False},
+             "config_kwargs": {"connect_timeout": 7, "read_timeout": 9, "s3": {"addressing_style": "path"}}}
+    args = plain_s3_arguments(plain, max_in_flight=32)
+    config = args.pop("config")
+    assert args == {"aws_access_key_id": "k", "aws_secret_access_key": "s", "aws_session_token": "t",
+                    "endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1", "verify": False,
+                    "use_ssl": True}
+    assert (config.connect_timeout, config.read_timeout, config.s3) == (7, 9, {"addressing_style": "path"})
+    # every throttling answer reaches the throttle; a connection per request in flight
+    assert config.retries == {"total_max_attempts": 1} and config.max_pool_connections == 32
+    # no credentials: botocore's own chain, as s3fs; anonymous: unsigned requests
+    from botocore import UNSIGNED
+
+    assert "aws_access_key_id" not in plain_s3_arguments({}, 8)
+    assert plain_s3_arguments({"anon": True}, 8)["config"].signature_version is UNSIGNED
+    assert plain_s3_arguments({"endpoint_url": "http://127.0.0.1:9"}, 8)["endpoint_url"] == "http://127.0.0.1:9"
+    # anything without a plain equivalent keeps s3fs for every request
+    for other in ({"profile": "analytics"}, {"requester_pays": True}, {"s3_additional_kwargs": {"ACL": "private"}},
+                  {"client_kwargs": {"aws_account_id": "1"}}, {"client_kwargs": "endpoint"}, {"config_kwargs": []}):
+        assert plain_s3_arguments({**plain, **other}, 8) is None, other
+    with pytest.raises(StorageError, match="s3 storage settings are unusable"):
+        plain_s3_arguments({"config_kwargs": {"no_such_setting": 1}}, 8)
