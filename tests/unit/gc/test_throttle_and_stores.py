@@ -6,6 +6,7 @@ import random
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from botocore import UNSIGNED
 from botocore.utils import parse_timestamp
 
 from spark_jobs.engine.storage import (
@@ -199,8 +200,6 @@ def test_s3_reads_go_through_a_plain_client_only_when_its_arguments_say_all_the_
     # every throttling answer reaches the throttle; a connection per request in flight
     assert config.retries == {"total_max_attempts": 1} and config.max_pool_connections == 32
     # no credentials: botocore's own chain, as s3fs; anonymous: unsigned requests
-    from botocore import UNSIGNED
-
     assert "aws_access_key_id" not in plain_s3_arguments({}, 8)
     assert plain_s3_arguments({"anon": True}, 8)["config"].signature_version is UNSIGNED
     assert plain_s3_arguments({"endpoint_url": "http://127.0.0.1:9"}, 8)["endpoint_url"] == "http://127.0.0.1:9"
