@@ -225,6 +225,18 @@ def test_the_namespace_reads_and_lists_s3_through_a_plain_client_as_s3fs_does(st
         assert plain.read(key) == data
     with pytest.raises(StorageError, match="does not exist"):
         plain.read("_lakefs/no-such-file")
+    # the sweep's listing: every data object, by slice and at the root, never _lakefs/ nor lakeFS's dummy
+    data = {f"data/g{i % 3}/sub/{uuid.uuid4().hex}": b"d" * i for i in range(25)}
+    data.update({f"legacy-{i}": b"r" * i for i in range(4)})
+    for key, body in {**data, "dummy": b"", "data/g0/": b""}.items():
+        fs.pipe(store.fsspec_path(namespace, key), body)
+    through_s3fs = Namespace(StorageConfig(namespace, None, options, 8))
+    through_s3fs.s3 = None
+    assert plain.list_units() == through_s3fs.list_units()
+    ours = sorted(plain.list_data(), key=lambda o: o.key)
+    theirs = sorted(through_s3fs.list_data(), key=lambda o: o.key)
+    assert ours == theirs
+    assert {(o.key, o.size) for o in ours} == {(k, len(v)) for k, v in data.items()}
     elsewhere = Namespace(StorageConfig(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/repo", None, options, 8))
     assert elsewhere.metadata_sizes() == {}
     with pytest.raises(StorageError, match="does not exist"):
