@@ -178,8 +178,19 @@ class LakeFSApi:
             delay = min(delay * 1.5, 2)
         raise LakeFSApiError(f"prepare GC commits of {repository_id}: not done after {timeout:g}s")
 
-    def prepare_uncommitted(self, repository_id: str) -> tuple[str, list[str]]:
-        """(run id, parquet locations) of every staged address, all branches (hidden ones too)."""
+    def prepare_uncommitted(self, repository_id: str, *, attempts: int = 5) -> tuple[str, list[str]]:
+        """(run id, parquet locations) of every staged address, all branches (hidden ones too). lakeFS answers 404
+        when a branch it is walking is deleted meanwhile: the walk is then asked for again, from the start."""
+        for attempt in range(attempts):
+            try:
+                return self._prepare_uncommitted(repository_id)
+            except LakeFSApiError as exc:
+                if exc.status != 404 or attempt + 1 == attempts:
+                    raise
+                time.sleep(0.05 * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def _prepare_uncommitted(self, repository_id: str) -> tuple[str, list[str]]:
         token, locations, run_id = "", [], ""
         while True:
             body = {"continuation_token": token} if token else {}

@@ -146,6 +146,8 @@ class Graph:
     cleaning: list[CleaningPolicy] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)  # savepoint tags only
     tag_only: set[str] = field(default_factory=set)  # commits read only as a savepoint's target
+    # where lakeFS wrote every staged address, asked before anything else (see load_graph); None: not asked
+    uncommitted_locations: list[str] | None = None
 
     def retention(self, now: datetime, *, heads: dict[str, str] | None = None,
                   tags: dict[str, str] | None = None, lakefs_retained: Iterable[str] | None = None) -> ScopedRetention:
@@ -189,8 +191,12 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
     ``namespace``: the repository's storage namespace, when the caller already asked lakeFS for it."""
     namespace = namespace or api.repository(repository_id)["storage_namespace"]
     rules = rules_of(api, repository_id)
-    # lakeFS walks the whole history to prepare its commits: it does so while this reads the lines below. Its
-    # heads may be newer than the ones read here; either way a commit either side retains is retained.
+    # The order is what makes concurrent writers safe, as in lakeFS's own GC: staged entries first, then every
+    # commit lakeFS has. An object older than the cutoff is either staged then, or in a commit that exists
+    # when lakeFS lists its commits after, even one a reset orphaned since (lakeFS retains those by age).
+    _run_id, uncommitted_locations = api.prepare_uncommitted(repository_id)
+    # lakeFS walks the whole history to prepare its commits: it does so while this reads the lines below; the
+    # heads read here only add to what it retains
     prepare_task = api.start_prepare_commits(repository_id)
     heads = api.branches(repository_id)
     cleaning = cleaning_of(api, repository_id) if cleaning is None else cleaning
@@ -222,7 +228,8 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
         raise GCError(f"lakeFS wrote its commits list outside the namespace: {location}", "lakefs-prepare")
     if relative and not relative.endswith(".csv"):
         relative = relative.rstrip("/") + "/commits.csv"
-    graph = Graph(namespace, local_root, rules, heads, commits, cleaning=cleaning)
+    graph = Graph(namespace, local_root, rules, heads, commits, cleaning=cleaning,
+                  uncommitted_locations=uncommitted_locations)
     try:
         rows = list(csv.DictReader(io.StringIO(ns.read(relative).decode())))
     except (StorageError, UnicodeDecodeError) as exc:
@@ -257,9 +264,13 @@ def learn_local_root(api: LakeFSApi, repository_id: str, namespace: str, *, loca
 def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str) -> set[str]:
     """Every staged address on every branch (hidden ones too), as lakeFS's own GC gets them: lakeFS writes them
     as parquet under ``_lakefs/retention/gc/uncommitted/`` (one call per page, whatever the number of objects)."""
+    return read_uncommitted(ns, api.prepare_uncommitted(repository_id)[1])
+
+
+def read_uncommitted(ns: Namespace, locations: list[str]) -> set[str]:
+    """The staged addresses lakeFS wrote at ``locations`` (``prepare_uncommitted``), relative to the namespace."""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
-    _run_id, locations = api.prepare_uncommitted(repository_id)
     out: set[str] = set()
     for location in sorted(set(locations)):
         relative = relative_key(location, FULL, ns.prefixes)
@@ -351,7 +362,8 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
             kept |= versions_kept(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,
                                   read_metarange=ctx.read_metarange, read_range=ctx.read_range,
                                   namespace_uris=ctx.prefixes)
-        uncommitted = uncommitted_addresses(api, ctx.ns, request.repository_id)
+        uncommitted = uncommitted_addresses(api, ctx.ns, request.repository_id) \
+            if graph.uncommitted_locations is None else read_uncommitted(ctx.ns, graph.uncommitted_locations)
         seconds["mark"] = time.monotonic() - t
         t = time.monotonic()
         units = ctx.ns.list_units()

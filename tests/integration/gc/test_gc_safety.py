@@ -12,6 +12,7 @@ import lakefs_sdk
 import pytest
 
 from spark_jobs.core import report
+from spark_jobs.engine.lakefs_api import LakeFSApi
 from spark_jobs.engine.mark import GCError
 from tests.gc_engine import Collector
 
@@ -49,6 +50,34 @@ def test_branch_reset_between_mark_and_sweep_loses_nothing(lakefs, overwritten):
     swept = gc.sweep(name, marked.summary.run_id)
     assert swept.spared_by_recheck == 6 and swept.swept == 0 and swept.phase == "swept"
     assert {p: lakefs.objects.get_object(name, "main", p) for p in old} == old
+
+
+def test_a_commit_made_and_orphaned_while_lakefs_is_asked_loses_nothing(lakefs, overwritten, monkeypatch):
+    """An object staged before the run, committed between the run's two questions to lakeFS (what is staged, which
+    commits exist) and orphaned at once by a reset. Asked in lakeFS's own GC order, staged entries first, the
+    object is in one answer or the other; asked the other way round, it is in neither and would be deleted."""
+    name, (_c0, c1), gc, _root = overwritten
+    data = f"late {uuid.uuid4()}".encode()
+    lakefs.upload(name, "main", "late/obj", data=data)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    orphaned: list[str] = []
+
+    def after_first_answer(method: str) -> None:
+        original = getattr(LakeFSApi, method)
+
+        def wrapped(self, *args, **kwargs):
+            answer = original(self, *args, **kwargs)
+            if not orphaned:  # a writer acts right after lakeFS answered the first of the two questions
+                orphaned.append(lakefs.commits.commit(name, "main", lakefs_sdk.CommitCreation(message="late")).id)
+                lakefs.experimental.hard_reset_branch(name, "main", c1)
+            return answer
+        monkeypatch.setattr(LakeFSApi, method, wrapped)
+
+    after_first_answer("prepare_uncommitted")
+    after_first_answer("prepared_commits")
+    summary, _ = gc.run(name, now=now, min_age=timedelta(0))
+    assert orphaned and summary.phase == "swept" and summary.swept == 6  # c0's versions, nothing else
+    assert lakefs.objects.get_object(name, orphaned[0], "late/obj") == data
 
 
 def test_dry_run_and_cutoff_delete_nothing_and_write_only_under_lakefs(overwritten):
