@@ -19,6 +19,7 @@ from spark_jobs.engine.storage import (
     iso_timestamp,
     locate,
     plain_s3_arguments,
+    sizes_only_listing,
 )
 from spark_jobs.engine.throttle import Throttle, Throttled, Unreachable, next_rate
 
@@ -209,3 +210,27 @@ def test_s3_reads_go_through_a_plain_client_only_when_its_arguments_say_all_the_
         assert plain_s3_arguments({**plain, **other}, 8) is None, other
     with pytest.raises(StorageError, match="s3 storage settings are unusable"):
         plain_s3_arguments({"config_kwargs": {"no_such_setting": 1}}, 8)
+
+
+def test_the_sizes_only_listing_reads_a_page_and_leaves_anything_else_to_botocore():
+    page = (b'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            b"<Name>b</Name><Prefix>ns/_lakefs/</Prefix><KeyCount>3</KeyCount><MaxKeys>2</MaxKeys>"
+            b"<Delimiter>/</Delimiter><EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>"
+            b"<NextContinuationToken>tok+1</NextContinuationToken>"
+            b"<Contents><Key>ns/_lakefs/a%20b</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified>"
+            b"<ETag>&quot;x&quot;</ETag><Size>12</Size><StorageClass>STANDARD</StorageClass></Contents>"
+            b"<Contents><Key>ns/_lakefs/c</Key><Size>0</Size></Contents>"
+            b"<CommonPrefixes><Prefix>ns/_lakefs/retention/</Prefix></CommonPrefixes></ListBucketResult>")
+    response, custom = {"status_code": 200, "body": page}, {}
+    sizes_only_listing(response_dict=response, customized_response_dict=custom)
+    assert response["body"] == b""  # botocore's parser then reads nothing
+    assert custom == {"IsTruncated": True, "NextContinuationToken": "tok+1", "KeyCount": 3, "Name": "b",
+                      "Prefix": "ns/_lakefs/", "Delimiter": "/", "EncodingType": "url",  # botocore decodes keys
+                      "Contents": [{"Key": "ns/_lakefs/a%20b", "Size": 12}, {"Key": "ns/_lakefs/c", "Size": 0}],
+                      "CommonPrefixes": [{"Prefix": "ns/_lakefs/retention/"}]}
+    for untouched in ({"status_code": 503, "body": b"<Error><Code>SlowDown</Code></Error>"},
+                      {"status_code": 200, "body": b"not xml"}, {"status_code": 200, "body": b"<Other/>"},
+                      {"status_code": 200, "body": b""}):
+        before, custom = dict(untouched), {}
+        sizes_only_listing(response_dict=untouched, customized_response_dict=custom)
+        assert untouched == before and custom == {}
