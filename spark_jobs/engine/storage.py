@@ -2,6 +2,9 @@
 unit (one unit per ``data/<slice>/`` plus the legacy flat root), read, write under ``_lakefs/``, and delete in the
 store's batches under its throttling (``throttle.Throttle``).
 
+On S3, reads and listings go through one plain botocore client per process when the options have a plain
+botocore equivalent (``plain_s3_arguments``): s3fs's event loop costs twice the CPU per request.
+
 Built from plain configuration (``StorageConfig``) so an executor can rebuild it. Never lists, writes or deletes
 outside the namespace (keys are relative to it by construction and checked), and never deletes under ``_lakefs/``.
 
