@@ -362,8 +362,10 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
             kept |= versions_kept(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,
                                   read_metarange=ctx.read_metarange, read_range=ctx.read_range,
                                   namespace_uris=ctx.prefixes)
-        uncommitted = uncommitted_addresses(api, ctx.ns, request.repository_id) \
-            if graph.uncommitted_locations is None else read_uncommitted(ctx.ns, graph.uncommitted_locations)
+        if graph.uncommitted_locations is None:  # asking now, after the commits, would reopen the race
+            raise GCError("the mark needs lakeFS's staged entries asked for before its commits (a Graph from "
+                          "load_graph)", "bad-arguments")
+        uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
         seconds["mark"] = time.monotonic() - t
         t = time.monotonic()
         units = ctx.ns.list_units()
