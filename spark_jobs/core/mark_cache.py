@@ -8,12 +8,15 @@ type. Raw addresses, not namespace-relative keys, because what is relative depen
 change must not make the cache useless. Blocks are kept once however many range versions share them, so the cache
 grows with what changed, as the files do.
 
-Four parquet files (spans, metaranges, ranges, blocks) and a pointer (JSON) naming them with their sizes and
-SHA-256: a reader trusts the files only when all match, so a torn, truncated or rewritten cache is seen as such.
+Segments of four parquet files each (spans, metaranges, ranges, blocks) and a pointer (JSON) naming them with
+their sizes and SHA-256: a reader trusts the files only when all match, so a torn, truncated or rewritten cache is
+seen as such. A daily run appends a segment of what it read that the cache did not hold (``added``), so what it
+writes grows with what changed, not with the history; the cache is written whole again (``compacted``) when it
+holds too many segments or too much that no run uses any more (``plan_save``).
 A metarange is kept as indices into the table of distinct (first key, range id) spans: a long history's
 metaranges list the same ranges again and again (a thousand commits of ~500 ranges each are half a million
 spans, about a thousand distinct), so the spans are decoded once each and the indices as one integer array.
-Format 1 (each metarange's spans in full) is not read: such a cache is ignored and rebuilt.
+Formats 1 (each metarange's spans in full) and 2 (one segment) are not read: such a cache is ignored and rebuilt.
 """
 
 from __future__ import annotations
@@ -27,11 +30,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-FORMAT = 2
+FORMAT = 3
 FILES = ("spans.parquet", "metaranges.parquet", "ranges.parquet", "blocks.parquet")
 # Arrow and the files hold little-endian int32s; array.array holds the machine's C ints
 _NATIVE_LITTLE = array.array("i", [1]).tobytes() == (1).to_bytes(4, "little")
 SLOTS = ("a", "b")  # written alternately: a run killed while writing one leaves the other, still named, intact
+# A cache is written whole again, into the other slot, when appending would make it hold more segments than this
+# (each costs a request per file to read) or entries no run used that are more than DEAD_SHARE of what it holds
+MAX_SEGMENTS = 8
+DEAD_SHARE = 0.25
 
 Entry = tuple[bytes, str, int]  # path, raw address, address type
 Span = tuple[bytes, str]  # a metarange's range: (first key, range id)
@@ -39,6 +46,15 @@ Span = tuple[bytes, str]  # a metarange's range: (first key, range id)
 
 class CacheError(ValueError):
     """A cache that cannot be trusted as a whole; the message says why (it is ignored and rebuilt)."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """Which files and blocks a Memory held (at load: what a run's new segment must not repeat)."""
+
+    metaranges: frozenset[str] = frozenset()
+    ranges: frozenset[str] = frozenset()
+    blocks: frozenset[bytes] = frozenset()
 
 
 @dataclass(eq=False)
@@ -94,6 +110,22 @@ class Memory:
         # in Arrow: a Python set of the bench history's million indices took 4x as long
         return [self.spans[i] for i in pc.unique(_int32s(_joined(listed))).to_pylist()]
 
+    def files(self) -> int:
+        """How many metadata files it describes."""
+        return len(self.metaranges) + len(self.ranges)
+
+    def held(self) -> Held:
+        return Held(frozenset(self.metaranges), frozenset(self.ranges), frozenset(self.blocks))
+
+    def added(self, since: Held) -> Memory:
+        """What it holds that ``since`` did not (files by id, blocks by digest): a segment to append."""
+        memory = Memory()
+        for metarange_id in sorted(self.metaranges.keys() - since.metaranges):
+            memory.add_metarange(metarange_id, self.metaranges[metarange_id][0], self.spans_of(metarange_id))
+        memory.ranges = {r: self.ranges[r] for r in sorted(self.ranges.keys() - since.ranges)}
+        memory.blocks = {d: self.blocks[d] for d in sorted(self.blocks.keys() - since.blocks)}
+        return memory
+
     def view(self) -> tuple[dict, dict, dict]:
         """What it holds, spans written out: two Memories are equal when their views are."""
         return ({m: (v[0], self.spans_of(m)) for m, v in self.metaranges.items()}, self.ranges,
@@ -114,6 +146,44 @@ class Memory:
         digests = {d for _, blocks in kept_ranges.values() for d in blocks}
         return self._with({m: self.metaranges[m] for m in sorted(set(metaranges)) if m in self.metaranges},
                           kept_ranges, {d: self.blocks[d] for d in sorted(digests) if d in self.blocks})
+
+
+def merged(parts: list[Memory]) -> Memory:
+    """The segments as one Memory, a later one's entries over an earlier's (a file read again after its entry
+    went stale is in a later segment). Each part's span indices must already point into the concatenation of the parts' spans, in order
+    (``decode(..., span_offset=)``)."""
+    if len(parts) == 1:
+        return parts[0]
+    memory = Memory(spans=[span for part in parts for span in part.spans])
+    blocks = 0
+    for part in parts:
+        memory.metaranges.update(part.metaranges)
+        memory.ranges.update(part.ranges)
+        memory.blocks.update(part.blocks)  # a block is named by its content: the same digest holds the same
+        blocks += len(part.blocks)
+    stored = [part.stored_blocks for part in parts]
+    if blocks == len(memory.blocks) and all(t is not None for t in stored):
+        import pyarrow as pa  # noqa: PLC0415
+
+        memory.stored_blocks = pa.concat_tables(stored)
+    return memory
+
+
+def plan_save(keep: Memory, stored: Held, *, stored_files: int, segments: int) -> tuple[str, Memory | None]:
+    """How to store ``keep`` (what a run used) over a cache of ``segments`` segments that held ``stored_files``
+    files, ``stored`` the trusted ones: ("unchanged", None) when it adds nothing and the cache may stay as it is,
+    ("appended", the segment to add), or ("compacted", keep) to write it whole."""
+    if not segments:
+        return "compacted", keep
+    reused = sum(1 for m in keep.metaranges if m in stored.metaranges) + sum(1 for r in keep.ranges
+                                                                             if r in stored.ranges)
+    new = keep.added(stored)
+    dead = stored_files - reused  # held and not used: what compacting would drop
+    if dead > DEAD_SHARE * (stored_files + new.files()) or (new.files() and segments >= MAX_SEGMENTS):
+        return "compacted", keep
+    if not new.files() and not new.blocks:
+        return "unchanged", None
+    return "appended", new
 
 
 def trusted(memory: Memory, sizes: Mapping[str, int]) -> tuple[Memory, int]:
@@ -236,8 +306,9 @@ def _has_nulls(column) -> bool:
     return column.null_count > 0 or (pa.types.is_list(column.type) and _has_nulls(pc.list_flatten(column)))
 
 
-def decode(files: Mapping[str, bytes]) -> Memory:
-    """The files back as a Memory; a CacheError when one is not a parquet file of the expected schema."""
+def decode(files: Mapping[str, bytes], *, span_offset: int = 0) -> Memory:
+    """The files back as a Memory; a CacheError when one is not a parquet file of the expected schema.
+    ``span_offset``: added to each span index, for a segment whose spans follow others' (``merged``)."""
     import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
@@ -262,12 +333,16 @@ def decode(files: Mapping[str, bytes]) -> Memory:
         raise CacheError(f"metaranges.parquet names spans beyond the {len(spans)} of spans.parquet")
     offsets = lists.offsets.to_pylist()
     ends = [o - offsets[0] for o in offsets]
+    if span_offset and len(flat):
+        import pyarrow as pa  # noqa: PLC0415
+
+        flat = pc.add(flat, pa.scalar(span_offset, pa.int32()))
     indices = array.array("i")  # Arrow's int32s as they are, without a Python int per value
     if len(flat):
         indices.frombytes(memoryview(flat.buffers()[1])[4 * flat.offset:4 * (flat.offset + len(flat))])
     if not _NATIVE_LITTLE:
         indices.byteswap()
-    memory = Memory(spans=spans)
+    memory = Memory(spans=spans)  # with a span_offset, whole only once merged with the segments before it
     for i, (mid, size) in enumerate(zip(m.column("metarange_id").to_pylist(), m.column("size").to_pylist(),
                                         strict=True)):
         memory.metaranges[mid] = (size, indices[ends[i]:ends[i + 1]])
@@ -287,11 +362,21 @@ def decode(files: Mapping[str, bytes]) -> Memory:
     return memory
 
 
-def pointer(files: Mapping[str, bytes], *, slot: str, repository_id: str, namespace: str, run_id: str) -> bytes:
+def described(files: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
+    """A segment as its pointer names it: each file's size and SHA-256."""
+    return {n: {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for n, d in files.items()}
+
+
+def pointer(segments: list[Mapping[str, Mapping[str, Any]]], *, slot: str, repository_id: str, namespace: str,
+            run_id: str) -> bytes:
+    """The pointer to ``segments`` (each ``described``), stored in ``slot`` as seg-0, seg-1, ..."""
     return json.dumps({"format": FORMAT, "repository_id": repository_id, "storage_namespace": namespace,
-                       "slot": slot, "run_id": run_id,
-                       "files": {n: {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
-                                 for n, d in files.items()}}, indent=2, sort_keys=True).encode()
+                       "slot": slot, "run_id": run_id, "segments": list(segments)}, indent=2,
+                      sort_keys=True).encode()
+
+
+def segment_folder(slot: str, index: int) -> str:
+    return f"slot-{slot}/seg-{index}"
 
 
 def check_pointer(raw: bytes, *, repository_id: str, namespace: str) -> dict:
@@ -307,10 +392,11 @@ def check_pointer(raw: bytes, *, repository_id: str, namespace: str) -> dict:
     if doc.get("repository_id") != repository_id or doc.get("storage_namespace") != namespace:
         raise CacheError(f"written for lakefs://{doc.get('repository_id')} at {doc.get('storage_namespace')}, "
                          f"not this repository")
-    files = doc.get("files")
-    if doc.get("slot") not in SLOTS or not isinstance(files, dict) or sorted(files) != sorted(FILES) or not all(
-            isinstance(f, dict) and isinstance(f.get("size"), int) and isinstance(f.get("sha256"), str)
-            for f in files.values()):
+    segments = doc.get("segments")
+    if doc.get("slot") not in SLOTS or not isinstance(segments, list) or not 1 <= len(segments) <= MAX_SEGMENTS or \
+            not all(isinstance(files, dict) and sorted(files) == sorted(FILES) and all(
+                isinstance(f, dict) and isinstance(f.get("size"), int) and isinstance(f.get("sha256"), str)
+                for f in files.values()) for files in segments):
         raise CacheError("its pointer does not name its files")
     return doc
 

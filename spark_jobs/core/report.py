@@ -56,7 +56,7 @@ class Summary:
     failed: list = field(default_factory=list)  # the first failures of the sweep
     new_ranges_read: int = 0  # by the sweep's re-check
     # what the mark took from its cache: state used|empty|ignored|off, reason, {ranges,metaranges}_{cached,read},
-    # stale_entries (dropped: their file is gone or changed size), written
+    # stale_entries (dropped: their file is gone or changed size), written, write (appended|compacted|unchanged)
     cache: dict = field(default_factory=dict)
     swept_at: str | None = None
 
@@ -89,7 +89,10 @@ def describe_cache(cache: dict) -> str:
     why = f" (cache ignored: {cache.get('reason')})" if state == "ignored" else \
         " (no cache yet)" if state == "empty" else \
         f" ({cache['stale_entries']:,} stale entries dropped)" if cache.get("stale_entries") else ""
-    return f"mark cache: {counts}{why}" + ("" if cache.get("written", True) else "; the new cache was not written")
+    written = {"appended": "; what was read is appended to the cache", "compacted": "; the cache is written anew",
+               "unchanged": "; the cache is unchanged"}.get(cache.get("write", ""), "")
+    return f"mark cache: {counts}{why}" + (written if cache.get("written", True) else
+                                          "; the new cache was not written")
 
 
 def run_dir(run_id: str) -> str:

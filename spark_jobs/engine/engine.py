@@ -86,8 +86,10 @@ def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Ru
             mark_id = request.mark_id or ""
         else:
             namespace = api.repository(request.repository_id)["storage_namespace"]
-            # the mark cache's listing of _lakefs/ (history-sized) runs while lakeFS answers for the history
-            listing = mark_cache.Listing.start(replace(storage, namespace=namespace)) if request.cache else None
+            # the mark cache and the listing of _lakefs/ that checks it (both history-sized) are read while lakeFS
+            # answers for the history
+            preload = mark_cache.Preload.start(replace(storage, namespace=namespace),
+                                               repository_id=request.repository_id) if request.cache else None
             graph, storage = load_graph(api, request.repository_id, now=now, storage=storage, namespace=namespace)
             config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
             mark_id = request.run_id or new_run_id(now)
@@ -95,7 +97,7 @@ def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Ru
                 repository_id=request.repository_id, run_id=mark_id, now=now, min_age=request.min_age,
                 dry_run=request.mode == "dry-run", engine=request.engine, range_partitions=request.range_partitions,
                 address_partitions=request.address_partitions, prefix_depth=request.prefix_depth,
-                by_path=request.by_path, cache=request.cache), graph=graph, progress=progress, listing=listing)
+                by_path=request.by_path, cache=request.cache), graph=graph, progress=progress, preload=preload)
             if request.mode != "full":
                 return marked.summary, marked
         config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)

@@ -13,8 +13,10 @@ import io
 import json
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_key
@@ -327,11 +329,12 @@ class Marked:
 
 
 def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequest, graph: Graph,
-         progress: Progress = lambda phase, count: None, listing: mark_cache.Listing | None = None) -> Marked:
-    """Compute and write the plan (at <ns>/_lakefs/retention/gc/unified/<run_id>/). ``listing``: the namespace's
-    ``_lakefs/`` listing for the mark cache, when the caller started it before loading the graph."""
+         progress: Progress = lambda phase, count: None, preload: mark_cache.Preload | None = None) -> Marked:
+    """Compute and write the plan (at <ns>/_lakefs/retention/gc/unified/<run_id>/). ``preload``: the mark cache
+    and the namespace's ``_lakefs/`` listing, when the caller started reading them before loading the graph."""
     started = time.monotonic()
     ctx = config.open()
+    cache_written: Future | None = None
     try:
         min_age = request.min_age if request.min_age is not None else timedelta(
             seconds=api.gc_grace_period_seconds())
@@ -343,7 +346,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         seconds = {"commits": time.monotonic() - started}
         t = time.monotonic()
         loaded = mark_cache.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
-                                 listing=listing) if request.cache else None
+                                 preload=preload) if request.cache else None
         source = None if loaded is None else mark_source.Source(
             loaded.memory, runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
         if source is None:
@@ -367,6 +370,10 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
                           "load_graph)", "bad-arguments")
         uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
         seconds["mark"] = time.monotonic() - t
+        # What the files held is known now and nothing below changes it: the cache is written while the
+        # namespace is listed (on a large store, the listing's time hides the write's)
+        cache_written = _started(write_cache, ctx.ns, source, loaded, request=request, graph=graph) if (
+            request.record and source is not None) else None
         t = time.monotonic()
         units = ctx.ns.list_units()
         listed: list[StoredObject] = runner.map_units(units, unit_list, config.open,
@@ -391,9 +398,10 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
             lakefs_retained_commits=len(graph.lakefs_retained), metaranges=len(metaranges), ranges=len(range_ids),
             uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()},
             cache={"state": "off"} if loaded is None else {**loaded.stats, **source.stats()})
+        if cache_written is not None:
+            how = cache_written.result()
+            summary.cache.update({"written": how is not None, **({"write": how} if how else {})})
         if request.record:
-            if source is not None:
-                summary.cache["written"] = write_cache(ctx.ns, source, loaded, request=request, graph=graph)
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
         return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept | uncommitted, listed,
                       cutoff.timestamp(), range_ids, uncommitted)
@@ -402,19 +410,29 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
     except ValueError as exc:  # SSTableError: a corrupt range or metarange
         raise GCError(f"committed metadata is unreadable: {exc}", "corrupt-metadata") from exc
     finally:
+        if cache_written is not None:  # a run that failed after the mark still leaves it whole
+            wait([cache_written])
         ctx.close()
 
 
-def write_cache(ns: Namespace, source: mark_source.Source, loaded: mark_cache.Loaded, *, request: MarkRequest,
-                graph: Graph) -> bool:
-    """Rewrite the mark cache with what this run used; a failure costs the next run its reads, not this run."""
+def _started(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+    pool = ThreadPoolExecutor(1, thread_name_prefix="gc-cache-write")
     try:
-        mark_cache.save(ns, source.to_keep(), previous_slot=loaded.slot, repository_id=request.repository_id,
-                        namespace=graph.namespace, run_id=request.run_id)
-        return True
+        return pool.submit(fn, *args, **kwargs)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def write_cache(ns: Namespace, source: mark_source.Source, loaded: mark_cache.Loaded, *, request: MarkRequest,
+                graph: Graph) -> str | None:
+    """Store what this run used in the mark cache: how ("appended", "compacted", "unchanged"), or None when it
+    failed (that costs the next run its reads, not this run)."""
+    try:
+        return mark_cache.save(ns, source.to_keep(), loaded, repository_id=request.repository_id,
+                               namespace=graph.namespace, run_id=request.run_id)
     except (StorageError, OSError, ValueError) as exc:
         mark_cache.log.warning("GC mark cache of %s not written: %s", request.repository_id, exc)
-        return False
+        return None
 
 
 def reached(runner: Runner, config: JobConfig, graph: Graph, *, retention: ScopedRetention,

@@ -28,12 +28,17 @@ from spark_jobs.core.mark_cache import (
     FILES,
     SLOTS,
     CacheError,
+    Held,
     Memory,
     check_file,
     check_pointer,
     decode,
+    described,
     encode,
+    merged,
+    plan_save,
     pointer,
+    segment_folder,
     trusted,
 )
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
@@ -43,8 +48,8 @@ PREFIX = "_lakefs/retention/gc/janitor-mark-cache/v1"
 POINTER = f"{PREFIX}/current.json"
 
 
-def slot_key(slot: str, name: str) -> str:
-    return f"{PREFIX}/slot-{slot}/{name}"
+def segment_key(slot: str, index: int, name: str) -> str:
+    return f"{PREFIX}/{segment_folder(slot, index)}/{name}"
 
 
 @dataclass
@@ -52,46 +57,59 @@ class Loaded:
     memory: Memory
     slot: str | None  # the slot the pointer names (None: no usable cache)
     stats: dict[str, Any] = field(default_factory=dict)
+    segments: list[dict] = field(default_factory=list)  # as the pointer names them (empty: nothing to append to)
+    stored_files: int = 0  # the files the stored cache describes, trusted or not
+    held: Held = field(default_factory=Held)  # what the trusted part held, before the run added to it
 
 
-class Listing:
-    """The listing of ``_lakefs/`` that checks the cache's entries, started on a thread before the run reads its
-    history: it grows with the history (2,000 files on the bench's 1,000 commits) and is then done while lakeFS
-    prepares the run's commits, instead of competing with the cache's decoding for the interpreter."""
+class Preload:
+    """What the cache check needs, started on threads before the run reads its history: the listing of
+    ``_lakefs/`` (it grows with the history: 2,000 files on the bench's 1,000 commits) and the cache's own files,
+    read and decoded. Both are then done while lakeFS answers for the history (prepare-uncommitted, the branches'
+    lines, prepare-commits), which mostly waits on the network, instead of after it."""
 
-    def __init__(self, ns: Namespace) -> None:
+    def __init__(self, ns: Namespace, *, repository_id: str, namespace: str) -> None:
         self.store, self.root = ns.store, ns.root
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="gc-cache-sizes")
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="gc-cache-preload")
         self.sizes: Future = self._pool.submit(ns.metadata_sizes)
-        self._pool.shutdown(wait=False)  # the thread ends with the listing; nothing waits for it unless asked
+        self.stored: Future = self._pool.submit(_stored, ns, repository_id=repository_id, namespace=namespace)
+        self._pool.shutdown(wait=False)  # the threads end with their work; nothing waits for it unless asked
 
     @classmethod
-    def start(cls, storage: StorageConfig) -> Listing | None:
+    def start(cls, storage: StorageConfig, *, repository_id: str) -> Preload | None:
         """None when the namespace cannot be reached before lakeFS is asked (a local blockstore whose folder is
-        learnt from lakeFS): ``load`` then lists it itself."""
+        learnt from lakeFS): ``load`` then reads it itself."""
         try:
-            return cls(Namespace(storage))
+            return cls(Namespace(storage), repository_id=repository_id, namespace=storage.namespace)
         except StorageError:
             return None
 
     def of(self, ns: Namespace) -> bool:
         return (self.store, self.root) == (ns.store, ns.root)
 
+    def cancel(self) -> None:
+        self.sizes.cancel()
+        self.stored.cancel()
 
-def load(ns: Namespace, *, repository_id: str, namespace: str, listing: Listing | None = None) -> Loaded:
+
+def load(ns: Namespace, *, repository_id: str, namespace: str, preload: Preload | None = None) -> Loaded:
     """The trusted part of the repository's cache (empty when there is none or it is ignored, and why).
-    ``listing``: the namespace's listing, when the run started it early (it must be of ``ns``)."""
-    if listing is not None and listing.of(ns):
-        return _load(ns, listing.sizes, repository_id=repository_id, namespace=namespace)
-    # The listing grows with the history and is the store's time as much as ours: it runs while the cache is read
-    listing = Listing(ns)
+    ``preload``: the cache and the namespace's listing, when the run started reading them early (used only when
+    it is of ``ns``: the namespace the mark reads)."""
+    if preload is None or not preload.of(ns):
+        if preload is not None:
+            preload.cancel()
+        # The listing grows with the history and is the store's time as much as ours: it runs while the cache
+        # is read
+        preload = Preload(ns, repository_id=repository_id, namespace=namespace)
     try:
-        return _load(ns, listing.sizes, repository_id=repository_id, namespace=namespace)
+        return _checked(preload.stored.result(), preload.sizes)
     finally:
-        listing.sizes.cancel()  # no cache to check: not waited for
+        preload.sizes.cancel()  # no cache to check: not waited for
 
 
-def _load(ns: Namespace, sizes: Future, *, repository_id: str, namespace: str) -> Loaded:
+def _stored(ns: Namespace, *, repository_id: str, namespace: str) -> tuple[dict, Memory] | Loaded:
+    """The cache as its pointer names it, decoded; or, when there is none or it cannot be trusted, why."""
     try:
         raw = ns.read(POINTER)
     except StorageError as exc:
@@ -100,24 +118,37 @@ def _load(ns: Namespace, sizes: Future, *, repository_id: str, namespace: str) -
         return _ignored(f"its pointer is unreadable: {exc}")
     try:
         doc = check_pointer(raw, repository_id=repository_id, namespace=namespace)
-        files = {}
-        for name in FILES:
-            try:
-                files[name] = ns.read(slot_key(doc["slot"], name))
-            except StorageError as exc:
-                raise CacheError(f"{name} is unreadable: {exc}") from None
-            check_file(name, files[name], doc["files"][name])
-        memory = decode(files)
+        keys = [segment_key(doc["slot"], i, name) for i in range(len(doc["segments"])) for name in FILES]
+        try:
+            read = ns.read_many(keys)
+        except StorageError as exc:
+            raise CacheError(f"a file is unreadable: {exc}") from None
+        parts, spans = [], 0
+        for i, files in enumerate(doc["segments"]):
+            data = {name: read[segment_key(doc["slot"], i, name)] for name in FILES}
+            for name in FILES:
+                check_file(f"segment {i}'s {name}", data[name], files[name])
+            parts.append(decode(data, span_offset=spans))
+            spans += len(parts[-1].spans)
+        return doc, merged(parts)
     except CacheError as exc:
         return _ignored(str(exc))
+
+
+def _checked(stored: tuple[dict, Memory] | Loaded, sizes: Future) -> Loaded:
+    if isinstance(stored, Loaded):
+        return stored
+    doc, memory = stored
     try:
         listed = sizes.result()
     except StorageError as exc:  # an optimisation only: without the sizes to check it against, read everything
         log.warning("GC mark cache ignored (listing _lakefs/ failed): %s", exc)
         # the pointer's slot is kept, so this run's cache goes to the other one and the current stays whole
         return Loaded(Memory(), doc["slot"], {"state": "ignored", "reason": f"listing _lakefs/ failed: {exc}"})
+    stored_files = memory.files()
     memory, dropped = trusted(memory, listed)
-    return Loaded(memory, doc["slot"], {"state": "used", "reason": None, "stale_entries": dropped})
+    return Loaded(memory, doc["slot"], {"state": "used", "reason": None, "stale_entries": dropped},
+                  segments=doc["segments"], stored_files=stored_files, held=memory.held())
 
 
 def _ignored(why: str) -> Loaded:
@@ -125,11 +156,19 @@ def _ignored(why: str) -> Loaded:
     return Loaded(Memory(), None, {"state": "ignored", "reason": why})
 
 
-def save(ns: Namespace, memory: Memory, *, previous_slot: str | None, repository_id: str, namespace: str,
-         run_id: str) -> None:
-    """Write ``memory`` to the slot the pointer does not name, then point at it."""
-    slot = SLOTS[1] if previous_slot == SLOTS[0] else SLOTS[0]
+def save(ns: Namespace, keep: Memory, loaded: Loaded, *, repository_id: str, namespace: str, run_id: str) -> str:
+    """Store ``keep`` (what a run used) over the cache ``loaded``, as ``plan_save`` says: nothing when it adds
+    nothing, a segment of what it adds, or all of it in the slot the pointer does not name; the pointer last, so
+    a run killed midway leaves the current cache whole. Says which it did."""
+    how, memory = plan_save(keep, loaded.held, stored_files=loaded.stored_files, segments=len(loaded.segments))
+    if memory is None:
+        return how
+    if how == "appended":  # the next segment's name in the current slot: no pointer names it
+        slot, segments = loaded.slot, list(loaded.segments)
+    else:
+        slot, segments = SLOTS[1] if loaded.slot == SLOTS[0] else SLOTS[0], []
     files = encode(memory)
-    for name, data in files.items():
-        ns.write(slot_key(slot, name), data)
-    ns.write(POINTER, pointer(files, slot=slot, repository_id=repository_id, namespace=namespace, run_id=run_id))
+    ns.write_many({segment_key(slot, len(segments), name): data for name, data in files.items()})
+    ns.write(POINTER, pointer([*segments, described(files)], slot=slot, repository_id=repository_id,
+                              namespace=namespace, run_id=run_id))
+    return how

@@ -33,9 +33,9 @@ class PlanError(RuntimeError):
 def write_plan(ns: Namespace, summary: Summary, *, deleted: Sequence[StoredObject], ranges: Iterable[str],
                retained: Iterable[str]) -> None:
     run_id = summary.run_id
-    ns.write(core.deleted_key(run_id), core.deleted_parquet([o.key for o in deleted], [o.size for o in deleted]))
-    ns.write(core.ranges_key(run_id), json.dumps(sorted(ranges)).encode())
-    ns.write(core.retained_key(run_id), json.dumps(sorted(retained)).encode())
+    ns.write_many({core.deleted_key(run_id): core.deleted_parquet([o.key for o in deleted], [o.size for o in deleted]),
+                   core.ranges_key(run_id): json.dumps(sorted(ranges)).encode(),
+                   core.retained_key(run_id): json.dumps(sorted(retained)).encode()})
     # summary.json last: its presence with marked=true is what makes the plan usable.
     write_summary(ns, summary)
 

@@ -25,7 +25,8 @@ import functools
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -423,7 +424,27 @@ class Namespace:
             self.fs.pipe_file(tmp, data)
             os.replace(tmp, path)  # a reader never sees half a file
             return
+        if self.s3 is not None:
+            bucket, _, name = path.partition("/")
+            self._call(f"writing {key}", lambda: self.s3.put_object(Bucket=bucket, Key=name, Body=data))
+            return
         self._call(f"writing {key}", lambda: self.fs.pipe_file(path, data))
+
+    def read_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """``read`` of each key, the requests in flight together (up to the store's cap): a run's few metadata
+        files cost one round trip instead of one each. The first failure is raised."""
+        return dict(zip(keys := list(keys), self._each(self.read, keys), strict=True))
+
+    def write_many(self, files: Mapping[str, bytes]) -> None:
+        """``write`` of each file, in flight together; which lands first is not said (write what must come
+        last, such as a pointer or a summary, after this returns)."""
+        self._each(lambda key: self.write(key, files[key]), list(files))
+
+    def _each(self, fn, keys: list[str]) -> list:
+        if len(keys) <= 1:
+            return [fn(key) for key in keys]
+        with ThreadPoolExecutor(min(len(keys), self.config.max_in_flight), thread_name_prefix="gc-ns") as pool:
+            return list(pool.map(fn, keys))
 
     def list_metadata(self, prefix: str) -> list[str]:
         """Keys of the files under ``prefix`` inside ``_lakefs/`` (what lakeFS wrote for a GC run)."""

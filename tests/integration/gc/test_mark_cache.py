@@ -17,11 +17,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from spark_jobs.core.cleaning import parse_cleaning_policies
-from spark_jobs.core.mark_cache import Memory, encode
+from spark_jobs.core.mark_cache import DEAD_SHARE, MAX_SEGMENTS, Memory, encode
 from spark_jobs.engine import mark_source
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.mark_cache import PREFIX, load, save
+from spark_jobs.engine.storage import Namespace, StorageConfig
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_against_lakefs import key_of, rules
 from workers.gc.cleaning_store import clear_cleaning, set_cleaning
@@ -135,6 +138,9 @@ def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rou
             reference.summary, [o.key for o in reference.deleted]), where
         assert summary.cache["state"] == ("empty" if round_ == 0 else "used") and summary.cache["written"], where
         assert summary.cache["stale_entries" if round_ else "ranges_cached"] == 0, where
+        assert summary.cache["write"] in (("compacted",) if round_ == 0 else ("compacted", "appended", "unchanged")), \
+            where
+        check_bounded(repo, local_root, summary.cache, where)
         # The run deleted nothing a branch reaches, nor (without path policies, which retain per path) anything a
         # retained commit reaches
         refs = set(history.heads().values()) | (
@@ -151,7 +157,18 @@ def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rou
     cache = marked.summary.cache
     assert cache["ranges_read"] == cache["metaranges_read"] == 0 and cache["ranges_cached"] >= len(marked.ranges), (
         f"seed {seed}, unchanged: {cache}")
+    assert cache["write"] == "unchanged", f"seed {seed}, unchanged: {cache}"  # nothing new: nothing written
     return [*stats, cache]
+
+
+def check_bounded(repo: str, local_root: str, cache: dict, where: str) -> None:
+    """The stored cache describes what the run used and, of files no run uses any more, at most DEAD_SHARE of
+    what it holds, in at most MAX_SEGMENTS segments: it does not grow without bound."""
+    used = sum(cache[f"{kind}_{how}"] for kind in ("ranges", "metaranges") for how in ("cached", "read"))
+    stored = load(Namespace(StorageConfig(f"local://{repo}", local_root)), repository_id=repo,
+                  namespace=f"local://{repo}")
+    assert stored.stats["state"] == "used" and 1 <= len(stored.segments) <= MAX_SEGMENTS, (where, stored.stats)
+    assert used <= stored.stored_files <= used / (1 - DEAD_SHARE), (where, used, stored.stored_files)
 
 
 def test_cached_runs_plan_what_uncached_marks_plan(any_runner_gc, lakefs, repo, local_root, monkeypatch):
@@ -175,15 +192,16 @@ def _rewrite(namespace, local_root: str, repo: str, change) -> None:
     loaded = load(namespace, repository_id=repo, namespace=f"local://{repo}")
     assert loaded.stats["state"] == "used", loaded.stats
     change(loaded.memory)
-    save(namespace, loaded.memory, previous_slot=loaded.slot, repository_id=repo, namespace=f"local://{repo}",
-         run_id="test")
+    assert save(namespace, loaded.memory, replace(loaded, segments=[]), repository_id=repo,
+                namespace=f"local://{repo}", run_id="test") == "compacted"
 
 
 def _corruptions(local_root: str, repo: str) -> dict:
     root = _cache_files(local_root, repo)
 
-    def current() -> Path:
-        return root / f"slot-{json.loads((root / 'current.json').read_text())['slot']}"
+    def current() -> Path:  # the last segment: the one a daily run appended
+        doc = json.loads((root / "current.json").read_text())
+        return root / f"slot-{doc['slot']}" / f"seg-{len(doc['segments']) - 1}"
 
     def truncate():
         f = current() / "blocks.parquet"
@@ -203,7 +221,7 @@ def _corruptions(local_root: str, repo: str) -> dict:
         data = encode(Memory())["ranges.parquet"]
         (current() / "metaranges.parquet").write_bytes(data)
         doc = json.loads((root / "current.json").read_text())
-        doc["files"]["metaranges.parquet"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        doc["segments"][-1]["metaranges.parquet"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         (root / "current.json").write_text(json.dumps(doc))
 
     return {"truncated": truncate, "garbage bytes": garbage, "older format": lambda: pointer_doc(format=0),
@@ -267,6 +285,40 @@ def test_the_cache_is_never_swept_and_drops_what_is_not_reached(gc, lakefs, repo
     assert set(second.ranges) == set(marked.ranges) < set(first.ranges)
     assert not [o for o in marked.listed if o.key.startswith("_lakefs")]
     assert (_cache_files(local_root, repo) / "current.json").exists() and summary.success
+
+
+def test_daily_runs_append_what_they_read_and_compact_at_the_segment_limit(gc, lakefs, repo, local_root):
+    """Each run that reads new files appends a segment of just those (its write grows with what changed, not with
+    the history); a run that reads nothing writes nothing; at MAX_SEGMENTS the cache is written whole again, into
+    the other slot. The plan stays the uncached mark's throughout."""
+    history = History(lakefs, repo, random.Random(11))
+    rules(lakefs, repo, 100)  # every commit retained: nothing becomes unused, only the segment limit compacts
+    history.commit_on("main")
+    root = _cache_files(local_root, repo)
+    seen = []
+    for _ in range(MAX_SEGMENTS + 2):
+        now = datetime.now(UTC)
+        marked = gc.mark(repo, now=now)
+        cache = marked.summary.cache
+        doc = json.loads((root / "current.json").read_text())
+        seen.append((cache["write"], doc["slot"], len(doc["segments"])))
+        newest = root / f"slot-{doc['slot']}" / f"seg-{len(doc['segments']) - 1}"
+        rows = pq.read_table(newest / "ranges.parquet").num_rows
+        assert rows == (cache["ranges_read"] if cache["write"] == "appended" else len(marked.ranges)), (seen, cache)
+        reference = replace(gc, cache=False).mark(repo, now=now)
+        assert plan_fingerprint(marked.summary, [o.key for o in marked.deleted]) == plan_fingerprint(
+            reference.summary, [o.key for o in reference.deleted]), seen
+        written = (root / "current.json").read_bytes()
+        again = gc.mark(repo, now=now).summary.cache
+        assert again["write"] == "unchanged" and again["ranges_read"] == 0, again
+        assert (root / "current.json").read_bytes() == written
+        before = len(history.commits)
+        while len(history.commits) == before:
+            history.commit_on("main")
+    first = seen[0][1]
+    other = "b" if first == "a" else "a"
+    assert seen == [("compacted", first, 1), *[("appended", first, n) for n in range(2, MAX_SEGMENTS + 1)],
+                    ("compacted", other, 1), ("appended", other, 2)], seen
 
 
 def test_the_cli_says_what_came_from_the_cache(cli, lakefs, repo):

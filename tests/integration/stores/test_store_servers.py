@@ -235,6 +235,18 @@ def test_the_namespace_reads_and_lists_s3_through_a_plain_client_as_s3fs_does(st
         assert plain.read(key) == data
     with pytest.raises(StorageError, match="does not exist"):
         plain.read("_lakefs/no-such-file")
+    # reads and writes of several files at once: the same bytes as s3fs sees, the first failure raised
+    assert plain.read_many(sorted(files)) == files
+    with pytest.raises(StorageError, match="no-such-file does not exist"):
+        plain.read_many([*sorted(files)[:5], "_lakefs/no-such-file"])
+    written = {f"_lakefs/written/{i}": uuid.uuid4().bytes * i for i in range(12)}
+    plain.write_many(written)
+    plain.write("_lakefs/written/one", b"one")
+    assert {k: fs.cat_file(store.fsspec_path(namespace, k)) for k in [*written, "_lakefs/written/one"]} == {
+        **written, "_lakefs/written/one": b"one"}
+    with pytest.raises(StorageError, match="only under _lakefs/"):
+        plain.write_many({"_lakefs/written/ok": b"", "data/not-here": b"x"})
+    assert not fs.exists(store.fsspec_path(namespace, "data/not-here"))
     # the sweep's listing: every data object, by slice and at the root, never _lakefs/ nor lakeFS's dummy
     data = {f"data/g{i % 3}/sub/{uuid.uuid4().hex}": b"d" * i for i in range(25)}
     data.update({f"legacy-{i}": b"r" * i for i in range(4)})
@@ -251,6 +263,8 @@ def test_the_namespace_reads_and_lists_s3_through_a_plain_client_as_s3fs_does(st
     assert elsewhere.metadata_sizes() == {}
     with pytest.raises(StorageError, match="does not exist"):
         elsewhere.read("_lakefs/x")
+    with pytest.raises(StorageError, match="NoSuchBucket"):
+        elsewhere.write("_lakefs/x", b"x")
     # the store gone: a clear, classified failure after the throttle's retries, not a botocore traceback
     gone = Namespace(StorageConfig(namespace, None, json.dumps({"s3": {
         **store.fsspec_options("http://127.0.0.1:9"), "config_kwargs": {"connect_timeout": 1, "read_timeout": 1}}}),

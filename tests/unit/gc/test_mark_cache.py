@@ -18,7 +18,10 @@ from spark_jobs.core.mark_cache import (
     check_file,
     check_pointer,
     decode,
+    described,
     encode,
+    merged,
+    plan_save,
     pointer,
     trusted,
 )
@@ -55,13 +58,16 @@ def test_trusted_drops_entries_whose_file_changed_or_is_gone():
 
 def test_pointer_checks():
     files = encode(memory())
-    raw = pointer(files, slot="a", repository_id="r", namespace="s3://b/ns", run_id="x")
+    raw = pointer([described(files)], slot="a", repository_id="r", namespace="s3://b/ns", run_id="x")
     doc = check_pointer(raw, repository_id="r", namespace="s3://b/ns")
     for name, data in files.items():
-        check_file(name, data, doc["files"][name])
+        check_file(name, data, doc["segments"][0][name])
     with pytest.raises(CacheError, match="torn or altered"):
-        check_file("ranges.parquet", files["ranges.parquet"][:-1], doc["files"]["ranges.parquet"])
-    for bad in (b"{", b"[]", json.dumps({**doc, "format": 0}).encode(), json.dumps({**doc, "slot": "c"}).encode()):
+        check_file("ranges.parquet", files["ranges.parquet"][:-1], doc["segments"][0]["ranges.parquet"])
+    for bad in (b"{", b"[]", json.dumps({**doc, "format": 0}).encode(), json.dumps({**doc, "slot": "c"}).encode(),
+                json.dumps({**doc, "segments": []}).encode(), json.dumps({**doc, "segments": doc["segments"] * 9}).encode(),
+                json.dumps({**doc, "segments": [{"spans.parquet": doc["segments"][0]["spans.parquet"]}]}).encode(),
+                json.dumps({**doc, "segments": doc["segments"][0]}).encode()):
         with pytest.raises(CacheError):
             check_pointer(bad, repository_id="r", namespace="s3://b/ns")
     with pytest.raises(CacheError, match="not this repository"):
@@ -216,14 +222,15 @@ def test_metaranges_share_their_spans_in_the_file():
 
 
 def test_a_format_1_pointer_is_refused():
-    raw = pointer(encode(memory()), slot="a", repository_id="r", namespace="s3://b/ns", run_id="x")
+    raw = pointer([described(encode(memory()))], slot="a", repository_id="r", namespace="s3://b/ns", run_id="x")
     doc = json.loads(raw)
-    with pytest.raises(CacheError, match="format 1"):
-        check_pointer(json.dumps({**doc, "format": 1}).encode(), repository_id="r", namespace="s3://b/ns")
-    old_files = {**doc, "files": {n: doc["files"][n] for n in ("metaranges.parquet", "ranges.parquet",
-                                                               "blocks.parquet")}}
-    with pytest.raises(CacheError):
-        check_pointer(json.dumps(old_files).encode(), repository_id="r", namespace="s3://b/ns")
+    for old in (1, 2):
+        with pytest.raises(CacheError, match=f"format {old}"):
+            check_pointer(json.dumps({**doc, "format": old}).encode(), repository_id="r", namespace="s3://b/ns")
+    # format 2's pointer: one segment's files at the top level
+    two = {k: v for k, v in doc.items() if k != "segments"} | {"files": doc["segments"][0], "format": 3}
+    with pytest.raises(CacheError, match="does not name its files"):
+        check_pointer(json.dumps(two).encode(), repository_id="r", namespace="s3://b/ns")
 
 
 def test_key_mapper_is_relative_key():
@@ -268,3 +275,59 @@ def test_random_memories_survive_subset_encode_and_decode():
         assert stored == len({s for m in kept.metaranges for s in listed[m][1]})  # spans no one lists are gone
         some = rng.sample(sorted(kept.metaranges), min(3, len(kept.metaranges)))
         assert sorted(back.distinct_spans(some)) == sorted({s for m in some for s in listed[m][1]})
+
+
+def _decoded_segments(*memories: Memory) -> Memory:
+    parts, spans = [], 0
+    for m in memories:
+        parts.append(decode(encode(m), span_offset=spans))
+        spans += len(parts[-1].spans)
+    return merged(parts)
+
+
+def test_segments_decode_to_what_was_stored():
+    """A cache of segments reads back as one Memory; a later segment's entry wins (a file read again)."""
+    spans = tuple((f"k{i:03d}".encode(), f"r{i}") for i in range(40))
+    first = Memory.of(metaranges={f"m{i}": (i, spans[:i]) for i in range(1, 20)},
+                      ranges={"r1": (10, (b"d1",)), "r2": (20, (b"d2",))},
+                      blocks={b"d1": [(b"a", "data/1", 1)], b"d2": [(b"b", "data/2", 1)]})
+    second = Memory.of(metaranges={f"m{i}": (i, spans[i - 5:i]) for i in range(20, 40)},
+                       ranges={"r3": (30, (b"d2", b"d3")), "r1": (11, (b"d1",))},
+                       blocks={b"d3": [(b"c", "data/3", 2)]})
+    third = Memory.of(metaranges={"m1": (1, spans[:1])})  # the same spans again, numbered anew in its segment
+    got = _decoded_segments(first, second, third)
+    expected = Memory.of(metaranges={**{m: (v[0], first.spans_of(m)) for m, v in first.metaranges.items()},
+                                     **{m: (v[0], second.spans_of(m)) for m, v in second.metaranges.items()}},
+                         ranges={"r1": (11, (b"d1",)), "r2": (20, (b"d2",)), "r3": (30, (b"d2", b"d3"))},
+                         blocks={**first.blocks, **second.blocks})
+    assert got == expected
+    assert sorted(got.distinct_spans(["m3", "m25"])) == sorted(set(spans[:3]) | set(spans[20:25]))
+    # written whole again, it is the same
+    assert decode(encode(got)) == expected
+
+
+def test_a_run_appends_what_it_added_and_compacts_what_it_no_longer_uses():
+    held = memory()
+    stored = held.held()
+    # nothing new, everything still used: nothing to write
+    assert plan_save(held.subset(["m1"], ["r1", "r2", "r3"]), stored, stored_files=4, segments=1) == (
+        "unchanged", None)
+    # a new range and its new block: a segment of just those
+    grown = memory()
+    grown.ranges["r4"] = (40, (b"d1", b"d4"))
+    grown.blocks[b"d4"] = [(b"z", "data/4", 1)]
+    grown.add_metarange("m2", 200, [(b"a", "r1"), (b"z", "r4")])
+    how, segment = plan_save(grown.subset(["m1", "m2"], ["r1", "r2", "r3", "r4"]), stored, stored_files=4,
+                             segments=3)
+    assert how == "appended" and set(segment.ranges) == {"r4"} and set(segment.blocks) == {b"d4"}
+    assert segment.view()[0] == {"m2": (200, ((b"a", "r1"), (b"z", "r4")))}
+    # ... unless the cache holds as many segments as it may: then all of it, in one
+    assert plan_save(grown, stored, stored_files=4, segments=8)[0] == "compacted"
+    # one file of four not used any more: it stays until more than a quarter of the cache is unused
+    assert plan_save(held.subset(["m1"], ["r1", "r2"]), stored, stored_files=4, segments=2)[0] == "unchanged"
+    how, whole = plan_save(held.subset(["m1"], ["r1"]), stored, stored_files=4, segments=2)
+    assert how == "compacted" and set(whole.ranges) == {"r1"} and set(whole.blocks) == {b"d1", b"d2"}
+    # entries the run did not trust (stale) count as unused, and their file read again is appended
+    assert plan_save(held.subset(["m1"], ["r1", "r2", "r3"]), stored, stored_files=6, segments=1)[0] == "compacted"
+    # no cache to append to: written whole
+    assert plan_save(held, stored, stored_files=0, segments=0)[0] == "compacted"
