@@ -375,8 +375,27 @@ def pointer(segments: list[Mapping[str, Mapping[str, Any]]], *, slot: str, repos
                       sort_keys=True).encode()
 
 
-def segment_folder(slot: str, index: int) -> str:
-    return f"slot-{slot}/seg-{index}"
+def segment_name(slot: str, index: int) -> str:
+    return f"slot-{slot}/seg-{index}.parquets"
+
+
+def packed(files: Mapping[str, bytes]) -> bytes:
+    """A segment's four files as one object, in FILES order (one request to read a segment: on an object store
+    a request costs more than the bytes of a daily run's segment)."""
+    return b"".join(files[name] for name in FILES)
+
+
+def unpacked(data: bytes, described_files: Mapping[str, Mapping[str, Any]], *, what: str) -> dict[str, bytes]:
+    """The files ``packed`` put in ``data``, each checked against its size and SHA-256 in the pointer."""
+    sizes = [described_files[name]["size"] for name in FILES]
+    if len(data) != sum(sizes) or min(sizes) < 0:
+        raise CacheError(f"{what} holds {len(data)} bytes, its pointer names {sum(sizes)}: torn or altered")
+    files, at = {}, 0
+    for name, size in zip(FILES, sizes, strict=True):
+        files[name] = data[at:at + size]
+        at += size
+        check_file(f"{what}'s {name}", files[name], described_files[name])
+    return files
 
 
 def check_pointer(raw: bytes, *, repository_id: str, namespace: str) -> dict:

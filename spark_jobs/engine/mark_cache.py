@@ -6,12 +6,14 @@ Use: on by default (``RunRequest(cache=True)``, ``MarkRequest(cache=True)``, ``t
 What the mark took from it is in the run's record: ``Summary.cache`` (summary.json; ``gc show`` prints it).
 
 Where: ``_lakefs/retention/gc/janitor-mark-cache/v1/`` (a name lakeFS never writes; under ``_lakefs/``, which the
-sweep never lists nor deletes). The pointer ``current.json`` names the slot (``a``/``b``) holding the four parquet
-files (spark_jobs/core/mark_cache.py) with their sizes and SHA-256; a run writes the other slot, then the pointer,
-so a run killed midway leaves the old cache whole. It is an optimisation only: a missing, unreadable, foreign or
-older-format cache is ignored (logged, and rebuilt by the run), and an entry is used only when the file it came
-from is still listed under ``_lakefs/`` with the size remembered. The new cache holds what this run used, so
-files no retained commit reaches any more drop out.
+sweep never lists nor deletes). The pointer ``current.json`` names the slot (``a``/``b``) and its segments
+(``slot-a/seg-0.parquets``, ``seg-1.parquets``, ...), each four parquet files in one object
+(spark_jobs/core/mark_cache.py) whose sizes and SHA-256 the pointer names. A run that read files the cache did not hold appends a segment of just those (a name the pointer does not
+name yet), then the pointer; a run that read nothing new writes nothing; at ``MAX_SEGMENTS`` segments, or when more
+than ``DEAD_SHARE`` of what the cache holds was not used by the run, the run writes what it used whole into the
+other slot, then the pointer. A run killed midway leaves the old cache whole. It is an optimisation only: a
+missing, unreadable, foreign or older-format cache is ignored (logged, and rebuilt by the run), and an entry is
+used only when the file it came from is still listed under ``_lakefs/`` with the size remembered.
 
 On either runner the driver reads the cache and hands the runner only the unseen files; each unit returns what
 its file held, from which the driver computes the kept addresses and writes the new cache (mark_source.py).
@@ -25,21 +27,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_jobs.core.mark_cache import (
-    FILES,
     SLOTS,
     CacheError,
     Held,
     Memory,
-    check_file,
     check_pointer,
     decode,
     described,
     encode,
     merged,
+    packed,
     plan_save,
     pointer,
-    segment_folder,
+    segment_name,
     trusted,
+    unpacked,
 )
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 
@@ -48,8 +50,8 @@ PREFIX = "_lakefs/retention/gc/janitor-mark-cache/v1"
 POINTER = f"{PREFIX}/current.json"
 
 
-def segment_key(slot: str, index: int, name: str) -> str:
-    return f"{PREFIX}/{segment_folder(slot, index)}/{name}"
+def segment_key(slot: str, index: int) -> str:
+    return f"{PREFIX}/{segment_name(slot, index)}"
 
 
 @dataclass
@@ -118,16 +120,14 @@ def _stored(ns: Namespace, *, repository_id: str, namespace: str) -> tuple[dict,
         return _ignored(f"its pointer is unreadable: {exc}")
     try:
         doc = check_pointer(raw, repository_id=repository_id, namespace=namespace)
-        keys = [segment_key(doc["slot"], i, name) for i in range(len(doc["segments"])) for name in FILES]
+        keys = [segment_key(doc["slot"], i) for i in range(len(doc["segments"]))]
         try:
             read = ns.read_many(keys)
         except StorageError as exc:
-            raise CacheError(f"a file is unreadable: {exc}") from None
+            raise CacheError(f"a segment is unreadable: {exc}") from None
         parts, spans = [], 0
         for i, files in enumerate(doc["segments"]):
-            data = {name: read[segment_key(doc["slot"], i, name)] for name in FILES}
-            for name in FILES:
-                check_file(f"segment {i}'s {name}", data[name], files[name])
+            data = unpacked(read[keys[i]], files, what=f"segment {i}")
             parts.append(decode(data, span_offset=spans))
             spans += len(parts[-1].spans)
         return doc, merged(parts)
@@ -168,7 +168,7 @@ def save(ns: Namespace, keep: Memory, loaded: Loaded, *, repository_id: str, nam
     else:
         slot, segments = SLOTS[1] if loaded.slot == SLOTS[0] else SLOTS[0], []
     files = encode(memory)
-    ns.write_many({segment_key(slot, len(segments), name): data for name, data in files.items()})
+    ns.write(segment_key(slot, len(segments)), packed(files))
     ns.write(POINTER, pointer([*segments, described(files)], slot=slot, repository_id=repository_id,
                               namespace=namespace, run_id=run_id))
     return how

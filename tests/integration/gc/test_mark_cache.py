@@ -8,7 +8,6 @@ failure)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -17,10 +16,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spark_jobs.core.cleaning import parse_cleaning_policies
-from spark_jobs.core.mark_cache import DEAD_SHARE, MAX_SEGMENTS, Memory, encode
+from spark_jobs.core.mark_cache import DEAD_SHARE, MAX_SEGMENTS, Memory, described, encode, packed, unpacked
 from spark_jobs.engine import mark_source
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.mark_cache import PREFIX, load, save
@@ -196,21 +196,26 @@ def _rewrite(namespace, local_root: str, repo: str, change) -> None:
                 namespace=f"local://{repo}", run_id="test") == "compacted"
 
 
+def _segment(root: Path, index: int | None = None) -> tuple[Path, dict[str, bytes]]:
+    """A stored segment (the last by default: the one a daily run appended) and its four files."""
+    doc = json.loads((root / "current.json").read_text())
+    index = len(doc["segments"]) - 1 if index is None else index
+    path = root / f"slot-{doc['slot']}" / f"seg-{index}.parquets"
+    return path, unpacked(path.read_bytes(), doc["segments"][index], what=path.name)
+
+
 def _corruptions(local_root: str, repo: str) -> dict:
     root = _cache_files(local_root, repo)
 
-    def current() -> Path:  # the last segment: the one a daily run appended
-        doc = json.loads((root / "current.json").read_text())
-        return root / f"slot-{doc['slot']}" / f"seg-{len(doc['segments']) - 1}"
-
     def truncate():
-        f = current() / "blocks.parquet"
+        f, _ = _segment(root)
         f.write_bytes(f.read_bytes()[:-40])
 
     def garbage():
-        f = current() / "ranges.parquet"
+        f, files = _segment(root)
         data = bytearray(f.read_bytes())
-        data[len(data) // 2:len(data) // 2 + 16] = b"\xff" * 16
+        middle = len(files["spans.parquet"]) + len(files["metaranges.parquet"]) + len(files["ranges.parquet"]) // 2
+        data[middle:middle + 16] = b"\xff" * 16  # in ranges.parquet
         f.write_bytes(bytes(data))
 
     def pointer_doc(**changes):
@@ -218,10 +223,11 @@ def _corruptions(local_root: str, repo: str) -> dict:
         (root / "current.json").write_text(json.dumps({**doc, **changes}))
 
     def wrong_schema():  # a valid parquet file, named with its right hash, of other columns
-        data = encode(Memory())["ranges.parquet"]
-        (current() / "metaranges.parquet").write_bytes(data)
+        f, files = _segment(root)
+        files["metaranges.parquet"] = encode(Memory())["ranges.parquet"]
+        f.write_bytes(packed(files))
         doc = json.loads((root / "current.json").read_text())
-        doc["segments"][-1]["metaranges.parquet"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        doc["segments"][-1] = described(files)
         (root / "current.json").write_text(json.dumps(doc))
 
     return {"truncated": truncate, "garbage bytes": garbage, "older format": lambda: pointer_doc(format=0),
@@ -302,8 +308,7 @@ def test_daily_runs_append_what_they_read_and_compact_at_the_segment_limit(gc, l
         cache = marked.summary.cache
         doc = json.loads((root / "current.json").read_text())
         seen.append((cache["write"], doc["slot"], len(doc["segments"])))
-        newest = root / f"slot-{doc['slot']}" / f"seg-{len(doc['segments']) - 1}"
-        rows = pq.read_table(newest / "ranges.parquet").num_rows
+        rows = pq.read_table(pa.BufferReader(_segment(root)[1]["ranges.parquet"])).num_rows
         assert rows == (cache["ranges_read"] if cache["write"] == "appended" else len(marked.ranges)), (seen, cache)
         reference = replace(gc, cache=False).mark(repo, now=now)
         assert plan_fingerprint(marked.summary, [o.key for o in marked.deleted]) == plan_fingerprint(

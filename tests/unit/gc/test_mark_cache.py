@@ -21,9 +21,11 @@ from spark_jobs.core.mark_cache import (
     described,
     encode,
     merged,
+    packed,
     plan_save,
     pointer,
     trusted,
+    unpacked,
 )
 from spark_jobs.core.report import describe_cache
 from tests.unit.gc.test_sstable import FIXTURES
@@ -105,6 +107,10 @@ def test_describe_cache():
                            "metaranges_read": 0, "stale_entries": 1, "written": True})
     assert line.startswith("mark cache: 3 ranges and 1 metaranges from the cache") and "1 stale" in line
     assert "ignored: torn" in describe_cache({"state": "ignored", "reason": "torn", "written": False})
+    assert describe_cache({"state": "used", "written": True, "write": "appended"}).endswith(
+        "; what was read is appended to the cache")
+    assert describe_cache({"state": "used", "written": True, "write": "unchanged"}).endswith("the cache is unchanged")
+    assert "was not written" in describe_cache({"state": "used", "written": False})
 
 
 def test_trusted_never_takes_an_empty_size_for_a_file_that_is_gone():
@@ -331,3 +337,21 @@ def test_a_run_appends_what_it_added_and_compacts_what_it_no_longer_uses():
     assert plan_save(held.subset(["m1"], ["r1", "r2", "r3"]), stored, stored_files=6, segments=1)[0] == "compacted"
     # no cache to append to: written whole
     assert plan_save(held, stored, stored_files=0, segments=0)[0] == "compacted"
+
+
+def test_a_segment_is_one_object_checked_file_by_file():
+    files = encode(memory())
+    names = described(files)
+    assert unpacked(packed(files), names, what="seg") == files
+    data = packed(files)
+    with pytest.raises(CacheError, match="torn or altered"):
+        unpacked(data[:-1], names, what="seg")
+    with pytest.raises(CacheError, match="torn or altered"):
+        unpacked(data + b"x", names, what="seg")
+    flipped = bytearray(data)
+    flipped[len(files["spans.parquet"]) + 3] ^= 0xFF  # inside metaranges.parquet
+    with pytest.raises(CacheError, match="metaranges.parquet is not the file its pointer names"):
+        unpacked(bytes(flipped), names, what="seg")
+    swapped = {**names, "spans.parquet": names["ranges.parquet"], "ranges.parquet": names["spans.parquet"]}
+    with pytest.raises(CacheError):
+        unpacked(data, swapped, what="seg")
