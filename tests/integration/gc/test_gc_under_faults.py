@@ -2,7 +2,7 @@
 real CLI: nothing that must survive is lost, and every re-run converges.
 
 ``LAKEFS_JANITOR_FAULT_SEED`` fixes the seed (default: random, printed on failure); ``LAKEFS_JANITOR_FAULT_KILLS``
-(default 2 per kill point) and ``LAKEFS_JANITOR_FAULT_ROUNDS`` (default 8 GC runs beside the writers) run more.
+(default 2 per kill point) and ``LAKEFS_JANITOR_FAULT_ROUNDS`` (default 14 GC runs beside the writers) run more.
 Each test prints a ``RELIABILITY`` line: the figures of README's reliability table.
 """
 
@@ -34,7 +34,7 @@ from workers.settings import GCSettings, LakeFSConnection
 
 SEED = int(os.environ.get("LAKEFS_JANITOR_FAULT_SEED", str(random.randrange(1 << 30))))
 KILLS = int(os.environ.get("LAKEFS_JANITOR_FAULT_KILLS", "2"))
-ROUNDS = int(os.environ.get("LAKEFS_JANITOR_FAULT_ROUNDS", "8"))
+ROUNDS = int(os.environ.get("LAKEFS_JANITOR_FAULT_ROUNDS", "14"))
 DAY = 86400
 CLI = [sys.executable, "-m", "workers.cli"]
 
