@@ -443,7 +443,7 @@ class Namespace:
     def _each(self, fn, keys: list[str]) -> list:
         if len(keys) <= 1:
             return [fn(key) for key in keys]
-        with ThreadPoolExecutor(min(len(keys), self.config.max_in_flight), thread_name_prefix="gc-ns") as pool:
+        with ThreadPoolExecutor(max(1, min(len(keys), self.config.max_in_flight)), thread_name_prefix="gc-ns") as pool:
             return list(pool.map(fn, keys))
 
     def list_metadata(self, prefix: str) -> list[str]:
