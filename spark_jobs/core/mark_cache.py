@@ -179,9 +179,10 @@ def plan_save(keep: Memory, stored: Held, *, stored_files: int, segments: int) -
                                                                              if r in stored.ranges)
     new = keep.added(stored)
     dead = stored_files - reused  # held and not used: what compacting would drop
-    if dead > DEAD_SHARE * (stored_files + new.files()) or (new.files() and segments >= MAX_SEGMENTS):
+    adds = bool(new.files() or new.blocks)
+    if dead > DEAD_SHARE * (stored_files + new.files()) or (adds and segments >= MAX_SEGMENTS):
         return "compacted", keep
-    if not new.files() and not new.blocks:
+    if not adds:
         return "unchanged", None
     return "appended", new
 
