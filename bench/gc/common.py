@@ -5,7 +5,9 @@ the stores' view of a namespace (data keys, live keys) for the benchmarks' corre
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,22 @@ def check(ok: bool, message: str) -> None:
         raise CheckFailed(message)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM as Ctrl-C: a killed bench still runs its ``finally`` blocks, which stop the servers it started."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
 class World:
     """One store (local disk, versitygw, Azurite or fake-gcs-server) and a lakeFS on it, on 127.0.0.1."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        stop_on_sigterm()
         self.store: Store = STORES[kind]().start()
         try:
             self.server = LakeFSServer(store=self.store).start()
