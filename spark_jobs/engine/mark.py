@@ -430,8 +430,9 @@ def write_cache(ns: Namespace, source: mark_source.Source, loaded: mark_cache.Lo
     try:
         return mark_cache.save(ns, source.to_keep(), loaded, repository_id=request.repository_id,
                                namespace=graph.namespace, run_id=request.run_id)
-    except (StorageError, OSError, ValueError) as exc:
-        mark_cache.log.warning("GC mark cache of %s not written: %s", request.repository_id, exc)
+    except Exception as exc:  # noqa: BLE001 - an optimisation only: whatever failed, the run's plan stands
+        mark_cache.log.warning("GC mark cache of %s not written: %s: %s", request.repository_id,
+                               type(exc).__name__, exc)
         return None
 
 

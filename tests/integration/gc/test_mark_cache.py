@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from spark_jobs.core.cleaning import parse_cleaning_policies
 from spark_jobs.core.mark_cache import DEAD_SHARE, MAX_SEGMENTS, Memory, described, encode, packed, unpacked
-from spark_jobs.engine import mark_source
+from spark_jobs.core.report import describe_cache
+from spark_jobs.engine import mark_cache, mark_source
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.mark_cache import PREFIX, load, save
 from spark_jobs.engine.storage import Namespace, StorageConfig
@@ -324,6 +325,42 @@ def test_daily_runs_append_what_they_read_and_compact_at_the_segment_limit(gc, l
     other = "b" if first == "a" else "a"
     assert seen == [("compacted", first, 1), *[("appended", first, n) for n in range(2, MAX_SEGMENTS + 1)],
                     ("compacted", other, 1), ("appended", other, 2)], seen
+
+
+def test_the_run_reads_the_cache_it_preloaded_and_survives_a_failed_write(gc, lakefs, repo, local_root, monkeypatch):
+    """The cache read while lakeFS answers is the one the mark uses (no second read); a cache write that fails,
+    whatever the error, costs the next run its reads, never this run's plan."""
+    gc = replace(gc, local_root=local_root)  # the namespace reachable before lakeFS is asked: preloaded
+    for i in range(3):
+        History(lakefs, repo, random.Random(i)).commit_on("main")
+    rules(lakefs, repo, 1)
+    now = datetime.now(UTC)
+    reference = replace(gc, cache=False).mark(repo, now=now)
+    gc.mark(repo, now=now)  # writes the cache
+    started = []
+    real_init = mark_cache.Preload.__init__
+
+    def counted(self, *args, **kwargs):
+        started.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(mark_cache.Preload, "__init__", counted)
+    marked = gc.mark(repo, now=now)
+    assert len(started) == 1 and marked.summary.cache["state"] == "used", (started, marked.summary.cache)
+    for error in (OSError("disk full"), RuntimeError("a bug"), KeyError("x")):
+        def failing(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(mark_cache, "save", failing)
+        with_new = History(lakefs, repo, random.Random(len(error.args[0])))
+        with_new.commit_on("main")
+        now = datetime.now(UTC)
+        marked = gc.mark(repo, now=now)
+        reference = replace(gc, cache=False).mark(repo, now=now)
+        assert marked.summary.success and marked.summary.cache["written"] is False, marked.summary.cache
+        assert "was not written" in describe_cache(marked.summary.cache)
+        assert plan_fingerprint(marked.summary, [o.key for o in marked.deleted]) == plan_fingerprint(
+            reference.summary, [o.key for o in reference.deleted])
 
 
 def test_the_cli_says_what_came_from_the_cache(cli, lakefs, repo):

@@ -300,10 +300,13 @@ def test_segments_decode_to_what_was_stored():
     second = Memory.of(metaranges={f"m{i}": (i, spans[i - 5:i]) for i in range(20, 40)},
                        ranges={"r3": (30, (b"d2", b"d3")), "r1": (11, (b"d1",))},
                        blocks={b"d3": [(b"c", "data/3", 2)]})
-    third = Memory.of(metaranges={"m1": (1, spans[:1])})  # the same spans again, numbered anew in its segment
+    # m1 read again (its entry had gone stale): other spans and size, numbered anew in the third segment, one of
+    # them new and not its segment's first
+    third = Memory.of(metaranges={"m1": (101, (spans[7], (b"new", "r-new"), spans[3]))})
     got = _decoded_segments(first, second, third)
     expected = Memory.of(metaranges={**{m: (v[0], first.spans_of(m)) for m, v in first.metaranges.items()},
-                                     **{m: (v[0], second.spans_of(m)) for m, v in second.metaranges.items()}},
+                                     **{m: (v[0], second.spans_of(m)) for m, v in second.metaranges.items()},
+                                     "m1": (101, (spans[7], (b"new", "r-new"), spans[3]))},
                          ranges={"r1": (11, (b"d1",)), "r2": (20, (b"d2",)), "r3": (30, (b"d2", b"d3"))},
                          blocks={**first.blocks, **second.blocks})
     assert got == expected
