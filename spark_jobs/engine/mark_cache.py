@@ -22,7 +22,9 @@ its file held, from which the driver computes the kept addresses and writes the 
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,10 +74,9 @@ class Preload:
 
     def __init__(self, ns: Namespace, *, repository_id: str, namespace: str) -> None:
         self.store, self.root = ns.store, ns.root
-        self._pool = ThreadPoolExecutor(2, thread_name_prefix="gc-cache-preload")
-        self.sizes: Future = self._pool.submit(ns.metadata_sizes)
-        self.stored: Future = self._pool.submit(_stored, ns, repository_id=repository_id, namespace=namespace)
-        self._pool.shutdown(wait=False)  # the threads end with their work; nothing waits for it unless asked
+        self.sizes = _in_background("gc-cache-sizes", ns.metadata_sizes)
+        self.stored = _in_background("gc-cache-read", _stored, ns, repository_id=repository_id,
+                                     namespace=namespace)
 
     @classmethod
     def start(cls, storage: StorageConfig, *, repository_id: str) -> Preload | None:
@@ -92,6 +93,23 @@ class Preload:
     def cancel(self) -> None:
         self.sizes.cancel()
         self.stored.cancel()
+
+
+def _in_background(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+    """``fn`` on a daemon thread: it only reads, and a run that fails before using it (lakeFS unreachable) must
+    not keep its process alive until a history-sized listing ends, as an executor's thread would at exit."""
+    future: Future = Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits, as an executor does
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return future
 
 
 def load(ns: Namespace, *, repository_id: str, namespace: str, preload: Preload | None = None) -> Loaded:

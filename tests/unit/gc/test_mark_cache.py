@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,6 +29,7 @@ from spark_jobs.core.mark_cache import (
     unpacked,
 )
 from spark_jobs.core.report import describe_cache
+from spark_jobs.engine.mark_cache import _in_background
 from tests.unit.gc.test_sstable import FIXTURES
 
 
@@ -358,3 +360,26 @@ def test_a_segment_is_one_object_checked_file_by_file():
     swapped = {**names, "spans.parquet": names["ranges.parquet"], "ranges.parquet": names["spans.parquet"]}
     with pytest.raises(CacheError):
         unpacked(data, swapped, what="seg")
+
+
+def test_the_preload_runs_on_daemon_threads_and_hands_over_errors():
+    """A run that fails before using its preload (lakeFS unreachable) must not keep its process alive until the
+    history-sized listing ends: the preload's threads are daemons; results and errors reach whoever waits."""
+    release = threading.Event()
+    seen = {}
+
+    def slow():
+        seen["daemon"] = threading.current_thread().daemon
+        release.wait(10)
+        return 42
+
+    future = _in_background("t", slow)
+    assert not future.done()
+    release.set()
+    assert future.result(10) == 42 and seen["daemon"] is True
+
+    def boom():
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        _in_background("t", boom).result(10)
