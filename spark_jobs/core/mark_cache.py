@@ -150,8 +150,8 @@ class Memory:
 
 def merged(parts: list[Memory]) -> Memory:
     """The segments as one Memory, a later one's entries over an earlier's (a file read again after its entry
-    went stale is in a later segment). Each part's span indices must already point into the concatenation of the parts' spans, in order
-    (``decode(..., span_offset=)``)."""
+    went stale is in a later segment). Each part's span indices must already point into the concatenation of the
+    parts' spans, in order (``decode(..., span_offset=)``)."""
     if len(parts) == 1:
         return parts[0]
     memory = Memory(spans=[span for part in parts for span in part.spans])

@@ -13,10 +13,9 @@ import io
 import json
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_key
@@ -39,7 +38,7 @@ from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import DAY, Commit, GCRules, commit_from_api, oldest_retained, read_line
 from spark_jobs.engine import mark_cache, mark_source, report
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
-from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.parallel import Runner, in_background
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 
 Progress = Callable[[str, int], None]  # (phase, count so far)
@@ -372,7 +371,8 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         seconds["mark"] = time.monotonic() - t
         # What the files held is known now and nothing below changes it: the cache is written while the
         # namespace is listed (on a large store, the listing's time hides the write's)
-        cache_written = _started(write_cache, ctx.ns, source, loaded, request=request, graph=graph) if (
+        cache_written = in_background("gc-cache-write", write_cache, ctx.ns, source, loaded, request=request,
+                                      graph=graph) if (
             request.record and source is not None) else None
         t = time.monotonic()
         units = ctx.ns.list_units()
@@ -413,14 +413,6 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         if cache_written is not None:  # a run that failed after the mark still leaves it whole
             wait([cache_written])
         ctx.close()
-
-
-def _started(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-    pool = ThreadPoolExecutor(1, thread_name_prefix="gc-cache-write")
-    try:
-        return pool.submit(fn, *args, **kwargs)
-    finally:
-        pool.shutdown(wait=False)
 
 
 def write_cache(ns: Namespace, source: mark_source.Source, loaded: mark_cache.Loaded, *, request: MarkRequest,

@@ -8,8 +8,8 @@ What the mark took from it is in the run's record: ``Summary.cache`` (summary.js
 Where: ``_lakefs/retention/gc/janitor-mark-cache/v1/`` (a name lakeFS never writes; under ``_lakefs/``, which the
 sweep never lists nor deletes). The pointer ``current.json`` names the slot (``a``/``b``) and its segments
 (``slot-a/seg-0.parquets``, ``seg-1.parquets``, ...), each four parquet files in one object
-(spark_jobs/core/mark_cache.py) whose sizes and SHA-256 the pointer names. A run that read files the cache did not hold appends a segment of just those (a name the pointer does not
-name yet), then the pointer; a run that read nothing new writes nothing; at ``MAX_SEGMENTS`` segments, or when more
+(spark_jobs/core/mark_cache.py) whose sizes and SHA-256 the pointer names. A run that read files the cache did
+not hold appends a segment of just those (a name the pointer does not name yet), then the pointer; a run that read nothing new writes nothing; at ``MAX_SEGMENTS`` segments, or when more
 than ``DEAD_SHARE`` of what the cache holds was not used by the run, the run writes what it used whole into the
 other slot, then the pointer. A run killed midway leaves the old cache whole. It is an optimisation only: a
 missing, unreadable, foreign or older-format cache is ignored (logged, and rebuilt by the run), and an entry is
@@ -22,8 +22,6 @@ its file held, from which the driver computes the kept addresses and writes the 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +43,7 @@ from spark_jobs.core.mark_cache import (
     trusted,
     unpacked,
 )
+from spark_jobs.engine.parallel import in_background
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 
 log = logging.getLogger(__name__)
@@ -74,8 +73,8 @@ class Preload:
 
     def __init__(self, ns: Namespace, *, repository_id: str, namespace: str) -> None:
         self.store, self.root = ns.store, ns.root
-        self.sizes = _in_background("gc-cache-sizes", ns.metadata_sizes)
-        self.stored = _in_background("gc-cache-read", _stored, ns, repository_id=repository_id,
+        self.sizes = in_background("gc-cache-sizes", ns.metadata_sizes)
+        self.stored = in_background("gc-cache-read", _stored, ns, repository_id=repository_id,
                                      namespace=namespace)
 
     @classmethod
@@ -93,23 +92,6 @@ class Preload:
     def cancel(self) -> None:
         self.sizes.cancel()
         self.stored.cancel()
-
-
-def _in_background(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-    """``fn`` on a daemon thread: it only reads, and a run that fails before using it (lakeFS unreachable) must
-    not keep its process alive until a history-sized listing ends, as an executor's thread would at exit."""
-    future: Future = Future()
-
-    def work() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits, as an executor does
-            future.set_exception(exc)
-
-    threading.Thread(target=work, name=name, daemon=True).start()
-    return future
 
 
 def load(ns: Namespace, *, repository_id: str, namespace: str, preload: Preload | None = None) -> Loaded:

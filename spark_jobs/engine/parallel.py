@@ -1,11 +1,13 @@
 """How an engine runs one function over many units of work. The GC's steps are written once, as functions of
 (context, unit); an engine only decides where they run: ``ThreadRunner`` on a thread pool in this process (no
-JVM, small repositories in seconds), the Spark job's runner on executors (spark_jobs/jobs/gc.py)."""
+JVM, small repositories in seconds), the Spark job's runner on executors (spark_jobs/jobs/gc.py). One step that
+overlaps the driver's own work goes to ``in_background``."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 
@@ -41,3 +43,22 @@ class ThreadRunner:
 
         with ThreadPoolExecutor(chunks) as pool:
             return [item for result in pool.map(run, parts) for item in result]
+
+
+def in_background(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+    """``fn`` on a daemon thread of its own, its result or error in the Future: what a run overlaps with its own
+    work (the mark cache read while lakeFS answers, written while the namespace is listed). A daemon, so that a
+    run that fails before using it does not keep its process alive until, say, a history-sized listing ends, as
+    an executor's thread would at exit; whoever needs it done waits on the Future."""
+    future: Future = Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits, as an executor does
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return future

@@ -29,7 +29,7 @@ from spark_jobs.core.mark_cache import (
     unpacked,
 )
 from spark_jobs.core.report import describe_cache
-from spark_jobs.engine.mark_cache import _in_background
+from spark_jobs.engine.parallel import in_background
 from tests.unit.gc.test_sstable import FIXTURES
 
 
@@ -373,7 +373,7 @@ def test_the_preload_runs_on_daemon_threads_and_hands_over_errors():
         release.wait(10)
         return 42
 
-    future = _in_background("t", slow)
+    future = in_background("t", slow)
     assert not future.done()
     release.set()
     assert future.result(10) == 42 and seen["daemon"] is True
@@ -382,4 +382,4 @@ def test_the_preload_runs_on_daemon_threads_and_hands_over_errors():
         raise KeyError("x")
 
     with pytest.raises(KeyError):
-        _in_background("t", boom).result(10)
+        in_background("t", boom).result(10)
