@@ -6,15 +6,8 @@ live on. As a KeyboardInterrupt, pytest stops the run and tears its fixtures dow
 
 from __future__ import annotations
 
-import signal
-import threading
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+from tests.services import stop_on_sigterm
 
 
 def pytest_configure(config) -> None:
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, _interrupted)
+    stop_on_sigterm()

@@ -60,6 +60,19 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str, proc: subpr
     raise RuntimeError(f"{what} did not become ready in {timeout}s\n{tail}")
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a CI runner's cancel, a person's kill) as Ctrl-C: what started these services still runs its
+    teardown (pytest's fixtures, a benchmark's ``finally``) and stops them. Each runs in a session of its own, so
+    nothing else would: SIGTERM's default ends the process at once and they live on."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
 class Service:
     name = "service"
 

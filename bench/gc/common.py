@@ -5,9 +5,7 @@ the stores' view of a namespace (data keys, live keys) for the benchmarks' corre
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,14 @@ import lakefs_sdk  # noqa: E402
 
 from spark_jobs.engine.parallel import ThreadRunner  # noqa: E402
 from tests.gc_engine import Collector  # noqa: E402
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer, Store  # noqa: E402
+from tests.services import (  # noqa: E402
+    ADMIN_ACCESS_KEY,
+    ADMIN_SECRET_KEY,
+    STORES,
+    LakeFSServer,
+    Store,
+    stop_on_sigterm,
+)
 from workers.lakefs.client import make_lakefs_for  # noqa: E402
 
 STORE_NAMES = {"local": "local disk", "s3": "versitygw (S3)", "azure": "Azurite", "gcs": "fake-gcs-server"}
@@ -32,16 +37,6 @@ class CheckFailed(AssertionError):
 def check(ok: bool, message: str) -> None:
     if not ok:
         raise CheckFailed(message)
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def stop_on_sigterm() -> None:
-    """SIGTERM as Ctrl-C: a killed bench still runs its ``finally`` blocks, which stop the servers it started."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _interrupted)
 
 
 class World:
