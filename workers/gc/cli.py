@@ -203,12 +203,21 @@ def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None
         return
     rows = table("run", "started", "mode", "ok", "policy", "oldest retained", "deleted", "bytes", "cached", "secs")
     for r in history:
-        oldest = ", ".join(f"{b}@{c[:8]}" for b, c in sorted((r.get("oldest_retained") or {}).items()))
+        oldest = _oldest_cell(r.get("oldest_retained") or {})
         rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[:16].replace("T", " "),
                      r.get("mode", ""), "yes" if r.get("success") else f"no: {r.get('reason', '')}",
                      ", ".join(r.get("policies") or []) or "-", oldest or "-", _deleted_cell(r),
                      _bytes_cell(r), _cache_cell(r.get("cache") or {}), f"{r.get('seconds', 0):.1f}")
     console.print(rows)
+
+
+def _oldest_cell(oldest: dict[str, str]) -> str:
+    """One branch's oldest retained commit, or how many branches: the list of a repository with many branches would
+    make every row wider than a terminal (all of them: `gc show RUN_ID`, `--json`)."""
+    if len(oldest) == 1:
+        ((branch_id, commit_id),) = oldest.items()
+        return f"{branch_id}@{commit_id[:8]}" if len(branch_id) <= 24 else f"1 branch @{commit_id[:8]}"
+    return f"{len(oldest)} branches" if oldest else ""
 
 
 def _show_run(rt: Runtime, repository: str, run_id: str, depth: int, as_json: bool) -> None:
@@ -219,7 +228,8 @@ def _show_run(rt: Runtime, repository: str, run_id: str, depth: int, as_json: bo
         raise click.ClickException(f"run {run_id} of lakefs://{repository}: {exc}") from None
     if as_json:
         click.echo(json.dumps({"run_id": run_id, "phase": found.summary.phase, "exact": found.exact,
-                               "note": found.note, "by_prefix": found.rows}, indent=2, sort_keys=True))
+                               "note": found.note, "by_prefix": found.rows,
+                               "oldest_retained": found.summary.oldest_retained}, indent=2, sort_keys=True))
         return
     rows = table("path prefix", "planned", "deleted", "failed", "bytes deleted")
     for prefix, row in sorted(found.rows.items()):
@@ -233,6 +243,10 @@ def _show_run(rt: Runtime, repository: str, run_id: str, depth: int, as_json: bo
         click.echo(describe_cache(found.summary.cache))
     if found.note:
         click.echo(found.note)
+    if found.summary.oldest_retained:
+        click.echo("oldest retained commit of each branch:")
+        for branch_id, commit_id in sorted(found.summary.oldest_retained.items()):
+            click.echo(f"  {branch_id}@{commit_id}")
 
 
 def _cache_cell(cache: dict) -> str:

@@ -54,7 +54,9 @@ def savepoint() -> None:
 @savepoint.command("create")
 @click.argument("target", metavar="lakefs://REPOSITORY/REF", callback=_ref_uri)
 @click.option("--name", default=None, help="The tag's name; it must match a savepoint pattern. Default: the first "
-                                           "pattern with its '*' replaced by the time (release-20260131-120000).")
+                                           "pattern in the order the policies list them (first policy first) "
+                                           "that has a single '*', with the time in place of the '*' "
+                                           "(release-* -> release-20260131-120000).")
 @click.option("--comment", default="", help="Why this savepoint exists (shown by `gc savepoint list`).")
 @pass_runtime
 @friendly_errors

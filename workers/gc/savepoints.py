@@ -45,7 +45,9 @@ class Savepoint:
 
 
 def patterns(policies: list[CleaningPolicy]) -> list[str]:
-    return sorted({s for p in policies for s in p.savepoints})
+    """Every policy's savepoint patterns, in the order the document lists them (the first one names a savepoint
+    made without --name), each once."""
+    return list(dict.fromkeys(s for p in policies for s in p.savepoints))
 
 
 def matching(name: str, globs: list[str]) -> bool:
@@ -55,8 +57,8 @@ def matching(name: str, globs: list[str]) -> bool:
 
 
 def default_name(globs: list[str], now: datetime) -> str | None:
-    """A name the patterns match: the first pattern whose one '*' can hold a timestamp (release-* →
-    release-20260131-120000)."""
+    """A name the patterns match: the first pattern, in the order given, whose one '*' can hold a timestamp
+    (release-* → release-20260131-120000)."""
     stamp = now.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
     for glob in globs:
         if glob.count("*") == 1 and not re.search(r"[?\[]", glob):
