@@ -8,7 +8,8 @@ rules retain (a clean never deletes anything lakeFS's GC would keep) unless one 
 Where several policies match a branch (or an object), each keeps what it keeps and the union is retained, which is
 at least what the policy that keeps most keeps (Hudi: the one that keeps more wins). The version on a branch's
 HEAD is always kept (HEADs are always retained), and a savepointed commit is never cleaned, whatever branch it is
-on (a path policy's savepoints keep only its paths).
+on and whatever path: a savepoint is a tag of the whole repository's commit, so every object of that commit stays
+readable while the tag exists, whichever policy (branch-level or path policy) names its pattern.
 """
 
 from __future__ import annotations
@@ -290,8 +291,10 @@ def first_parent_line(commits: Mapping[str, Commit], head: str) -> list[str]:
 
 
 def policy_retained(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str], tags: Mapping[str, str],
-                    policies: Iterable[CleaningPolicy], now: datetime) -> dict[str, str]:
-    """Commits the policies retain (commit id → which policy and why), to add to the GC-rules retained set."""
+                    policies: Iterable[CleaningPolicy], now: datetime,
+                    savepoints: Iterable[str] | None = None) -> dict[str, str]:
+    """Commits the policies retain (commit id → which policy and why), to add to the GC-rules retained set.
+    ``savepoints``: the tag patterns whose commits are kept whole (default: those of ``policies``)."""
     policies = list(policies)
     why: dict[str, str] = {}
     now_s = int(now.timestamp())
@@ -307,16 +310,21 @@ def policy_retained(*, commits: Mapping[str, Commit], branch_heads: Mapping[str,
                 threshold = now_s - int(policy.keep_for.total_seconds())
                 for commit_id in walk(commits, head, threshold, keep_start=True):
                     why.setdefault(commit_id, f"{policy.id}: {format_duration(policy.keep_for)} of {branch_id}")
-    patterns = [s for p in policies for s in p.savepoints]
+    patterns = savepoint_patterns(policies) if savepoints is None else list(savepoints)
     for tag, commit_id in sorted(tags.items()):
         if any(fnmatch.fnmatchcase(tag, s) for s in patterns):
             why.setdefault(commit_id, f"savepoint {tag}")
     return why
 
 
+def savepoint_patterns(policies: Iterable[CleaningPolicy]) -> list[str]:
+    """Every policy's savepoint patterns, in the order the policies list them, each once."""
+    return list(dict.fromkeys(s for p in policies for s in p.savepoints))
+
+
 def savepoint_tags(tags: Mapping[str, str], policies: Iterable[CleaningPolicy]) -> dict[str, str]:
     """The tags (tag id → commit id) some policy's savepoint patterns match: the only tags a clean keeps."""
-    patterns = [s for p in policies for s in p.savepoints]
+    patterns = savepoint_patterns(policies)
     return {t: c for t, c in tags.items() if any(fnmatch.fnmatchcase(t, s) for s in patterns)}
 
 
@@ -344,13 +352,14 @@ def overridden_branches(branch_heads: Mapping[str, str], policies: Iterable[Clea
 
 def retained_set(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str], rules: GCRules,
                  lakefs_retained: Iterable[str], policies: Iterable[CleaningPolicy], tags: Mapping[str, str],
-                 now: datetime, not_leaves: Iterable[str] = ()) -> Retained:
+                 now: datetime, not_leaves: Iterable[str] = (), savepoints: Iterable[str] | None = None) -> Retained:
     """Every commit a run retains, each with why: the seed's rule on every branch no ``override_gc_rules`` policy
     matches and on the ancestry leaves; lakeFS's own retained set, except the commits lakeFS keeps only for an
     overridden branch (those on its first-parent line that no other reason keeps); every branch HEAD; and what
     the policies keep. Without an overriding policy this is a superset of lakeFS's set: a clean then never
     deletes what lakeFS's GC would keep. ``commits`` must hold the overridden branches' whole first-parent lines;
-    ``not_leaves`` are commits in ``commits`` only as a savepoint's target (never dangling tips)."""
+    ``not_leaves`` are commits in ``commits`` only as a savepoint's target (never dangling tips); ``savepoints``:
+    the tag patterns whose commits are kept whole (default: those of ``policies``)."""
     policies = list(policies)
     overridden = overridden_branches(branch_heads, policies)
     why = dict(retained_commits(commits=commits, branch_heads=branch_heads, rules=rules, now=now,
@@ -361,7 +370,7 @@ def retained_set(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, st
     for branch_id, head in sorted(branch_heads.items()):
         why.setdefault(head, f"HEAD of {branch_id}")
     for commit_id, reason in policy_retained(commits=commits, branch_heads=branch_heads, tags=tags,
-                                             policies=policies, now=now).items():
+                                             policies=policies, now=now, savepoints=savepoints).items():
         why.setdefault(commit_id, reason)
     return Retained(frozenset(why), why)
 
@@ -430,18 +439,20 @@ class ScopedRetention:
     For an object under the paths of some path policies, those policies and the branch-level ones decide,
     exactly as branch-level policies decide alone for every other path (``retained_set``); an address is kept
     when some retained commit of the scope its path has there names it. Without path policies there is one scope,
-    the whole repository."""
+    the whole repository. Savepoints are not scoped: every policy's savepoint patterns keep their commits in
+    every scope (a savepoint restores the whole commit, so all of its objects must stay readable)."""
 
     def __init__(self, *, policies: Iterable[CleaningPolicy], **inputs: Any) -> None:
         self.policies = list(policies)
         self.inputs = inputs  # retained_set's other arguments
         self.by_path = any(p.paths for p in self.policies)
+        self.savepoints = savepoint_patterns(self.policies)
         self._of: dict[Scope, Retained] = {}
 
     def of(self, scope: Scope) -> Retained:
         if scope not in self._of:
             chosen = [p for p in self.policies if not p.paths or p.id in scope]
-            self._of[scope] = retained_set(policies=chosen, **self.inputs)
+            self._of[scope] = retained_set(policies=chosen, savepoints=self.savepoints, **self.inputs)
         return self._of[scope]
 
     def bound(self) -> Retained:

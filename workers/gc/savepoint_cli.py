@@ -48,7 +48,8 @@ def _lock(rt: Runtime, repository: str):
 
 @click.group("savepoint")
 def savepoint() -> None:
-    """Savepoints: tags the repository's savepoint patterns match, which no clean removes."""
+    """Savepoints: tags the repository's savepoint patterns match. A savepoint keeps its whole commit: no clean
+    removes any of its objects, on any path, whichever policy (path policies too) names the pattern."""
 
 
 @savepoint.command("create")
@@ -61,7 +62,8 @@ def savepoint() -> None:
 @pass_runtime
 @friendly_errors
 def create_cmd(rt: Runtime, target: tuple[str, str], name: str | None, comment: str) -> None:
-    """Savepoint the commit REF points at."""
+    """Savepoint the commit REF points at: every object of that commit stays readable until the savepoint is
+    deleted."""
     repository, ref = target
     try:
         saved = savepoints.create(rt.lakefs, repository, ref, name=name, comment=comment, now=datetime.now(UTC),

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from spark_jobs.core.cleaning import CleaningPolicy
+from spark_jobs.core.cleaning import CleaningPolicy, savepoint_patterns
 from spark_jobs.engine.impact import Impact, savepoint_impact
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.parallel import ThreadRunner
@@ -45,9 +45,9 @@ class Savepoint:
 
 
 def patterns(policies: list[CleaningPolicy]) -> list[str]:
-    """Every policy's savepoint patterns, in the order the document lists them (the first one names a savepoint
-    made without --name), each once."""
-    return list(dict.fromkeys(s for p in policies for s in p.savepoints))
+    """Every policy's savepoint patterns in the order the document lists them: the first one names a savepoint
+    made without --name."""
+    return savepoint_patterns(policies)
 
 
 def matching(name: str, globs: list[str]) -> bool:

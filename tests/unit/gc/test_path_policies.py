@@ -16,6 +16,7 @@ from spark_jobs.core.cleaning import (
     parse_cleaning_policies,
     path_glob,
     retained_set,
+    savepoint_patterns,
     scope_of,
 )
 from spark_jobs.core.retention import Commit, GCRules
@@ -169,8 +170,26 @@ def test_kept_addresses_match_an_entry_by_entry_oracle(name, seed):
     for commit_id, entry in entries.items():
         for path, address in entry.items():
             deciding = [p for p in policies if not p.paths or covers(p.paths, path)]
-            if commit_id in retained_set(policies=deciding, **inputs).commits:
+            # a savepoint keeps its whole commit, whichever policy names its pattern (issue 26)
+            if commit_id in retained_set(policies=deciding, savepoints=savepoint_patterns(policies), **inputs).commits:
                 oracle.add(address)
     assert kept == oracle
     everything = {a for e in entries.values() for a in e.values()}
     assert len(everything - kept) > 0 and kept  # the case is not trivial
+
+
+def test_a_path_policy_s_savepoint_keeps_every_path_of_its_commit():
+    """Issue 26: a savepoint restores the whole commit, so a tag matched by a path policy's pattern keeps the
+    commit in every scope, the paths no policy covers included; untagged commits still follow their scope."""
+    commits = {f"c{i}": Commit(f"c{i}", (f"c{i - 1}",) if i > 1 else (), N - (6 - i) * DAY, f"m{i}")
+               for i in (1, 2, 3)}
+    policies = parse_cleaning_policies({"policies": [
+        {"id": "tables", "patterns": ["main"], "paths": ["tables/**"], "keep_commits": 1,
+         "savepoints": ["release-*"]}]})
+    retention = ScopedRetention(policies=policies, commits=commits, branch_heads={"main": "c3"},
+                                rules=GCRules(1, {}), lakefs_retained=(), tags={"release-1": "c1"}, now=NOW)
+    elsewhere = retention.of(scope_of("tmp/x.bin", policies))
+    tables = retention.of(scope_of("tables/a.bin", policies))
+    assert "c1" in elsewhere.commits and elsewhere.why["c1"] == "savepoint release-1"
+    assert "c2" not in elsewhere.commits  # outside tables/, only the savepoint and the 1-day rule keep commits
+    assert {"c1", "c2", "c3"} <= tables.commits  # keep_commits 1 (+1), and the savepoint
