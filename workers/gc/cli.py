@@ -201,14 +201,22 @@ def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None
     if not history:
         click.echo(f"no GC run of lakefs://{repository} is recorded")
         return
+    # Ten columns in 100: one space between them, the run's full time is in its id and --json, bytes in units
     rows = table("run", "started", "mode", "ok", "policy", "oldest retained", "deleted", "bytes", "cached", "secs")
+    rows.padding = (0, 0)
     for r in history:
         oldest = _oldest_cell(r.get("oldest_retained") or {})
-        rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[:16].replace("T", " "),
+        rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[5:16].replace("T", " "),
                      r.get("mode", ""), "yes" if r.get("success") else f"no: {r.get('reason', '')}",
-                     ", ".join(r.get("policies") or []) or "-", oldest or "-", _deleted_cell(r),
+                     _policies_cell(r.get("policies") or []), oldest or "-", _deleted_cell(r),
                      _bytes_cell(r), _cache_cell(r.get("cache") or {}), f"{r.get('seconds', 0):.1f}")
-    console.print(rows)
+    # a pipe gets 100 columns too (cells wrap past that), not the 200 other output gets
+    console.print(rows, width=min(console.width, 100) if not console.is_terminal else None)
+
+
+def _policies_cell(policies: list[str]) -> str:
+    joined = ", ".join(policies)
+    return joined if len(joined) <= 16 else f"{len(policies)} policies"
 
 
 def _oldest_cell(oldest: dict[str, str]) -> str:
@@ -268,9 +276,15 @@ def _deleted_cell(r: dict) -> str:
 
 
 def _bytes_cell(r: dict) -> str:
+    """The bytes deleted (a plan's: to delete, its row's mode says so) in units: 118.0 GB."""
     if r.get("success") is False and not r.get("swept"):
         return "-"
-    return f"{r.get('deleted_bytes', 0):,}" + (" planned" if _planned(r) else "")
+    size, unit = float(r.get("deleted_bytes", 0)), "B"
+    for unit in ("B", "kB", "MB", "GB", "TB"):  # noqa: B007 (the unit the loop stops at is the one shown)
+        if size < 1000 or unit == "TB":
+            break
+        size /= 1000
+    return f"{size:,.0f} B" if unit == "B" else f"{size:,.1f} {unit}"
 
 
 @gc.group("rules")

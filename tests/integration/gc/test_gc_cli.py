@@ -125,3 +125,23 @@ def test_plan_by_path_prefix_names_what_goes_like_clean_showpartitions(cli, repo
     plain = json.loads(cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--json").stdout)
     assert plain["by_path"] == {} and plain["num_deleted_objects"] == 4  # names only when asked for
     assert "--by-prefix" in cli("gc", "plan", f"lakefs://{repo}", "--by-prefix", "0", expect_exit=2).output
+
+
+def test_show_fits_in_100_columns_and_one_run_lists_every_branch(cli, repo, lakefs):
+    """Issue 26: with many branches the history table stays readable (the oldest-retained cell is a count); the full
+    list is in `gc show RUN_ID` and its --json."""
+    history(lakefs, repo)
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    branches = [f"feature-a-rather-long-branch-name-{i:02d}" for i in range(12)]
+    for branch in branches:
+        lakefs.call("branch", lakefs.branches.create_branch, repo,
+                    lakefs_sdk.BranchCreation(name=branch, source="main"))
+    run = json.loads(cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--dry-run", "--json").output)
+    shown = cli("gc", "show", f"lakefs://{repo}").output
+    assert max(len(line) for line in shown.splitlines()) <= 100, shown
+    assert "13 branches" in shown, shown
+    one = cli("gc", "show", f"lakefs://{repo}", run["run_id"]).output
+    assert all(f"{b}@" in one for b in [*branches, "main"]), one
+    as_json = json.loads(cli("gc", "show", f"lakefs://{repo}", run["run_id"], "--json").output)
+    assert sorted(as_json["oldest_retained"]) == sorted([*branches, "main"])

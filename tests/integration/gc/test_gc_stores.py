@@ -208,3 +208,46 @@ def test_the_settings_reach_every_store(world, redis_client):
     assert summary.success and summary.swept == 2
     assert read(lakefs, repo, h["c1"], "tables/t1/a.txt") == 410
     assert read(lakefs, repo, "main", "staged.txt") == b"s2" and read(lakefs, repo, h["c2"], "tables/t1/a.txt") == b"v2"
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_savepoint_keeps_every_path_of_its_commit(world, runner, request):
+    """Issue 26: a savepoint named by a path policy (tables/**) keeps its whole commit readable, tmp/ included:
+    restoring it puts the whole branch back. Versions no savepoint or retention keeps are still collected."""
+    from spark_jobs.core.cleaning import METADATA_KEY  # noqa: PLC0415
+    from workers.gc import savepoints  # noqa: PLC0415
+    from workers.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
+
+    store, server, lakefs = world
+    gc = collector(world, runner, request)
+    repo = new_repo(lakefs, store)
+    policies = {"policies": [{"id": "tables", "patterns": ["main"], "paths": ["tables/**"], "keep_commits": 1,
+                              "savepoints": ["release-*"]}]}
+    lakefs.call("policies", lakefs.internal.set_repository_metadata, repo,
+                lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: json.dumps(policies)}))
+    firsts = {}
+    for i, days in enumerate((5, 4, 3), start=1):
+        put(lakefs, repo, "tables/a.bin", f"A{i}".encode())
+        put(lakefs, repo, "tmp/x.bin", f"X{i}".encode())
+        firsts[i] = commit(lakefs, repo, days)
+    lakefs.call("tag", lakefs.tags.create_tag, repo, lakefs_sdk.TagCreation(id="release-1", ref=firsts[1]))
+
+    summary, _ = gc.run(repo)
+    assert summary.success
+    # the savepoint's commit whole, both paths; HEAD; the policy's +1 commit of tables/ (A2)
+    assert read(lakefs, repo, "release-1", "tables/a.bin") == b"A1"
+    assert read(lakefs, repo, "release-1", "tmp/x.bin") == b"X1"
+    assert read(lakefs, repo, firsts[2], "tables/a.bin") == b"A2"
+    assert read(lakefs, repo, "main", "tmp/x.bin") == b"X3" and read(lakefs, repo, "main", "tables/a.bin") == b"A3"
+    # X2: no savepoint, outside the policy's paths, past lakeFS's 1-day rule: collected
+    assert read(lakefs, repo, firsts[2], "tmp/x.bin") == 410
+    assert summary.swept == 1
+
+    # `savepoint list` counts every object the savepoint alone keeps alive, tmp/ included
+    prefix = "LAKEFS_JANITOR_GC__"
+    fields = {k[len(prefix):].lower(): v for k, v in store.janitor_env().items() if k.startswith(prefix)}
+    settings = GCSettings(min_age="0s", engine="inprocess", store_timeout_seconds=30, **fields)
+    connection = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                                  secret_access_key=ADMIN_SECRET_KEY)
+    impact = savepoints.impacts(settings, connection, repo, names=["release-1"], min_age=timedelta(0))["release-1"]
+    assert (impact.objects, impact.bytes) == (2, 4)
