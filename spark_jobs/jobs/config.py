@@ -1,31 +1,32 @@
-"""A job's configuration, read from the Hadoop configuration (`spark.hadoop.lakefs.*` on the command line or in
-the properties file), under the names the seed and lakeFS's own Spark client use."""
+"""A job's settings, carried in the Hadoop configuration (`spark.hadoop.lakefs.*` in the properties file
+spark-submit is given), under the names the seed and lakeFS's own Spark client use. One table maps each setting to
+its key, both ways: the submitter writes a JobConfig out (``properties``), the job reads it back (``from_hadoop``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-# Hadoop keys (without the `spark.hadoop.` prefix Spark strips when it builds the Hadoop configuration).
-API_URL = "lakefs.api.url"
-API_ACCESS_KEY = "lakefs.api.access_key"
-API_SECRET_KEY = "lakefs.api.secret_key"
-API_READ_TIMEOUT = "lakefs.api.read.timeout_seconds"
-API_CONNECTION_TIMEOUT = "lakefs.api.connection.timeout_seconds"
-RANGE_PARTITIONS = "lakefs.gc.range.num_partitions"
-ADDRESS_PARTITIONS = "lakefs.gc.address.num_partitions"
-STORAGE_OPTIONS = "lakefs.gc.storage_options"  # JSON object of fsspec options for the namespace's filesystem
-# The run's lease (engine.lease.LeaseRef as JSON, Redis credentials included): "token" in the name makes Spark
-# redact it in its UI and logs.
-LEASE = "lakefs.gc.lease.token"
-
-DEFAULTS = {
-    API_READ_TIMEOUT: "10",
-    API_CONNECTION_TIMEOUT: "10",
-    RANGE_PARTITIONS: "50",
-    ADDRESS_PARTITIONS: "200",
+# JobConfig's field → its Hadoop key (without the `spark.hadoop.` prefix Spark strips when it builds the Hadoop
+# configuration).
+KEYS = {
+    "api_url": "lakefs.api.url",
+    "access_key": "lakefs.api.access_key",
+    "secret_key": "lakefs.api.secret_key",
+    "read_timeout_seconds": "lakefs.api.read.timeout_seconds",
+    "connection_timeout_seconds": "lakefs.api.connection.timeout_seconds",
+    "range_num_partitions": "lakefs.gc.range.num_partitions",
+    "address_num_partitions": "lakefs.gc.address.num_partitions",
+    "storage_options_json": "lakefs.gc.storage_options",  # JSON object of fsspec options per store
+    "local_root": "lakefs.gc.local_root",  # lakeFS's local blockstore folder (unset: learnt from lakeFS)
+    "max_in_flight": "lakefs.gc.store.max_in_flight",  # requests to the store at once, per process
+    # The run's lease (engine.lease.LeaseRef as JSON, Redis credentials included): "token" in the name makes Spark
+    # redact it in its UI and logs.
+    "lease_json": "lakefs.gc.lease.token",
 }
+PUBLIC = ("api_url", "read_timeout_seconds", "connection_timeout_seconds", "range_num_partitions",
+          "address_num_partitions")
 
 
 class JobConfigError(ValueError):
@@ -44,33 +45,35 @@ def _positive_int(key: str, raw: str) -> int:
 
 @dataclass(frozen=True)
 class JobConfig:
-    api_url: str | None
-    access_key: str | None
-    secret_key: str | None
-    read_timeout_seconds: int
-    connection_timeout_seconds: int
-    range_num_partitions: int
-    address_num_partitions: int
-    storage_options_json: str | None
+    """Every setting of KEYS; an unset or empty key takes the default here, and a number must be positive."""
+
+    api_url: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    read_timeout_seconds: int = 10
+    connection_timeout_seconds: int = 10
+    range_num_partitions: int = 50
+    address_num_partitions: int = 200
+    storage_options_json: str | None = None
+    local_root: str | None = None
+    max_in_flight: int = 8
     lease_json: str | None = None
 
     @classmethod
     def from_hadoop(cls, get: Callable[[str], str | None]) -> JobConfig:
-        def value(key: str) -> str | None:
+        values: dict[str, Any] = {}
+        for field in fields(cls):
+            key = KEYS[field.name]
             found = get(key)
-            return found if found not in (None, "") else DEFAULTS.get(key)
+            if found in (None, ""):
+                continue
+            values[field.name] = _positive_int(key, found) if isinstance(field.default, int) else found
+        return cls(**values)
 
-        return cls(
-            api_url=value(API_URL),
-            access_key=value(API_ACCESS_KEY),
-            secret_key=value(API_SECRET_KEY),
-            read_timeout_seconds=_positive_int(API_READ_TIMEOUT, value(API_READ_TIMEOUT)),
-            connection_timeout_seconds=_positive_int(API_CONNECTION_TIMEOUT, value(API_CONNECTION_TIMEOUT)),
-            range_num_partitions=_positive_int(RANGE_PARTITIONS, value(RANGE_PARTITIONS)),
-            address_num_partitions=_positive_int(ADDRESS_PARTITIONS, value(ADDRESS_PARTITIONS)),
-            storage_options_json=value(STORAGE_OPTIONS),
-            lease_json=value(LEASE),
-        )
+    def properties(self) -> dict[str, str]:
+        """The settings as Spark properties (`spark.hadoop.<key>`); unset ones left out."""
+        return {f"spark.hadoop.{KEYS[f.name]}": str(value) for f in fields(self)
+                if (value := getattr(self, f.name)) is not None}
 
     @property
     def timeouts(self) -> tuple[int, int]:
@@ -78,11 +81,8 @@ class JobConfig:
         return self.connection_timeout_seconds, self.read_timeout_seconds
 
     def public(self) -> dict[str, Any]:
-        """What may be logged: everything but the credentials."""
-        return {"api_url": self.api_url, "read_timeout_seconds": self.read_timeout_seconds,
-                "connection_timeout_seconds": self.connection_timeout_seconds,
-                "range_num_partitions": self.range_num_partitions,
-                "address_num_partitions": self.address_num_partitions}
+        """What may be logged: the address, time-outs and partition counts (no credentials, lease or store options)."""
+        return {name: getattr(self, name) for name in PUBLIC}
 
 
 def spark_context():

@@ -4,13 +4,14 @@ partitions, the namespace listed by slice and the deletions sent in batches of 1
 lakefs.gc.address.num_partitions partitions. The driver computes retention, the plan and the record, exactly
 as the thread runner does in process, so both write the same plan.
 
-    spark-submit --py-files spark_jobs.zip spark_jobs/jobs/gc.py --repository REPO --mode full|mark|sweep|dry-run
-        [--now ISO-8601] [--min-age-seconds S] [--run-id ID] [--mark-id ID] [--metadata-from storage|lakefs]
-        [--max-deletions N] [--prefix-depth D] [--by-path] [--local-root DIR] [--max-in-flight N] [--no-cache]
+    spark-submit --py-files spark_jobs.zip spark_jobs/jobs/gc.py --repository-id REPO [--mode full|mark|...]
+        [--now ISO-8601] [--min-age SECONDS] [--run-id ID] [--mark-id ID] [--by-path true|false] ...
 
-lakeFS connection, timeouts, partition counts and storage options come from the Hadoop configuration
-(spark.hadoop.lakefs.*), as workers/gc/submit.py passes them. Progress and the result are printed as events
-(spark_jobs/jobs/protocol.py); the plan and report are written to <ns>/_lakefs/retention/gc/unified/<run_id>/.
+The arguments are a RunRequest's (jobs/request.py: the submitter writes them, this job reads them back). The
+lakeFS connection, time-outs, partition counts, store settings and lease come from the Hadoop configuration
+(spark.hadoop.lakefs.*, jobs/config.py), as workers/gc/submit.py passes them. Progress and the result are
+printed as events (spark_jobs/jobs/protocol.py); the plan and report are written to
+<ns>/_lakefs/retention/gc/unified/<run_id>/.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import contextlib
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
 from typing import Any
 
 
@@ -73,37 +74,18 @@ class LeaseGuard:
                 return
 
 
-def _parse_now(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def main(argv: list[str]) -> int:
-    from spark_jobs.engine.engine import MODES, RunRequest, run  # noqa: PLC0415
+    from spark_jobs.engine.engine import run  # noqa: PLC0415
     from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
     from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.mark import GCError  # noqa: PLC0415
     from spark_jobs.engine.storage import StorageConfig  # noqa: PLC0415
     from spark_jobs.jobs.config import JobConfigError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415
+    from spark_jobs.jobs.request import from_args  # noqa: PLC0415
 
-    parser = JobArgumentParser(prog="gc")
-    parser.add_argument("--repository", required=True)
-    parser.add_argument("--mode", choices=MODES, default="full")
-    parser.add_argument("--now", help="ISO-8601 time the retention is computed at (default: now)")
-    parser.add_argument("--min-age-seconds", type=float, help="safety cutoff (default: lakeFS's grace period)")
-    parser.add_argument("--run-id")
-    parser.add_argument("--mark-id")
-    parser.add_argument("--metadata-from", choices=["storage", "lakefs"], default="storage")
-    parser.add_argument("--local-root", help="root of lakeFS's local blockstore (default: learnt from lakeFS)")
-    parser.add_argument("--max-deletions", type=int, help="delete at most this many objects this run")
-    parser.add_argument("--prefix-depth", type=int, default=2)
-    parser.add_argument("--by-path", action="store_true", help="name the planned objects by their lakeFS paths")
-    parser.add_argument("--max-in-flight", type=int, default=8, help="requests to the store at once, per process")
-    parser.add_argument("--no-cache", action="store_true", help="read every range and metarange (no mark cache)")
-    args = parser.parse_args(argv)
+    # bad arguments fail before Spark starts
+    request = from_args(argv, parser=JobArgumentParser(prog="gc"), engine="spark")
     sc = spark_context()
     try:
         config = hadoop_config(sc)
@@ -113,15 +95,10 @@ def main(argv: list[str]) -> int:
                               connect_timeout=config.connection_timeout_seconds,
                               read_timeout=config.read_timeout_seconds)
         emit("progress", phase="start", count=0, app_id=sc.applicationId, master=sc.master, config=config.public())
-        request = RunRequest(
-            repository_id=args.repository, mode=args.mode, now=_parse_now(args.now), run_id=args.run_id,
-            mark_id=args.mark_id,
-            min_age=timedelta(seconds=args.min_age_seconds) if args.min_age_seconds is not None else None,
-            max_deletions=args.max_deletions, prefix_depth=args.prefix_depth, by_path=args.by_path, engine="spark",
-            metadata_from=args.metadata_from, range_partitions=config.range_num_partitions,
-            address_partitions=config.address_num_partitions,
-            lease=LeaseRef.from_json(config.lease_json) if config.lease_json else None, cache=not args.no_cache)
-        storage = StorageConfig("", args.local_root, config.storage_options_json, args.max_in_flight)
+        request = replace(request, range_partitions=config.range_num_partitions,
+                          address_partitions=config.address_num_partitions,
+                          lease=LeaseRef.from_json(config.lease_json) if config.lease_json else None)
+        storage = StorageConfig("", config.local_root, config.storage_options_json, config.max_in_flight)
         guard = LeaseGuard(sc, request.lease) if request.lease is not None else None
         with guard or contextlib.nullcontext():
             try:

@@ -22,14 +22,15 @@ import tempfile
 import threading
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import spark_jobs
-from spark_jobs.jobs import config as job_config
+from spark_jobs.jobs.config import JobConfig
 from spark_jobs.jobs.protocol import parse_event
+from spark_jobs.jobs.request import to_args
 from workers.settings import LakeFSConnection, SparkSettings
 
 PACKAGE_DIR = Path(spark_jobs.__file__).resolve().parent
@@ -110,25 +111,23 @@ def check_java(env: Mapping[str, str]) -> None:
                            "or set JAVA_HOME")
 
 
-def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnection | None = None,
-                   storage_options_json: str | None = None, lease_json: str | None = None) -> dict[str, str]:
-    """Spark properties for a job: the seed's tuning keys, the lakeFS connection (as lakeFS's own Spark client
-    names it), then the user's extra conf, which wins."""
-    hadoop = {
-        job_config.RANGE_PARTITIONS: str(spark.range_num_partitions),
-        job_config.ADDRESS_PARTITIONS: str(spark.address_num_partitions),
-        job_config.API_READ_TIMEOUT: str(spark.api_read_timeout_seconds),
-        job_config.API_CONNECTION_TIMEOUT: str(spark.api_connection_timeout_seconds),
-    }
+def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnection | None = None, storage=None,
+                   lease_json: str | None = None) -> dict[str, str]:
+    """Spark properties for a job: its settings (``spark_jobs.jobs.config.JobConfig``: the seed's tuning keys, the
+    lakeFS connection as lakeFS's own Spark client names it, the stores' settings of ``storage``, a
+    ``StorageConfig``, and the run's lease), then the user's extra conf, which wins."""
+    config = JobConfig(
+        read_timeout_seconds=spark.api_read_timeout_seconds,
+        connection_timeout_seconds=spark.api_connection_timeout_seconds,
+        range_num_partitions=spark.range_num_partitions, address_num_partitions=spark.address_num_partitions,
+        lease_json=lease_json)
     if lakefs is not None:
-        hadoop[job_config.API_URL] = lakefs.api_url
-        hadoop[job_config.API_ACCESS_KEY] = lakefs.access_key_id
-        hadoop[job_config.API_SECRET_KEY] = lakefs.secret_access_key.get_secret_value()
-    if storage_options_json:
-        hadoop[job_config.STORAGE_OPTIONS] = storage_options_json
-    if lease_json:
-        hadoop[job_config.LEASE] = lease_json
-    props = {f"spark.hadoop.{k}": v for k, v in hadoop.items()}
+        config = replace(config, api_url=lakefs.api_url, access_key=lakefs.access_key_id,
+                         secret_key=lakefs.secret_access_key.get_secret_value())
+    if storage is not None:
+        config = replace(config, storage_options_json=storage.options_json or None, local_root=storage.local_root,
+                         max_in_flight=storage.max_in_flight)
+    props = config.properties()
     props.update({
         "spark.pyspark.python": python,
         "spark.pyspark.driver.python": python,
@@ -162,11 +161,12 @@ def submit_command(*, spark: SparkSettings, home: Path, entry: str, args: Sequen
 
 
 def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakefs: LakeFSConnection | None = None,
-            storage_options_json: str | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
+            storage=None, on_event: Callable[[dict[str, Any]], None] | None = None,
             env: Mapping[str, str] | None = None, app_name: str | None = None,
             lease_json: str | None = None) -> JobOutcome:
-    """Submit spark_jobs/jobs/<entry>.py, pass each event it prints to on_event as it comes, and return the
-    outcome once spark-submit exits. Killed (with its JVM and Python children) after submit_timeout_seconds."""
+    """Submit spark_jobs/jobs/<entry>.py (settings as ``job_properties``), pass each event it prints to on_event as
+    it comes, and return the outcome once spark-submit exits. Killed (with its JVM and Python children) after
+    submit_timeout_seconds."""
     home = spark_home(spark)
     python = spark.python or sys.executable
     run_env = dict(env if env is not None else os.environ)
@@ -178,8 +178,7 @@ def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakef
         tmp_dir = Path(tmp)
         py_files = build_py_files(tmp_dir)
         props_file = tmp_dir / "job.properties"
-        write_properties(props_file, job_properties(spark=spark, python=python, lakefs=lakefs,
-                                                    storage_options_json=storage_options_json,
+        write_properties(props_file, job_properties(spark=spark, python=python, lakefs=lakefs, storage=storage,
                                                     lease_json=lease_json))
         command = submit_command(spark=spark, home=home, entry=entry, args=args, py_files=py_files,
                                  properties_file=props_file, app_name=app_name or f"lakefs-janitor-{entry}")
@@ -267,25 +266,9 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
 
     now = request.now or datetime.now(UTC)
     run_id = request.run_id or (new_run_id(now) if request.mode != "sweep" else None)
-    args = ["--repository", request.repository_id, "--mode", request.mode, "--now", now.isoformat(),
-            "--metadata-from", request.metadata_from, "--prefix-depth", str(request.prefix_depth),
-            "--max-in-flight", str(storage.max_in_flight)]
-    if request.min_age is not None:
-        args += ["--min-age-seconds", str(request.min_age.total_seconds())]
-    if run_id:
-        args += ["--run-id", run_id]
-    if request.mark_id:
-        args += ["--mark-id", request.mark_id]
-    if request.max_deletions is not None:
-        args += ["--max-deletions", str(request.max_deletions)]
-    if request.by_path:
-        args.append("--by-path")
-    if not request.cache:
-        args.append("--no-cache")
-    if storage.local_root:
-        args += ["--local-root", storage.local_root]
-    outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage_options_json=storage.options_json,
-                      on_event=on_event, env=env, app_name=f"lakefs-janitor-gc-{request.repository_id}",
+    args = to_args(replace(request, now=now, run_id=run_id))
+    outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage=storage, on_event=on_event, env=env,
+                      app_name=f"lakefs-janitor-gc-{request.repository_id}",
                       lease_json=request.lease.to_json() if request.lease is not None else None)
     if not outcome.success:
         reason = (outcome.error or {}).get("reason") or "spark"

@@ -69,3 +69,41 @@ def test_distribution_helpers():
     assert (_partitions(0, 50), _partitions(3, 50), _partitions(500, 50)) == (1, 3, 50)
     assert batches(range(5), 2) == [[0, 1], [2, 3], [4]]
     assert batches([], 1000) == []
+
+
+def test_a_run_request_travels_to_the_job_whole():
+    """Every field of a RunRequest reaches the job: as an argument (jobs/request.py) or from the job itself."""
+    import argparse  # noqa: PLC0415
+    from dataclasses import fields  # noqa: PLC0415
+    from datetime import UTC, datetime, timedelta  # noqa: PLC0415
+
+    from spark_jobs.engine.engine import RunRequest  # noqa: PLC0415
+    from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
+    from spark_jobs.jobs.request import ARGUMENTS, from_args, to_args  # noqa: PLC0415
+
+    own = {"engine": "spark", "range_partitions": 3, "address_partitions": 5,
+           "lease": LeaseRef("redis://127.0.0.1:1/0", "k", "t", lease_ms=60_000, stale_ms=5_000)}
+    assert set(ARGUMENTS) | set(own) == {f.name for f in fields(RunRequest)}
+    request = RunRequest("repo", "sweep", now=datetime(2026, 11, 22, 15, 45, 4, 123456, tzinfo=UTC), run_id="r",
+                         mark_id="m", min_age=timedelta(hours=36, microseconds=7), max_deletions=9, prefix_depth=4,
+                         by_path=True, metadata_from="lakefs", cache=False, **own)
+    assert from_args(to_args(request), parser=argparse.ArgumentParser(), **own) == request
+    assert from_args(["--repository-id", "r"], parser=argparse.ArgumentParser()) == RunRequest("r")
+    assert "--run-id" not in to_args(RunRequest("r"))  # unset: left out
+    with pytest.raises(SystemExit):
+        from_args(["--repository-id", "r", "--by-path", "yes"], parser=argparse.ArgumentParser())
+
+
+def test_job_settings_travel_whole_and_credentials_stay_private():
+    full = JobConfig(api_url="http://l/api/v1", access_key="a", secret_key="s", read_timeout_seconds=3,
+                     connection_timeout_seconds=4, range_num_partitions=5, address_num_partitions=6,
+                     storage_options_json='{"s3": {}}', local_root="/data", max_in_flight=7, lease_json="{}")
+    props = full.properties()
+    assert JobConfig.from_hadoop(lambda key: props.get(f"spark.hadoop.{key}")) == full
+    assert set(full.public()) == {"api_url", "read_timeout_seconds", "connection_timeout_seconds",
+                                  "range_num_partitions", "address_num_partitions"}
+    assert JobConfig().properties() == {"spark.hadoop.lakefs.api.read.timeout_seconds": "10",
+                                        "spark.hadoop.lakefs.api.connection.timeout_seconds": "10",
+                                        "spark.hadoop.lakefs.gc.range.num_partitions": "50",
+                                        "spark.hadoop.lakefs.gc.address.num_partitions": "200",
+                                        "spark.hadoop.lakefs.gc.store.max_in_flight": "8"}
