@@ -131,48 +131,18 @@ def lakefs_binary() -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-class MotoS3Server(Service):
-    """A loopback S3 (moto) to serve as lakeFS's blockstore."""
-
-    name = "s3"
-    access_key = "janitor-s3-test-key"
-    secret_key = "janitor-s3-test-secret"
-
-    def start(self) -> MotoS3Server:
-        binary = Path(sys.executable).with_name("moto_server")
-        self._spawn([str(binary), "-H", "127.0.0.1", "-p", str(self.port)])
-        wait_until(lambda: requests.get(self.endpoint, timeout=1).status_code == 200, 30, "moto", self.proc, self.log)
-        return self
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def client(self):
-        import boto3  # noqa: PLC0415
-
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
-
-
 class LakeFSServer(Service):
     name = "lakefs"
 
-    def __init__(self, extra_env: dict[str, str] | None = None, s3: MotoS3Server | None = None,
-                 store: Store | None = None) -> None:
+    def __init__(self, extra_env: dict[str, str] | None = None, store: Store | None = None) -> None:
         super().__init__()
         self.extra_env = extra_env or {}
         self.import_dir = self.dir / "import"
-        self.s3 = s3
         # Default: the local blockstore in the server's own folder, imports allowed from import_dir.
         self.store = store or LocalStore(self.dir / "block", self.import_dir)
 
     def blockstore(self) -> dict:
-        if self.s3 is None:
-            return self.store.lakefs_blockstore()
-        return {"type": "s3", "s3": {
-            "endpoint": self.s3.endpoint, "force_path_style": True, "region": "us-east-1",
-            "credentials": {"access_key_id": self.s3.access_key, "secret_access_key": self.s3.secret_key}}}
+        return self.store.lakefs_blockstore()
 
     def config(self) -> dict:
         d = self.dir

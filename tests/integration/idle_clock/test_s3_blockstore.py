@@ -1,4 +1,4 @@
-"""lakeFS on an S3 blockstore (moto on loopback): hooks and the reconciler work the same."""
+"""lakeFS on an S3 blockstore (versitygw on loopback): hooks and the reconciler work the same."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import lakefs_sdk
 import pytest
 
 from tests.integration.conftest import commit, create_branch, eventually
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, WEBHOOK_SECRET, LakeFSServer, MotoS3Server
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, WEBHOOK_SECRET, LakeFSServer, VersityGW
 from workers.idle_clock.reconcile import reconcile_repository
 from workers.lakefs.client import make_lakefs_for
 
 
 @pytest.fixture(scope="module")
 def s3_lakefs():
-    s3 = MotoS3Server().start()
-    server = LakeFSServer({"LAKEFSACTION_JANITOR_SECRET": WEBHOOK_SECRET}, s3=s3).start()
-    s3.client().create_bucket(Bucket="janitor-data")
+    s3 = VersityGW(bucket="janitor-data").start()
+    server = LakeFSServer({"LAKEFSACTION_JANITOR_SECRET": WEBHOOK_SECRET}, store=s3).start()
+    s3.create_bucket("janitor-data")
     client = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
     yield s3, server, client
     client.close()
