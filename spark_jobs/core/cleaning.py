@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.durations import format_duration, parse_duration
 from spark_jobs.core.retention import Commit, GCRules, Retained, retained_commits, walk
-from spark_jobs.core.sstable import metarange_range_ids, range_entries
 
 ID = re.compile(r"^\S{1,32}$")
 FIELDS = ("id", "patterns", "paths", "keep_commits", "keep_versions", "keep_for", "savepoints",
@@ -376,27 +374,14 @@ def retained_set(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, st
 
 
 def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str],
-                  policies: Iterable[CleaningPolicy], read_metarange: Callable[[str], bytes],
-                  read_range: Callable[[str], bytes], namespace_uris: Iterable[str]) -> set[str]:
+                  policies: Iterable[CleaningPolicy], range_ids_of: Callable[[str], list[str]],
+                  entries_of: Callable[[str, set[bytes]], Iterable[tuple[str, str]]]) -> set[str]:
     """KEEP_LATEST_FILE_VERSIONS on every matching branch: each path's N most recent distinct versions over the
-    branch's first-parent history (N: the largest of the matching policies). Reads each distinct range once."""
-    uris = tuple(namespace_uris)
-
-    def entries_of(range_id: str, seen_blocks: set[bytes]) -> list[tuple[str, str]]:
-        return [(path.decode(), key) for path, address, kind, _ in
-                range_entries(read_range(range_id), seen_blocks=seen_blocks)
-                if (key := relative_key(address, kind, uris)) is not None]
-
-    return versions_kept_from(commits=commits, branch_heads=branch_heads, policies=policies,
-                              range_ids_of=lambda m: metarange_range_ids(read_metarange(m)), entries_of=entries_of)
-
-
-def versions_kept_from(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str],
-                       policies: Iterable[CleaningPolicy], range_ids_of: Callable[[str], list[str]],
-                       entries_of: Callable[[str, set[bytes]], Iterable[tuple[str, str]]]) -> set[str]:
-    """versions_kept over any source of ranges (the files, or the mark cache): ``range_ids_of(metarange id)``, and
-    ``entries_of(range id, seen blocks)``: the (path, namespace-relative key) pairs of the range, of its data blocks
-    not in ``seen blocks`` at least (a source may give them all: a pair met again adds no distinct version)."""
+    branch's first-parent history (N: the largest of the matching policies). The ranges come from the caller's
+    source (the files, or the mark cache): ``range_ids_of(metarange id)``, and ``entries_of(range id, seen
+    blocks)``: the (path, namespace-relative key) pairs of the range, of its data blocks not in ``seen blocks`` at
+    least (a source may give them all: a pair met again adds no distinct version). Asks for each distinct range
+    of a branch's line once."""
     policies = list(policies)
 
     def new_entries(meta_range_id: str, seen_ranges: set[str], seen_blocks: set[bytes]) -> list[tuple[str, str]]:
@@ -474,8 +459,7 @@ class ScopedRetention:
 
 def range_commits(members: Iterable[tuple[str, bytes, str]], commits: Iterable[str], *,
                   metarange_of: Callable[[str], str]) -> dict[str, set[str]]:
-    """Which of ``commits`` hold each range, from (metarange id, first key, range id) ``members``: one definition
-    for the reading mark and the cached one, whose plans must be the same."""
+    """Which of ``commits`` hold each range, from (metarange id, first key, range id) ``members``."""
     holders: dict[str, set[str]] = {}
     for metarange_id, _, range_id in members:
         holders.setdefault(metarange_id, set()).add(range_id)

@@ -10,20 +10,13 @@ from datetime import UTC, datetime, timedelta
 from spark_jobs.core.mark import unique_range_ids
 from spark_jobs.core.report import Summary
 from spark_jobs.engine import cyclic_gc, mark_cache
+from spark_jobs.engine.context import GCError, JobConfig, Progress
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.lease import LeaseRef
-from spark_jobs.engine.mark import (
-    GCError,
-    JobConfig,
-    Marked,
-    MarkRequest,
-    Progress,
-    learn_local_root,
-    load_graph,
-    mark,
-)
+from spark_jobs.engine.mark import Marked, MarkRequest, mark
 from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.report import new_run_id
+from spark_jobs.engine.repository import learn_local_root, load_graph
 from spark_jobs.engine.storage import StorageConfig, StorageError
 from spark_jobs.engine.sweep import sweep
 

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
-from spark_jobs.core.cleaning import ScopedRetention, versions_kept
+from spark_jobs.core.cleaning import ScopedRetention
 from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.plan import is_data_key
-from spark_jobs.core.sstable import metarange_range_ids
+from spark_jobs.engine.context import JobConfig, OpenContext
 from spark_jobs.engine.lakefs_api import LakeFSApi
-from spark_jobs.engine.mark import JobConfig, Marked, OpenContext, reached
+from spark_jobs.engine.mark import Marked, reached, versions
+from spark_jobs.engine.mark_source import Files
 from spark_jobs.engine.parallel import ThreadRunner
 
 
@@ -29,13 +30,14 @@ class _Still:
     """What a what-if retention still keeps, reading each range once across questions."""
 
     def __init__(self, config: JobConfig, ctx: OpenContext, marked: Marked) -> None:
-        self.config, self.ctx, self.marked = config, ctx, marked
+        self.ctx, self.marked = ctx, marked
+        self.files = Files(runner=ThreadRunner(4), open_context=config.open, partitions=4, driver=ctx)
         self.cache: dict[str, set[str]] = {}
         self.sizes = {o.key: (o.size, o.mtime) for o in marked.listed if is_data_key(o.key)}
 
     def keys_of(self, meta_range_id: str) -> set[str]:
         out: set[str] = set()
-        for range_id in metarange_range_ids(self.ctx.read_metarange(meta_range_id)) if meta_range_id else []:
+        for range_id in self.files.range_ids_of(meta_range_id) if meta_range_id else []:
             if range_id not in self.cache:
                 self.cache[range_id] = keys_in_range(self.ctx.read_range(range_id), self.ctx.prefixes)
             out |= self.cache[range_id]
@@ -45,16 +47,13 @@ class _Still:
         graph = self.marked.graph
         if retention.by_path:
             metaranges = sorted({m for c in retention.bound().commits if (m := graph.metarange_of(c))})
-            still, _ = reached(ThreadRunner(4), self.config, graph, retention=retention, metaranges=metaranges,
-                               partitions=4)
+            still, _ = reached(self.files, graph, retention=retention, metaranges=metaranges)
         else:
             still = set()
             for commit_id in retention.of(frozenset()).commits:
                 still |= self.keys_of(graph.metarange_of(commit_id))
         if graph.cleaning:
-            still |= versions_kept(commits=graph.commits, branch_heads=heads, policies=graph.cleaning,
-                                   read_metarange=self.ctx.read_metarange, read_range=self.ctx.read_range,
-                                   namespace_uris=self.ctx.prefixes)
+            still |= versions(self.files, graph, heads=heads)
         return still
 
     def freed(self, name: str, still: set[str]) -> Impact:

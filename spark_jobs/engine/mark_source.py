@@ -1,42 +1,98 @@
-"""The mark over the mark cache (mark_cache.py): the retained commits' metaranges and ranges, each taken from the
-cache when it holds them and read otherwise (by the runner, one unit per unseen file, each returning what its file
-held), then the kept addresses computed on the driver from the entries, exactly as the reading mark does
-(mark.reached, versions_kept): the same decisions over the same entries, so the same plan."""
+"""Where the mark reads committed metadata from: one interface (``Source``), two implementations. ``Files`` reads
+the metaranges and range files themselves (many by the runner, one unit per file, each returning only what the
+mark asks of its file; one at a time on the driver). ``Cached`` puts the mark cache (mark_cache.py) in front of
+``Files``: what the cache holds is taken from it, the rest read through ``Files`` (each unit returning what its
+file held, as the cache keeps it), and the answers computed on the driver from the entries. The mark's decisions
+(mark.py: the ranges reached, the addresses kept, keep_versions) are written once over ``Source``, so both
+implementations give the same plan."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import key_mapper
-from spark_jobs.core.cleaning import (
-    Scope,
-    ScopedRetention,
-    kept_addresses,
-    range_commits,
-    scope_of,
-    versions_kept_from,
-)
+from spark_jobs.core.cleaning import CleaningPolicy, Scope, scope_of
+from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.mark_cache import Memory
-from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.context import OpenContext
+from spark_jobs.engine.parallel import Runner, ThreadRunner
 
-# Up to this many unseen files are read by the driver's threads, whatever the runner: a daily run reads a few
-# dozen new files, and a Spark job per kind of file costs more in scheduling than reading them
+Span = tuple[bytes, str]  # (first key, range id) of one range a metarange lists
+Member = tuple[str, bytes, str]  # (metarange id, first key, range id)
+Scoped = tuple[str, Scope, tuple[str, ...]]  # (range id, scope, keys of the range's entries in that scope)
+
+# Up to this many files the cache does not hold are read by the driver's threads, whatever the runner: a daily
+# run reads a few dozen new files, and a Spark job per kind of file costs more in scheduling than reading them
 DRIVER_READS = 64
 
 
-# Per-unit steps (on executors or threads): what one file held, as the cache keeps it.
-def unit_metarange_read(ctx: Any, metarange_id: str) -> list[tuple[str, int, list[tuple[bytes, str]]]]:
+class Source(Protocol):
+    """What the mark asks of the committed metadata. Keys are relative to the namespace (addresses outside it are
+    left out)."""
+
+    def spans(self, metaranges: list[str]) -> Iterable[Span]:
+        """The distinct spans the metaranges list."""
+
+    def members(self, metaranges: list[str]) -> list[Member]:
+        """Every range each metarange lists."""
+
+    def addresses(self, range_ids: list[str]) -> set[str]:
+        """The keys the ranges' entries point at."""
+
+    def scoped(self, range_ids: list[str], path_policies: tuple[CleaningPolicy, ...]) -> list[Scoped]:
+        """The ranges' keys grouped by the scope of their paths (which of ``path_policies`` cover them)."""
+
+    def range_ids_of(self, metarange_id: str) -> list[str]:
+        """The ranges one metarange lists (on the driver: keep_versions walks a history one commit at a time)."""
+
+    def entries_of(self, range_id: str, seen_blocks: set[bytes]) -> list[tuple[str, str]]:
+        """(path, key) of a range's entries, of its data blocks not in ``seen_blocks`` at least, which it adds
+        to (on the driver, as ``range_ids_of``)."""
+
+
+def by_scope(entries: Iterable[tuple[bytes, str, int]], path_policies: tuple[CleaningPolicy, ...],
+             relative_key: Callable[[str, int], str | None]) -> dict[Scope, set[str]]:
+    """The keys of (path, address, kind) entries grouped by the scope of their paths."""
+    out: dict[Scope, set[str]] = {}
+    for path, address, kind in entries:
+        if (key := relative_key(address, kind)) is not None:
+            out.setdefault(scope_of(path.decode(errors="replace"), path_policies), set()).add(key)
+    return out
+
+
+# Per-unit steps (on executors or threads). What Files asks of a file:
+def unit_metarange_spans(ctx: OpenContext, metarange_id: str) -> list[Span]:
+    return sstable.metarange_spans(ctx.read_metarange(metarange_id), seen_blocks=ctx.metarange_blocks)
+
+
+def unit_metarange_members(ctx: OpenContext, metarange_id: str) -> list[Member]:
+    return [(metarange_id, k, r) for k, r in unit_metarange_spans(ctx, metarange_id)]
+
+
+def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
+    return sorted(keys_in_range(ctx.read_range(range_id), ctx.prefixes, ctx.seen_blocks))
+
+
+def unit_range_scoped(ctx: OpenContext, unit: tuple[str, tuple[CleaningPolicy, ...]]) -> list[Scoped]:
+    range_id, path_policies = unit
+    entries = ((p, a, k) for p, a, k, _ in sstable.range_entries(ctx.read_range(range_id)))
+    return [(range_id, scope, tuple(sorted(keys)))
+            for scope, keys in by_scope(entries, path_policies, key_mapper(ctx.prefixes)).items()]
+
+
+# What Cached asks of a file it does not hold: what the file held, as the cache keeps it.
+def unit_metarange_read(ctx: OpenContext, metarange_id: str) -> list[tuple[str, int, list[Span]]]:
     data = ctx.read_metarange(metarange_id)
     return [(metarange_id, len(data), sstable.metarange_spans(data, seen_blocks=ctx.metarange_blocks))]
 
 
-def unit_metarange_bytes(ctx: Any, metarange_id: str) -> list[tuple[str, bytes]]:
+def unit_metarange_bytes(ctx: OpenContext, metarange_id: str) -> list[tuple[str, bytes]]:
     return [(metarange_id, ctx.read_metarange(metarange_id))]
 
 
-def unit_range_read(ctx: Any, range_id: str) -> list[tuple[str, int, tuple[bytes, ...], list]]:
+def unit_range_read(ctx: OpenContext, range_id: str) -> list[tuple[str, int, tuple[bytes, ...], list]]:
     """(range id, size, block digests, [(digest, entries)] of the blocks this partition had not decoded yet: the
     others went back with an earlier range of the partition)."""
     data = ctx.read_range(range_id)
@@ -44,39 +100,113 @@ def unit_range_read(ctx: Any, range_id: str) -> list[tuple[str, int, tuple[bytes
     return [(range_id, len(data), tuple(digests), [(d, [(p, a, k) for p, a, k, _ in es]) for d, es in new])]
 
 
-class Source:
-    """The run's view of metadata files: the cache's trusted entries, then what the runner (or, for the few files
-    only keep_versions asks for, the driver) reads; remembers what the run used."""
+class Files:
+    """The metadata files themselves: many read by ``runner`` (one context per partition, from
+    ``open_context``), one at a time by ``driver`` (an open context of the calling thread)."""
 
-    def __init__(self, memory: Memory, *, runner: Any, open_context: Callable[[], Any], partitions: int,
-                 driver: Any) -> None:
-        self.memory, self.runner, self.open_context = memory, runner, open_context
-        self.partitions, self.driver = partitions, driver
+    def __init__(self, *, runner: Runner, open_context: Callable[[], OpenContext], partitions: int,
+                 driver: OpenContext) -> None:
+        self.runner, self.open_context, self.partitions, self.driver = runner, open_context, partitions, driver
+        self.relative_key = key_mapper(driver.prefixes)
+
+    def map(self, units: list, fn: Callable[[OpenContext, Any], list], *, local: bool = False) -> list:
+        """Everything ``fn`` returns for every unit, by the runner (``local``: by the driver's threads)."""
+        runner = ThreadRunner() if local else self.runner
+        return runner.map_units(units, fn, self.open_context, partitions=self.partitions)
+
+    def spans(self, metaranges: list[str]) -> set[Span]:
+        return set(self.map(metaranges, unit_metarange_spans))
+
+    def members(self, metaranges: list[str]) -> list[Member]:
+        return self.map(metaranges, unit_metarange_members)
+
+    def addresses(self, range_ids: list[str]) -> set[str]:
+        return set(self.map(range_ids, unit_range_addresses))
+
+    def scoped(self, range_ids: list[str], path_policies: tuple[CleaningPolicy, ...]) -> list[Scoped]:
+        return self.map([(r, path_policies) for r in range_ids], unit_range_scoped)
+
+    def range_ids_of(self, metarange_id: str) -> list[str]:
+        return sstable.metarange_range_ids(self.driver.read_metarange(metarange_id))
+
+    def entries_of(self, range_id: str, seen_blocks: set[bytes]) -> list[tuple[str, str]]:
+        return [(path.decode(), key) for path, address, kind, _ in
+                sstable.range_entries(self.driver.read_range(range_id), seen_blocks=seen_blocks)
+                if (key := self.relative_key(address, kind)) is not None]
+
+
+class Cached:
+    """The cache's trusted entries in front of ``files``: each file the cache does not hold is read once, by the
+    runner when there are many, by the driver's threads when few, by the driver alone for the single files only
+    keep_versions asks for. Remembers what the run used (``to_keep``) and what it took from where (``stats``)."""
+
+    def __init__(self, memory: Memory, files: Files) -> None:
+        self.memory, self.files = memory, files
+        self.relative_key = files.relative_key
         self.used_metaranges: set[str] = set()
         self.used_ranges: set[str] = set()
         self.read = {"metaranges": 0, "ranges": 0}
-        self.metarange_blocks: dict[bytes, list[tuple[bytes, str]]] = {}  # for the driver's decoding
+        self.metarange_blocks: dict[bytes, list[Span]] = {}  # for the driver's decoding
         self.cached = {"metaranges": 0, "ranges": 0}
 
-    def metaranges(self, ids: list[str]) -> None:
+    def spans(self, metaranges: list[str]) -> list[Span]:
+        # Distinct spans only: a long history's metaranges list the same ranges again and again (a thousand
+        # commits of ~500 ranges each are half a million spans, about a thousand distinct)
+        self._metaranges(metaranges)
+        return self.memory.distinct_spans(metaranges)
+
+    def members(self, metaranges: list[str]) -> list[Member]:
+        self._metaranges(metaranges)
+        return [(m, key, r) for m in metaranges for key, r in self._spans_of(m)]
+
+    def addresses(self, range_ids: list[str]) -> set[str]:
+        self._ranges(range_ids)
+        blocks, relative_key = self.memory.blocks, self.relative_key
+        digests = dict.fromkeys(d for r in range_ids for d in self._blocks(r))
+        return {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t)) is not None}
+
+    def scoped(self, range_ids: list[str], path_policies: tuple[CleaningPolicy, ...]) -> list[Scoped]:
+        self._ranges(range_ids)
+        scoped: dict[bytes, dict[Scope, set[str]]] = {}  # per distinct block: its keys by scope of their paths
+        out: list[Scoped] = []
+        for range_id in range_ids:
+            keys_by_scope: dict[Scope, set[str]] = {}
+            for digest in self._blocks(range_id):
+                if digest not in scoped:
+                    scoped[digest] = by_scope(self.memory.blocks[digest], path_policies, self.relative_key)
+                for scope, keys in scoped[digest].items():
+                    keys_by_scope.setdefault(scope, set()).update(keys)
+            out += [(range_id, scope, tuple(sorted(keys))) for scope, keys in keys_by_scope.items()]
+        return out
+
+    def range_ids_of(self, metarange_id: str) -> list[str]:
+        return [r for _, r in self._spans_of(metarange_id)]
+
+    def entries_of(self, range_id: str, seen_blocks: set[bytes]) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for digest in self._blocks(range_id):
+            if digest not in seen_blocks:
+                seen_blocks.add(digest)
+                out += [(path.decode(), key) for path, address, kind in self.memory.blocks[digest]
+                        if (key := self.relative_key(address, kind)) is not None]
+        return out
+
+    def _metaranges(self, ids: list[str]) -> None:
         self._count("metaranges", ids, self.memory.metaranges)
         unseen = [m for m in ids if m not in self.memory.metaranges]
         if len(unseen) > DRIVER_READS:
-            for mid, size, spans in self._map(unseen, unit_metarange_read):
+            for mid, size, spans in self.files.map(unseen, unit_metarange_read):
                 self.memory.add_metarange(mid, size, spans)
             return
         # A daily run's new metaranges are consecutive commits' and share nearly all their blocks: fetched in
         # parallel, decoded one after another so that each distinct block is decoded once
-        for mid, data in self._map(unseen, unit_metarange_bytes):
+        for mid, data in self.files.map(unseen, unit_metarange_bytes, local=True):
             self.memory.add_metarange(mid, len(data), sstable.metarange_spans(data, seen_blocks=self.metarange_blocks))
 
-    def ranges(self, ids: list[str]) -> None:
+    def _ranges(self, ids: list[str]) -> None:
         self._count("ranges", ids, self.memory.ranges)
-        self._take(self._map([r for r in ids if r not in self.memory.ranges], unit_range_read))
-
-    def _map(self, unseen: list[str], fn: Callable[[Any, str], list]) -> list:
-        runner = self.runner if len(unseen) > DRIVER_READS else ThreadRunner()
-        return runner.map_units(unseen, fn, self.open_context, partitions=self.partitions)
+        unseen = [r for r in ids if r not in self.memory.ranges]
+        self._take(self.files.map(unseen, unit_range_read, local=len(unseen) <= DRIVER_READS))
 
     def _count(self, kind: str, ids: list[str], known: dict) -> None:
         fresh = [i for i in ids if i not in (self.used_metaranges if kind == "metaranges" else self.used_ranges)]
@@ -91,18 +221,18 @@ class Source:
             for digest, entries in new:
                 self.memory.blocks.setdefault(digest, entries)
 
-    def spans(self, metarange_id: str) -> tuple[tuple[bytes, str], ...]:
+    def _spans_of(self, metarange_id: str) -> tuple[Span, ...]:
         if metarange_id not in self.memory.metaranges or metarange_id not in self.used_metaranges:
             self._count("metaranges", [metarange_id], self.memory.metaranges)
             if metarange_id not in self.memory.metaranges:
-                self.memory.add_metarange(*unit_metarange_read(self.driver, metarange_id)[0])
+                self.memory.add_metarange(*unit_metarange_read(self.files.driver, metarange_id)[0])
         return self.memory.spans_of(metarange_id)
 
-    def blocks(self, range_id: str) -> tuple[bytes, ...]:
+    def _blocks(self, range_id: str) -> tuple[bytes, ...]:
         if range_id not in self.memory.ranges or range_id not in self.used_ranges:
             self._count("ranges", [range_id], self.memory.ranges)
             if range_id not in self.memory.ranges:
-                self._take(unit_range_read(self.driver, range_id))
+                self._take(unit_range_read(self.files.driver, range_id))
         return self.memory.ranges[range_id][1]
 
     def to_keep(self) -> Memory:
@@ -111,55 +241,3 @@ class Source:
     def stats(self) -> dict[str, int]:
         return {"metaranges_cached": self.cached["metaranges"], "metaranges_read": self.read["metaranges"],
                 "ranges_cached": self.cached["ranges"], "ranges_read": self.read["ranges"]}
-
-
-def reached(source: Source, graph: Any, *, retention: ScopedRetention, metaranges: list[str],
-            prefixes: tuple[str, ...]) -> tuple[set[str], list[str]]:
-    """mark.reached over ``source``: the addresses the retained commits keep, and the ranges they reach."""
-    source.metaranges(metaranges)
-    # In key order, as mark.reached: the versions of one key span fall in one partition, which then decodes the
-    # data blocks they share once. Distinct spans only: a long history's metaranges list the same ranges again
-    # and again (a thousand commits of ~500 ranges each are half a million spans, about a thousand distinct)
-    range_ids = list(dict.fromkeys(r for _, r in sorted(source.memory.distinct_spans(metaranges))))
-    source.ranges(range_ids)
-    blocks = source.memory.blocks
-    relative_key = key_mapper(prefixes)
-    if not retention.by_path:
-        digests = dict.fromkeys(d for r in range_ids for d in source.blocks(r))
-        return {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t)) is not None}, range_ids
-    members = [(m, key, r) for m in metaranges for key, r in source.spans(m)]
-    holding = range_commits(members, retention.bound().commits, metarange_of=graph.metarange_of)
-    path_policies = tuple(p for p in graph.cleaning if p.paths)
-    scoped: dict[bytes, dict[Scope, set[str]]] = {}  # per distinct block: its keys by scope of their paths
-    entries = []
-    for range_id in range_ids:
-        by_scope: dict[Scope, set[str]] = {}
-        for digest in source.blocks(range_id):
-            if digest not in scoped:
-                scoped[digest] = {}
-                for path, address, kind in blocks[digest]:
-                    if (key := relative_key(address, kind)) is not None:
-                        scope = scope_of(path.decode(errors="replace"), path_policies)
-                        scoped[digest].setdefault(scope, set()).add(key)
-            for scope, keys in scoped[digest].items():
-                by_scope.setdefault(scope, set()).update(keys)
-        entries += [(range_id, scope, tuple(sorted(keys))) for scope, keys in by_scope.items()]
-    retention.of(Scope())  # the branch-level decision is always part of the record
-    return kept_addresses(entries, holding, retention), range_ids
-
-
-def versions(source: Source, graph: Any, *, prefixes: tuple[str, ...]) -> set[str]:
-    """keep_versions (cleaning.versions_kept) over ``source``."""
-    relative_key = key_mapper(prefixes)
-
-    def entries_of(range_id: str, seen_blocks: set[bytes]) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for digest in source.blocks(range_id):
-            if digest not in seen_blocks:
-                seen_blocks.add(digest)
-                out += [(path.decode(), key) for path, address, kind in source.memory.blocks[digest]
-                        if (key := relative_key(address, kind)) is not None]
-        return out
-
-    return versions_kept_from(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning,
-                              range_ids_of=lambda m: [r for _, r in source.spans(m)], entries_of=entries_of)

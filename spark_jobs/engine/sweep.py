@@ -15,18 +15,12 @@ from typing import Any
 
 from spark_jobs.core.retention import commit_from_api
 from spark_jobs.engine import report
+from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.lease import LeaseLost, LeaseRef, LeaseWatch
-from spark_jobs.engine.mark import (
-    GCError,
-    JobConfig,
-    OpenContext,
-    Progress,
-    uncommitted_addresses,
-    unit_metarange_ranges,
-    unit_range_addresses,
-)
+from spark_jobs.engine.mark_source import Files
 from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.repository import uncommitted_addresses
 from spark_jobs.engine.storage import BATCH, StorageError
 
 
@@ -62,9 +56,9 @@ def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: Ope
     heads = api.branches(config.repository_id)
     moved = sorted(set(heads.values()) - (plan.retained or set()))
     metaranges = sorted({commit_from_api(api.commit(config.repository_id, h)).meta_range_id for h in moved} - {""})
-    ranges = set(runner.map_units(metaranges, unit_metarange_ranges, config.open, partitions=partitions))
-    new_ranges = sorted(ranges - (plan.ranges or set()))
-    reachable = set(runner.map_units(new_ranges, unit_range_addresses, config.open, partitions=partitions))
+    files = Files(runner=runner, open_context=config.open, partitions=partitions, driver=ctx)
+    new_ranges = sorted({r for _, r in files.spans(metaranges)} - (plan.ranges or set()))
+    reachable = files.addresses(new_ranges)
     return reachable | uncommitted_addresses(api, ctx.ns, config.repository_id), len(new_ranges)
 
 

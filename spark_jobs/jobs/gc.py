@@ -75,10 +75,10 @@ class LeaseGuard:
 
 
 def main(argv: list[str]) -> int:
+    from spark_jobs.engine.context import GCError  # noqa: PLC0415
     from spark_jobs.engine.engine import run  # noqa: PLC0415
     from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
     from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
-    from spark_jobs.engine.mark import GCError  # noqa: PLC0415
     from spark_jobs.engine.storage import StorageConfig  # noqa: PLC0415
     from spark_jobs.jobs.config import JobConfigError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415

@@ -18,8 +18,9 @@ import redis
 
 from spark_jobs.core.report import Summary
 from spark_jobs.engine import report
+from spark_jobs.engine.context import GCError
 from spark_jobs.engine.engine import RunRequest, run_marked
-from spark_jobs.engine.mark import GCError, plan_fingerprint
+from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.storage import Namespace, StorageConfig
 from tests.gc_engine import Collector
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer, VersityGW
@@ -64,14 +65,12 @@ def _submit_env(monkeypatch, env: dict[str, str]) -> None:
         monkeypatch.setenv(key, value)
 
 
-@pytest.fixture(scope="module")
-def runs() -> Iterator[GCRuns]:
+@pytest.fixture
+def runs(redis_server: RedisServer) -> Iterator[GCRuns]:
     """The run history and lock in a real Redis, as the CLI and the Celery task keep them."""
-    server = RedisServer().start()
-    client = redis.Redis.from_url(server.url)
+    client = redis.Redis.from_url(redis_server.url)
     yield GCRuns(client, "lakefs-janitor")
     client.close()
-    server.cleanup()
 
 
 @pytest.fixture

@@ -260,7 +260,7 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
     clean exit with a result event and the run's record in the namespace (summary.json) saying so; returns that
     record as read back."""
     from spark_jobs.engine import report  # noqa: PLC0415
-    from spark_jobs.engine.mark import GCError  # noqa: PLC0415
+    from spark_jobs.engine.context import GCError  # noqa: PLC0415
     from spark_jobs.engine.report import new_run_id  # noqa: PLC0415
     from spark_jobs.engine.storage import Namespace, StorageConfig  # noqa: PLC0415
 

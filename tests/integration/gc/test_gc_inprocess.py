@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.mark import GCError
+from spark_jobs.engine.context import GCError
 from tests.integration.conftest import commit, create_branch, upload
 from workers.lakefs.errors import LakeFSError
 

@@ -14,8 +14,8 @@ from datetime import timedelta
 import pytest
 import redis
 
+from spark_jobs.engine.context import GCError, JobConfig
 from spark_jobs.engine.lease import LeaseLost, LeaseRef, LeaseWatch
-from spark_jobs.engine.mark import GCError, JobConfig
 from spark_jobs.engine.storage import StorageConfig
 from spark_jobs.engine.sweep import open_deleter, unit_delete
 from tests.fakes import fresh_metrics

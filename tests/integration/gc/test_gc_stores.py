@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.mark import GCError, plan_fingerprint
+from spark_jobs.engine.context import GCError
+from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.parallel import ThreadRunner
 from tests.gc_engine import Collector
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer, Store

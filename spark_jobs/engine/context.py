@@ -1,0 +1,65 @@
+"""A run's context: what every unit of work rebuilds its clients from (``JobConfig``, picklable), the clients one
+partition opens (``OpenContext``), how a run reports its progress, and the one error a run stops with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
+from spark_jobs.engine.storage import Namespace, StorageConfig
+
+Progress = Callable[[str, int], None]  # (phase, count so far)
+
+
+class GCError(RuntimeError):
+    """A run that must not go on; nothing was deleted by the failing phase. ``reason`` labels the failure metric."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything an executor needs to rebuild its clients (picklable, no sockets)."""
+
+    api: LakeFSApiConfig
+    storage: StorageConfig
+    repository_id: str
+    metadata_from: str = "storage"  # or "lakefs": read ranges through lakeFS's metadata-object endpoint
+
+    def open(self) -> OpenContext:
+        return OpenContext(self)
+
+
+class OpenContext:
+    def __init__(self, config: JobConfig) -> None:
+        self.config = config
+        self.ns = Namespace(config.storage)
+        self._api: LakeFSApi | None = None
+        self.prefixes = self.ns.prefixes
+        self.seen_blocks: set[bytes] = set()  # data blocks this partition decoded (see sstable.range_addresses)
+        # metarange data blocks this partition decoded, with their spans (see sstable.metarange_spans)
+        self.metarange_blocks: dict[bytes, list[tuple[bytes, str]]] = {}
+
+    @property
+    def api(self) -> LakeFSApi:
+        if self._api is None:
+            self._api = LakeFSApi(self.config.api)
+        return self._api
+
+    def read_metadata(self, kind: str, object_id: str) -> bytes:
+        if self.config.metadata_from == "lakefs":
+            return self.api.metadata_object(self.config.repository_id, kind, object_id)
+        return self.ns.read(f"_lakefs/{object_id}")
+
+    def read_metarange(self, metarange_id: str) -> bytes:
+        return self.read_metadata("meta_range", metarange_id)
+
+    def read_range(self, range_id: str) -> bytes:
+        return self.read_metadata("range", range_id)
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.close()
