@@ -18,7 +18,7 @@ import dataclasses
 import fnmatch
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -326,22 +326,6 @@ def savepoint_tags(tags: Mapping[str, str], policies: Iterable[CleaningPolicy]) 
     return {t: c for t, c in tags.items() if any(fnmatch.fnmatchcase(t, s) for s in patterns)}
 
 
-def latest_versions(history: Iterable[Iterable[tuple[str, str]]], n: int | Callable[[str], int]) -> set[str]:
-    """KEEP_LATEST_FILE_VERSIONS over a branch's history, newest commit first: for every path, its N most recent
-    distinct addresses (the first one seen is HEAD's, so HEAD's version is always among them). ``n`` may depend on
-    the path (path policies); 0 keeps nothing for it."""
-    count: Callable[[str], int] = (lambda _path: n) if isinstance(n, int) else n
-    kept: dict[str, list[str]] = {}
-    limits: dict[str, int] = {}
-    for entries in history:
-        for path, address in entries:
-            versions = kept.setdefault(path, [])
-            limit = limits[path] if path in limits else limits.setdefault(path, count(path))
-            if len(versions) < limit and address not in versions:
-                versions.append(address)
-    return {a for versions in kept.values() for a in versions}
-
-
 def overridden_branches(branch_heads: Mapping[str, str], policies: Iterable[CleaningPolicy]) -> set[str]:
     """Branches an ``override_gc_rules`` policy matches: lakeFS's GC rules no longer retain anything there."""
     overriding = [p for p in policies if p.override_gc_rules]
@@ -371,51 +355,6 @@ def retained_set(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, st
                                              policies=policies, now=now, savepoints=savepoints).items():
         why.setdefault(commit_id, reason)
     return Retained(frozenset(why), why)
-
-
-def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str],
-                  policies: Iterable[CleaningPolicy], range_ids_of: Callable[[str], list[str]],
-                  entries_of: Callable[[str, set[bytes]], Iterable[tuple[str, str]]]) -> set[str]:
-    """KEEP_LATEST_FILE_VERSIONS on every matching branch: each path's N most recent distinct versions over the
-    branch's first-parent history (N: the largest of the matching policies). The ranges come from the caller's
-    source (the files, or the mark cache): ``range_ids_of(metarange id)``, and ``entries_of(range id, seen
-    blocks)``: the (path, namespace-relative key) pairs of the range, of its data blocks not in ``seen blocks`` at
-    least (a source may give them all: a pair met again adds no distinct version). Asks for each distinct range
-    of a branch's line once."""
-    policies = list(policies)
-
-    def new_entries(meta_range_id: str, seen_ranges: set[str], seen_blocks: set[bytes]) -> list[tuple[str, str]]:
-        # Newest first, a (path, version) pair met again adds no distinct version: a range, or a data block of a
-        # range version, already walked on this line holds only such pairs, so only what is new is decoded.
-        out: list[tuple[str, str]] = []
-        for range_id in range_ids_of(meta_range_id) if meta_range_id else []:
-            if range_id not in seen_ranges:
-                seen_ranges.add(range_id)
-                out += entries_of(range_id, seen_blocks)
-        return out
-
-    kept: set[str] = set()
-    for branch_id, head in sorted(branch_heads.items()):
-        matching = [p for p in policies if p.matches(branch_id) and p.keep_versions]
-        if matching:
-            seen_ranges: set[str] = set()
-            seen_blocks: set[bytes] = set()
-            line = first_parent_line(commits, head)
-            kept |= latest_versions((new_entries(commits[c].meta_range_id, seen_ranges, seen_blocks) for c in line),
-                                    _versions_for(matching))
-    return kept
-
-
-def _versions_for(matching: list[CleaningPolicy]) -> int | Callable[[str], int]:
-    """How many versions of a path the matching policies keep: the most any policy covering the path keeps."""
-    if not any(p.paths for p in matching):
-        return max(p.keep_versions or 0 for p in matching)
-    return lambda path: max((p.keep_versions or 0 for p in matching if p.covers(path)), default=0)
-
-
-def scope_of(path: str, policies: Iterable[CleaningPolicy]) -> Scope:
-    """The path policies that decide for an object at ``path`` (whatever the branch; each applies on its own)."""
-    return Scope(p.id for p in policies if p.paths and p.covers(path))
 
 
 class ScopedRetention:
@@ -455,31 +394,3 @@ class ScopedRetention:
             for commit_id, reason in self._of[scope].why.items():
                 why.setdefault(commit_id, reason if not scope else f"{reason} (paths of {', '.join(sorted(scope))})")
         return Retained(frozenset(why), why)
-
-
-def range_commits(members: Iterable[tuple[str, bytes, str]], commits: Iterable[str], *,
-                  metarange_of: Callable[[str], str]) -> dict[str, set[str]]:
-    """Which of ``commits`` hold each range, from (metarange id, first key, range id) ``members``."""
-    holders: dict[str, set[str]] = {}
-    for metarange_id, _, range_id in members:
-        holders.setdefault(metarange_id, set()).add(range_id)
-    out: dict[str, set[str]] = {}
-    for commit_id in commits:
-        for range_id in holders.get(metarange_of(commit_id), ()):
-            out.setdefault(range_id, set()).add(commit_id)
-    return out
-
-
-def kept_addresses(entries: Iterable[tuple[str, Scope, Iterable[str]]], range_commits: Mapping[str, Iterable[str]],
-                   retention: ScopedRetention) -> set[str]:
-    """The addresses kept, from (range id, scope, addresses of that range's entries in that scope): those of a
-    range some retained commit of the scope holds."""
-    live: dict[tuple[str, Scope], bool] = {}
-    kept: set[str] = set()
-    for range_id, scope, addresses in entries:
-        if (range_id, scope) not in live:
-            retained = retention.of(scope).commits
-            live[(range_id, scope)] = any(c in retained for c in range_commits.get(range_id, ()))
-        if live[(range_id, scope)]:
-            kept.update(addresses)
-    return kept

@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import relative_key
-from spark_jobs.core.cleaning import Scope, ScopedRetention, kept_addresses, range_commits, versions_kept
+from spark_jobs.core.cleaning import Scope, ScopedRetention
+from spark_jobs.core.mark import kept_addresses, range_commits, versions_kept
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api, oldest_retained

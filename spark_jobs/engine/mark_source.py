@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import key_mapper
-from spark_jobs.core.cleaning import CleaningPolicy, Scope, scope_of
-from spark_jobs.core.mark import keys_in_range
+from spark_jobs.core.cleaning import CleaningPolicy, Scope
+from spark_jobs.core.mark import keys_in_range, scope_of
 from spark_jobs.core.mark_cache import Memory
 from spark_jobs.engine.context import OpenContext
 from spark_jobs.engine.parallel import Runner, ThreadRunner

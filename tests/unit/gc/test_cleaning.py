@@ -9,11 +9,11 @@ import pytest
 
 from spark_jobs.core.cleaning import (
     CleaningPolicyError,
-    latest_versions,
     parse_cleaning_policies,
     policy_retained,
     retained_set,
 )
+from spark_jobs.core.mark import latest_versions
 from spark_jobs.core.retention import Commit, GCRules
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -12,13 +12,12 @@ import pytest
 from spark_jobs.core.cleaning import (
     CleaningPolicyError,
     ScopedRetention,
-    kept_addresses,
     parse_cleaning_policies,
     path_glob,
     retained_set,
     savepoint_patterns,
-    scope_of,
 )
+from spark_jobs.core.mark import kept_addresses, scope_of
 from spark_jobs.core.retention import Commit, GCRules
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
