@@ -1,13 +1,145 @@
-"""Session-wide: a stopped test run still stops the servers it started.
+"""The one set of server fixtures every test tree uses (lakeFS, Redis, the receiver, a Celery worker, Spark), each
+started at most once per session on first use, and the markers: ``integration`` for tests/integration/, ``spark``
+for tests/spark/ and for every test that runs on the Spark runner in process (``tests.gc_engine.RUNNERS``).
 
-A CI runner or a person ending a run sends SIGTERM, whose default ends pytest at once: no fixture is torn down, so
-the lakeFS, Redis and object-store servers the session started (each in a session of its own, tests/services.py)
-live on. As a KeyboardInterrupt, pytest stops the run and tears its fixtures down, and those servers with them."""
+A stopped test run still stops the servers it started. A CI runner or a person ending a run sends SIGTERM, whose
+default ends pytest at once: no fixture is torn down, so the servers the session started (each in a session of its
+own, tests/services.py) live on. As a KeyboardInterrupt, pytest stops the run and tears its fixtures down, and
+those servers with them."""
 
 from __future__ import annotations
 
-from tests.services import stop_on_sigterm
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.services import (
+    ADMIN_ACCESS_KEY,
+    ADMIN_SECRET_KEY,
+    WEBHOOK_SECRET,
+    CeleryWorker,
+    LakeFSServer,
+    ReceiverServer,
+    RedisServer,
+    free_port,
+    janitor_env,
+    stop_on_sigterm,
+)
+from tests.spark.cluster import SparkMaster, SparkWorker, spark_env
+from workers.lakefs.client import LakeFS, make_lakefs_for
+from workers.settings import LakeFSConnection, SparkSettings
 
 
 def pytest_configure(config) -> None:
     stop_on_sigterm()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/integration/" in str(item.path):
+            item.add_marker(pytest.mark.integration)
+        if "/spark/" in str(item.path):
+            item.add_marker(pytest.mark.spark)
+
+
+# --- lakeFS, Redis, the receiver and a Celery worker ---------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def lakefs_server() -> Iterator[LakeFSServer]:
+    """lakeFS on its local blockstore, with the secret the receiver's hooks are signed with."""
+    server = LakeFSServer({"LAKEFSACTION_JANITOR_SECRET": WEBHOOK_SECRET}).start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def lakefs(lakefs_server: LakeFSServer) -> Iterator[LakeFS]:
+    client = make_lakefs_for(lakefs_server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def lakefs_conn(lakefs_server: LakeFSServer) -> LakeFSConnection:
+    return LakeFSConnection(endpoint_url=lakefs_server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                            secret_access_key=ADMIN_SECRET_KEY)
+
+
+@pytest.fixture(scope="session")
+def env(lakefs_server: LakeFSServer, redis_server: RedisServer) -> dict[str, str]:
+    return janitor_env(lakefs_server, redis_server.url)
+
+
+@pytest.fixture(scope="session")
+def receiver(env: dict[str, str]) -> Iterator[ReceiverServer]:
+    server = ReceiverServer(env).start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(env: dict[str, str]) -> Iterator[CeleryWorker]:
+    metrics_port = free_port()
+    worker = CeleryWorker({**env, "LAKEFS_JANITOR_WORKER_METRICS_PORT": str(metrics_port)}).start()
+    worker.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    yield worker
+    worker.cleanup()
+
+
+# --- Spark: in this process (the engine's Spark runner), through spark-submit, and a standalone cluster ----------
+
+@pytest.fixture(scope="session")
+def spark_context():
+    """A real Spark context in local mode in this process: the engine's Spark runner spreads its units over
+    Spark's Python workers exactly as in the spark-submit job (spark_jobs/jobs/gc.py)."""
+    pyspark = pytest.importorskip("pyspark")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this virtualenv's Python
+    conf = (pyspark.SparkConf().setMaster("local[2]").setAppName("lakefs-janitor-tests")
+            .set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.ui.enabled", "false").set("spark.python.worker.reuse", "true"))
+    sc = pyspark.SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    yield sc
+    sc.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[tuple[SparkMaster, SparkWorker]]:
+    """A real standalone cluster on loopback: a master and one 1-core worker."""
+    master = SparkMaster().start()
+    try:
+        worker = SparkWorker(master, cores=1, memory="1g").start()
+    except BaseException:
+        master.cleanup()
+        raise
+    yield master, worker
+    worker.cleanup()
+    master.cleanup()
+
+
+@pytest.fixture(scope="session")
+def submit_env() -> dict[str, str]:
+    """spark-submit's environment: driver bound to loopback, no user Spark settings."""
+    return spark_env()
+
+
+@pytest.fixture
+def local_spark() -> SparkSettings:
+    # The machine is shared: two local cores, small partition counts so tests stay quick.
+    return SparkSettings(master="local[2]", range_num_partitions=4, address_num_partitions=4)
+
+
+@pytest.fixture
+def cluster_spark(spark_cluster: tuple[SparkMaster, SparkWorker]) -> SparkSettings:
+    master, _ = spark_cluster
+    return SparkSettings(master=master.url, range_num_partitions=3, address_num_partitions=3,
+                         conf={"spark.executor.memory": "512m", "spark.cores.max": "1"})

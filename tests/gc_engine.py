@@ -1,11 +1,14 @@
 """The one GC engine as tests drive it: against one real lakeFS (and the store it runs on), on a runner — threads
-in this process, or Spark's executors (``spark_runner``: a real local-mode SparkContext)."""
+in this process, or Spark's executors (``runner_of("spark", request)``: the session's real local-mode SparkContext).
+A test of both runners is parametrized over RUNNERS, whose Spark one is marked ``spark``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from spark_jobs.core.report import Summary
 from spark_jobs.engine.engine import RunRequest, run_marked
@@ -14,6 +17,17 @@ from spark_jobs.engine.mark import Marked
 from spark_jobs.engine.parallel import Runner, ThreadRunner
 from spark_jobs.engine.storage import StorageConfig
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
+
+RUNNERS = ("threads", pytest.param("spark", marks=pytest.mark.spark))
+
+
+def runner_of(name: str, request: pytest.FixtureRequest) -> tuple[Runner, str]:
+    """The runner named in RUNNERS and the engine name its runs record."""
+    if name == "spark":
+        from spark_jobs.jobs.gc import SparkRunner  # noqa: PLC0415
+
+        return SparkRunner(request.getfixturevalue("spark_context")), "spark"
+    return ThreadRunner(4), "inprocess"
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Session-wide real services (lakeFS, Redis, the receiver under gunicorn, a Celery worker); a repository per test."""
+"""Integration tests on the session's real services (tests/conftest.py): clients, a repository per test, the CLI,
+and the helpers tests import."""
 
 from __future__ import annotations
 
@@ -11,67 +12,9 @@ import pytest
 import redis
 from click.testing import CliRunner, Result
 
-from tests.services import (
-    ADMIN_ACCESS_KEY,
-    ADMIN_SECRET_KEY,
-    WEBHOOK_SECRET,
-    CeleryWorker,
-    LakeFSServer,
-    ReceiverServer,
-    RedisServer,
-    free_port,
-    janitor_env,
-)
+from tests.services import RedisServer
 from workers.idle_clock.store import ClockStore
-from workers.lakefs.client import LakeFS, make_lakefs_for
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "/integration/" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
-
-
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer().start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture(scope="session")
-def lakefs_server() -> Iterator[LakeFSServer]:
-    server = LakeFSServer({"LAKEFSACTION_JANITOR_SECRET": WEBHOOK_SECRET}).start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture(scope="session")
-def env(lakefs_server: LakeFSServer, redis_server: RedisServer) -> dict[str, str]:
-    return janitor_env(lakefs_server, redis_server.url)
-
-
-@pytest.fixture(scope="session")
-def receiver(env: dict[str, str]) -> Iterator[ReceiverServer]:
-    server = ReceiverServer(env).start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture(scope="session")
-def celery_worker(env: dict[str, str]) -> Iterator[CeleryWorker]:
-    metrics_port = free_port()
-    worker = CeleryWorker({**env, "LAKEFS_JANITOR_WORKER_METRICS_PORT": str(metrics_port)}).start()
-    worker.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-    yield worker
-    worker.cleanup()
-
-
-@pytest.fixture(scope="session")
-def lakefs(lakefs_server: LakeFSServer) -> Iterator[LakeFS]:
-    client = make_lakefs_for(lakefs_server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
-    yield client
-    client.close()
+from workers.lakefs.client import LakeFS
 
 
 @pytest.fixture

@@ -20,16 +20,12 @@ from workers.gc.store import GCRuns
 from workers.lakefs.errors import LakeFSError
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer().start()
-    yield server
-    server.cleanup()
-
-
 @pytest.fixture
 def env(lakefs_server: LakeFSServer, redis_server: RedisServer) -> dict[str, str]:
-    return spark_env(janitor_env(lakefs_server, redis_server.url), LAKEFS_JANITOR_SPARK__MASTER="local[2]",
+    # A database of its own on the session's Redis: the Celery worker a test here starts must be the only one on
+    # its queue (the session's worker, without the Spark settings, listens on database 0).
+    redis_url = redis_server.url.rsplit("/", 1)[0] + "/1"
+    return spark_env(janitor_env(lakefs_server, redis_url), LAKEFS_JANITOR_SPARK__MASTER="local[2]",
                      LAKEFS_JANITOR_SPARK__RANGE_NUM_PARTITIONS="4", LAKEFS_JANITOR_SPARK__ADDRESS_NUM_PARTITIONS="4")
 
 

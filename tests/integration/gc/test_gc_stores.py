@@ -16,14 +16,12 @@ import pytest
 
 from spark_jobs.engine.context import GCError
 from spark_jobs.engine.mark import plan_fingerprint
-from spark_jobs.engine.parallel import ThreadRunner
-from tests.gc_engine import Collector
+from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer, Store
 from workers.lakefs.client import LakeFS, make_lakefs_for
 from workers.lakefs.errors import LakeFSError
 
 DAY = 86400
-RUNNERS = ("threads", "spark")
 
 
 @pytest.fixture(scope="module", params=sorted(STORES))
@@ -44,12 +42,7 @@ def world(request) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
 
 def collector(world, runner: str, request) -> Collector:
     store, server, _ = world
-    if runner == "spark":
-        from spark_jobs.jobs.gc import SparkRunner  # noqa: PLC0415
-
-        chosen, engine = SparkRunner(request.getfixturevalue("spark_context")), "spark"
-    else:
-        chosen, engine = ThreadRunner(4), "inprocess"
+    chosen, engine = runner_of(runner, request)
     options = {store.kind: store.fsspec_options()} if store.kind != "local" else {}
     return Collector(server.endpoint, options, runner=chosen, engine=engine)
 
