@@ -65,14 +65,12 @@ def _submit_env(monkeypatch, env: dict[str, str]) -> None:
         monkeypatch.setenv(key, value)
 
 
-@pytest.fixture(scope="module")
-def runs() -> Iterator[GCRuns]:
+@pytest.fixture
+def runs(redis_server: RedisServer) -> Iterator[GCRuns]:
     """The run history and lock in a real Redis, as the CLI and the Celery task keep them."""
-    server = RedisServer().start()
-    client = redis.Redis.from_url(server.url)
+    client = redis.Redis.from_url(redis_server.url)
     yield GCRuns(client, "lakefs-janitor")
     client.close()
-    server.cleanup()
 
 
 @pytest.fixture

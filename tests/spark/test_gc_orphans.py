@@ -25,20 +25,13 @@ from spark_jobs.engine.engine import RunRequest
 from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.storage import Namespace, StorageConfig
 from tests.gc_engine import Collector
-from tests.services import LakeFSServer, RedisServer, janitor_env
+from tests.services import LakeFSServer, janitor_env
 from tests.spark.cluster import spark_env
 from tests.spark.history import build_history
 from workers.gc.runner import storage_config
 from workers.gc.store import GCRuns
 from workers.gc.submit import run_gc
 from workers.settings import GCSettings
-
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer().start()
-    yield server
-    server.cleanup()
 
 
 @pytest.fixture
