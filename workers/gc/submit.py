@@ -30,7 +30,6 @@ from typing import Any
 import spark_jobs
 from spark_jobs.jobs.config import JobConfig
 from spark_jobs.jobs.protocol import parse_event
-from spark_jobs.jobs.request import to_args
 from workers.settings import LakeFSConnection, SparkSettings
 
 PACKAGE_DIR = Path(spark_jobs.__file__).resolve().parent
@@ -266,7 +265,7 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
 
     now = request.now or datetime.now(UTC)
     run_id = request.run_id or (new_run_id(now) if request.mode != "sweep" else None)
-    args = to_args(replace(request, now=now, run_id=run_id))
+    args = replace(request, now=now, run_id=run_id).to_args()
     outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage=storage, on_event=on_event, env=env,
                       app_name=f"lakefs-janitor-gc-{request.repository_id}",
                       lease_json=request.lease.to_json() if request.lease is not None else None)

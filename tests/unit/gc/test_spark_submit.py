@@ -72,14 +72,13 @@ def test_distribution_helpers():
 
 
 def test_a_run_request_travels_to_the_job_whole():
-    """Every field of a RunRequest reaches the job: as an argument (jobs/request.py) or from the job itself."""
+    """Every field of a RunRequest reaches the job: as an argument (engine.ARGUMENTS) or from the job itself."""
     import argparse  # noqa: PLC0415
     from dataclasses import fields  # noqa: PLC0415
     from datetime import UTC, datetime, timedelta  # noqa: PLC0415
 
-    from spark_jobs.engine.engine import RunRequest  # noqa: PLC0415
+    from spark_jobs.engine.engine import ARGUMENTS, RunRequest  # noqa: PLC0415
     from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
-    from spark_jobs.jobs.request import ARGUMENTS, from_args, to_args  # noqa: PLC0415
 
     own = {"engine": "spark", "range_partitions": 3, "address_partitions": 5,
            "lease": LeaseRef("redis://127.0.0.1:1/0", "k", "t", lease_ms=60_000, stale_ms=5_000)}
@@ -87,11 +86,11 @@ def test_a_run_request_travels_to_the_job_whole():
     request = RunRequest("repo", "sweep", now=datetime(2026, 11, 22, 15, 45, 4, 123456, tzinfo=UTC), run_id="r",
                          mark_id="m", min_age=timedelta(hours=36, microseconds=7), max_deletions=9, prefix_depth=4,
                          by_path=True, metadata_from="lakefs", cache=False, **own)
-    assert from_args(to_args(request), parser=argparse.ArgumentParser(), **own) == request
-    assert from_args(["--repository-id", "r"], parser=argparse.ArgumentParser()) == RunRequest("r")
-    assert "--run-id" not in to_args(RunRequest("r"))  # unset: left out
+    assert RunRequest.from_args(request.to_args(), parser=argparse.ArgumentParser(), **own) == request
+    assert RunRequest.from_args(["--repository-id", "r"], parser=argparse.ArgumentParser()) == RunRequest("r")
+    assert "--run-id" not in RunRequest("r").to_args()  # unset: left out
     with pytest.raises(SystemExit):
-        from_args(["--repository-id", "r", "--by-path", "yes"], parser=argparse.ArgumentParser())
+        RunRequest.from_args(["--repository-id", "r", "--by-path", "yes"], parser=argparse.ArgumentParser())
 
 
 def test_job_settings_travel_whole_and_credentials_stay_private():
