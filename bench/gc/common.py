@@ -125,6 +125,7 @@ def gc_run(collector: Collector, repository_id: str, mode: str = "dry-run", *, c
     Returns (Summary, Marked)."""
     import dataclasses  # noqa: PLC0415
 
+    # RunRequest through engine.engine, which has it in every version of the engine (engine/request.py is newer)
     from spark_jobs.engine.engine import RunRequest, run_marked  # noqa: PLC0415
 
     known = {f.name for f in dataclasses.fields(RunRequest)}

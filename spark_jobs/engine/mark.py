@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import relative_key
@@ -28,28 +28,13 @@ from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.mark_source import Cached, Files, Source, Span
 from spark_jobs.engine.parallel import Runner, in_background
 from spark_jobs.engine.repository import Graph, read_uncommitted
+from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.storage import Namespace, StorageError
 
 
 def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:
     """One slice of the namespace's listing (on executors or threads)."""
     return ctx.ns.list_unit(unit)
-
-
-@dataclass
-class MarkRequest:
-    repository_id: str
-    run_id: str
-    now: datetime
-    min_age: timedelta | None = None  # None: lakeFS's own grace period
-    dry_run: bool = False
-    engine: str = "inprocess"
-    range_partitions: int = 50
-    address_partitions: int = 200
-    prefix_depth: int = 2  # folders of the by-prefix breakdown
-    by_path: bool = False  # name what the plan deletes by the path it had in lakeFS (reads the expired history)
-    record: bool = True  # write the plan under _lakefs/ (a preview of other policies writes nothing)
-    cache: bool = True  # take what metadata files held from the mark cache (engine/mark_cache.py), and rewrite it
 
 
 @dataclass
@@ -73,10 +58,13 @@ class Marked:
         return frozenset(self.graph.lakefs_retained)
 
 
-def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequest, graph: Graph,
-         progress: Progress = lambda phase, count: None, preload: mark_cache.Preload | None = None) -> Marked:
-    """Compute and write the plan (at <ns>/_lakefs/retention/gc/unified/<run_id>/). ``preload``: the mark cache
-    and the namespace's ``_lakefs/`` listing, when the caller started reading them before loading the graph."""
+def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunRequest, graph: Graph,
+         progress: Progress = lambda phase, count: None, preload: mark_cache.Preload | None = None,
+         record: bool = True) -> Marked:
+    """Compute and write the plan (at <ns>/_lakefs/retention/gc/unified/<run_id>/; ``record=False``: write nothing,
+    the mark cache included). ``request`` has its ``now`` and ``run_id`` set (``engine.run`` sets them).
+    ``preload``: the mark cache and the namespace's ``_lakefs/`` listing, when the caller started reading them
+    before loading the graph."""
     started = time.monotonic()
     ctx = config.open()
     cache_written: Future | None = None
@@ -108,7 +96,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         # What the files held is known now and nothing below changes it: the cache is written while the
         # namespace is listed (on a large store, the listing's time hides the write's)
         cache_written = in_background("gc-cache-write", write_cache, ctx.ns, cached, loaded, request=request,
-                                      graph=graph) if request.record and cached is not None else None
+                                      graph=graph) if record and cached is not None else None
         t = time.monotonic()
         units = ctx.ns.list_units()
         listed: list[StoredObject] = runner.map_units(units, unit_list, config.open,
@@ -136,7 +124,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         if cache_written is not None:
             how = cache_written.result()
             summary.cache.update({"written": how is not None, **({"write": how} if how else {})})
-        if request.record:
+        if record:
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
         return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept | uncommitted, listed,
                       cutoff.timestamp(), range_ids, uncommitted)
@@ -150,7 +138,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: MarkRequ
         ctx.close()
 
 
-def write_cache(ns: Namespace, cached: Cached, loaded: mark_cache.Loaded, *, request: MarkRequest,
+def write_cache(ns: Namespace, cached: Cached, loaded: mark_cache.Loaded, *, request: RunRequest,
                 graph: Graph) -> str | None:
     """Store what this run used in the mark cache: how ("appended", "compacted", "unchanged"), or None when it
     failed (that costs the next run its reads, not this run)."""

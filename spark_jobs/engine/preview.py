@@ -14,9 +14,10 @@ from spark_jobs.engine import cyclic_gc, report
 from spark_jobs.engine.context import GCError, JobConfig
 from spark_jobs.engine.engine import resolve_storage
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
-from spark_jobs.engine.mark import Marked, MarkRequest, mark, paths_of
+from spark_jobs.engine.mark import Marked, mark, paths_of
 from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.repository import Graph, load_graph
+from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.storage import StorageConfig, StorageError
 
 
@@ -28,9 +29,8 @@ def dry_mark(api: LakeFSApi, api_config: LakeFSApiConfig, storage: StorageConfig
     with cyclic_gc.paused():
         graph, storage = load_graph(api, repository_id, now=now, storage=storage, cleaning=cleaning)
         config = JobConfig(api_config, storage, repository_id)
-        request = MarkRequest(repository_id=repository_id, run_id="preview", now=now, min_age=min_age,
-                              dry_run=True, record=False)
-        return mark(api, runner, config, request=request, graph=graph), config
+        request = RunRequest(repository_id, "dry-run", now=now, run_id="preview", min_age=min_age)
+        return mark(api, runner, config, request=request, graph=graph, record=False), config
 
 
 @dataclass

@@ -7,7 +7,7 @@ as the thread runner does in process, so both write the same plan.
     spark-submit --py-files spark_jobs.zip spark_jobs/jobs/gc.py --repository-id REPO [--mode full|mark|...]
         [--now ISO-8601] [--min-age SECONDS] [--run-id ID] [--mark-id ID] [--by-path true|false] ...
 
-The arguments are a RunRequest's (engine.ARGUMENTS: RunRequest.to_args writes them, from_args reads them). The
+The arguments are a RunRequest's (engine/request.py: RunRequest.to_args writes them, from_args reads them). The
 lakeFS connection, time-outs, partition counts, store settings and lease come from the Hadoop configuration
 (spark.hadoop.lakefs.*, jobs/config.py), as workers/gc/submit.py passes them. Progress and the result are
 printed as events (spark_jobs/jobs/protocol.py); the plan and report are written to
@@ -76,9 +76,10 @@ class LeaseGuard:
 
 def main(argv: list[str]) -> int:
     from spark_jobs.engine.context import GCError  # noqa: PLC0415
-    from spark_jobs.engine.engine import RunRequest, run  # noqa: PLC0415
+    from spark_jobs.engine.engine import run  # noqa: PLC0415
     from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
     from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
+    from spark_jobs.engine.request import RunRequest  # noqa: PLC0415
     from spark_jobs.engine.storage import StorageConfig  # noqa: PLC0415
     from spark_jobs.jobs.config import JobConfigError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from spark_jobs.engine.context import GCError
-from spark_jobs.engine.engine import RunRequest
 from spark_jobs.engine.lease import LeaseRef
+from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.storage import Namespace, StorageConfig
 from tests.gc_engine import Collector
 from tests.services import LakeFSServer, janitor_env

@@ -72,13 +72,13 @@ def test_distribution_helpers():
 
 
 def test_a_run_request_travels_to_the_job_whole():
-    """Every field of a RunRequest reaches the job: as an argument (engine.ARGUMENTS) or from the job itself."""
+    """Every field of a RunRequest reaches the job: as an argument (request.ARGUMENTS) or from the job itself."""
     import argparse  # noqa: PLC0415
     from dataclasses import fields  # noqa: PLC0415
     from datetime import UTC, datetime, timedelta  # noqa: PLC0415
 
-    from spark_jobs.engine.engine import ARGUMENTS, RunRequest  # noqa: PLC0415
     from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
+    from spark_jobs.engine.request import ARGUMENTS, RunRequest  # noqa: PLC0415
 
     own = {"engine": "spark", "range_partitions": 3, "address_partitions": 5,
            "lease": LeaseRef("redis://127.0.0.1:1/0", "k", "t", lease_ms=60_000, stale_ms=5_000)}
