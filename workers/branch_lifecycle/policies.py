@@ -310,15 +310,20 @@ def _derived_id(policy: Policy, taken: set[str]) -> str:
 # --- output ------------------------------------------------------------------------------------------------
 
 
-def _body(policy: Policy) -> dict[str, object]:
-    body: dict[str, object] = {"patterns": list(policy.patterns)}
+def _fields(policy: Policy, *, patterns: str, idle: str, duration: Callable[[timedelta], object]) -> dict[str, object]:
+    """A policy's set fields under one dialect's names (ours or Enterprise's), durations written by ``duration``."""
+    out: dict[str, object] = {patterns: list(policy.patterns)}
     if policy.max_age is not None:
-        body["max_age"] = format_duration(policy.max_age)
+        out["max_age"] = duration(policy.max_age)
     if policy.max_idle_age is not None:
-        body["max_idle_age"] = format_duration(policy.max_idle_age)
+        out[idle] = duration(policy.max_idle_age)
     if policy.description is not None:
-        body["description"] = policy.description
-    return body
+        out["description"] = policy.description
+    return out
+
+
+def _body(policy: Policy) -> dict[str, object]:
+    return _fields(policy, patterns="patterns", idle="max_idle_age", duration=format_duration)
 
 
 def canonical(policies: Sequence[Policy]) -> dict[str, object]:
@@ -332,14 +337,8 @@ def to_enterprise(policies: Sequence[Policy]) -> dict[str, object]:
 
 
 def _enterprise_entry(policy: Policy) -> dict[str, object]:
-    entry: dict[str, object] = {"id": policy.id, "name_patterns": list(policy.patterns)}
-    if policy.max_age is not None:
-        entry["max_age"] = _whole_seconds(policy.max_age)
-    if policy.max_idle_age is not None:
-        entry["max_inactivity_time"] = _whole_seconds(policy.max_idle_age)
-    if policy.description is not None:
-        entry["description"] = policy.description
-    return entry
+    return {"id": policy.id, **_fields(policy, patterns="name_patterns", idle="max_inactivity_time",
+                                       duration=_whole_seconds)}
 
 
 def etag(policies: Sequence[Policy]) -> str:
