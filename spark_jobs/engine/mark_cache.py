@@ -26,23 +26,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_jobs.core.mark_cache import (
-    SLOTS,
-    CacheError,
-    Held,
-    Memory,
-    check_pointer,
-    decode,
-    described,
-    encode,
-    merged,
-    packed,
-    plan_save,
-    pointer,
-    segment_name,
-    trusted,
-    unpacked,
-)
+from spark_jobs.core.cache_segments import check_pointer, described, packed, pointer, segment_name, unpacked
+from spark_jobs.core.mark_cache import SLOTS, CacheError, Held, Memory, decode, encode, merged, plan_save, trusted
 from spark_jobs.engine.parallel import in_background
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 

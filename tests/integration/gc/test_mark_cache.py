@@ -19,8 +19,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spark_jobs.core.cache_segments import described, packed, unpacked
 from spark_jobs.core.cleaning import parse_cleaning_policies
-from spark_jobs.core.mark_cache import DEAD_SHARE, MAX_SEGMENTS, Memory, described, encode, packed, unpacked
+from spark_jobs.core.mark_cache import DEAD_SHARE, MAX_SEGMENTS, Memory, encode
 from spark_jobs.core.report import describe_cache
 from spark_jobs.engine import mark_cache, mark_source
 from spark_jobs.engine.mark import plan_fingerprint
