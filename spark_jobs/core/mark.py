@@ -43,17 +43,6 @@ def keys_in_range(data: bytes, namespace_uris: tuple[str, ...], seen_blocks: set
     return out
 
 
-def kept_keys(range_ids: Iterable[str], read_range: Callable[[str], bytes], namespace_uris: tuple[str, ...], *,
-              map_: Mapper = map) -> set[str]:
-    # Versions of one range share most of their blocks: each distinct block is decoded once, whatever the
-    # number of range versions holding it (the set is shared by the threads; at worst two decode one block).
-    seen_blocks: set[bytes] = set()
-    kept: set[str] = set()
-    for keys in map_(lambda r: keys_in_range(read_range(r), namespace_uris, seen_blocks), sorted(set(range_ids))):
-        kept |= keys
-    return kept
-
-
 def scope_of(path: str, policies: Iterable[CleaningPolicy]) -> Scope:
     """The path policies that decide for an object at ``path`` (whatever the branch; each applies on its own)."""
     return Scope(p.id for p in policies if p.paths and p.covers(path))

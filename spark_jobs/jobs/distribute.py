@@ -1,6 +1,6 @@
-"""How the GC's Spark job spreads the pure core functions over executors. Each helper takes a picklable function
-of one unit of work (a range id, a listing unit, a batch of addresses) and gives back an RDD or a driver-side
-result; the functions themselves are the ones the in-process engine runs on its thread pool.
+"""How the Spark runner (``jobs.gc.SparkRunner``) spreads the engine's per-unit work over executors: a picklable
+function of one unit (a range id, a listing unit, a batch of addresses) becomes an RDD; the functions are the same
+ones the thread runner calls on its pool.
 
 Executors build their own clients (fsspec filesystem, lakeFS HTTP session) once per partition from plain
 configuration shipped in the closure: nothing with a socket crosses the wire.
@@ -42,14 +42,3 @@ def per_unit(make_context: Callable[[], Any], work: Callable[[Any, T], Iterable[
 
     return run
 
-
-def subtract(candidates, kept, partitions: int):
-    """Candidates (``(address, payload)`` pairs) whose address is not in ``kept`` (an RDD of addresses),
-    hash-partitioned by address into ``partitions`` partitions (the seed's address.num_partitions)."""
-    keyed_kept = kept.map(lambda address: (address, None))
-    return candidates.subtractByKey(keyed_kept, numPartitions=partitions)
-
-
-def batches(items: Sequence[T], size: int) -> list[list[T]]:
-    items = list(items)
-    return [items[i:i + size] for i in range(0, len(items), size)]

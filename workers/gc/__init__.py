@@ -1,1 +1,3 @@
-"""Committed garbage collection: GC rules, the in-process engine (mark, plan, sweep), Spark submission, run history, tasks, schedule, CLI."""
+"""Committed garbage collection as a service: what wraps a run of the one engine (``spark_jobs``) — GC rules,
+cleaning policies and savepoints, the runner's choice, Spark submission, the lease, run history, metrics, tasks,
+schedule and CLI. No engine of its own."""

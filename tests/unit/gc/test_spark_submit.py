@@ -64,11 +64,9 @@ def test_spark_master_setting_is_checked():
 
 
 def test_distribution_helpers():
-    from spark_jobs.jobs.distribute import _partitions, batches  # noqa: PLC0415
+    from spark_jobs.jobs.distribute import _partitions  # noqa: PLC0415
 
     assert (_partitions(0, 50), _partitions(3, 50), _partitions(500, 50)) == (1, 3, 50)
-    assert batches(range(5), 2) == [[0, 1], [2, 3], [4]]
-    assert batches([], 1000) == []
 
 
 def test_a_run_request_travels_to_the_job_whole():
