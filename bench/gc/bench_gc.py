@@ -11,7 +11,7 @@ on real object-store servers, with both runners (threads in process; Spark execu
 Everything runs on 127.0.0.1 and is stopped at the end: per store (tests/services.py: ``local`` = lakeFS's local
 blockstore on disk, ``s3`` = versitygw, ``azure`` = Azurite, ``gcs`` = fake-gcs-server) the store and a lakeFS
 v1.84 on it. Repositories come from bench/gc/generate.py (objects staged by metadata, commits backdated). Each GC
-run is ``spark_jobs.engine.engine.run_marked`` as a caller sees it (tests/gc_engine.Collector), timed end to end:
+run is ``spark_jobs.engine.run.run_marked`` as a caller sees it (tests/gc_engine.Collector), timed end to end:
 lakeFS calls, metadata reads from the store, listing, plan and record writes. Runners: ``threads``
 (ThreadRunner(8), in this process) and ``spark`` (spark_jobs.jobs.gc.SparkRunner on a local[2] SparkContext in
 this process, started once; one untimed warm-up run per runner and store, so JVM and worker start-up are not in

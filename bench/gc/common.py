@@ -117,6 +117,17 @@ def machine(packages: tuple[str, ...]) -> dict[str, Any]:
         return {"cpus": os.cpu_count()}
 
 
+def _engine():
+    """RunRequest and run_marked of the engine version at hand (the benchmarks also run against older ones): the
+    run entry point is engine/run.py, engine/engine.py before it, which also held RunRequest then."""
+    try:
+        from spark_jobs.engine.request import RunRequest  # noqa: PLC0415
+        from spark_jobs.engine.run import run_marked  # noqa: PLC0415
+    except ImportError:
+        from spark_jobs.engine.engine import RunRequest, run_marked  # noqa: PLC0415
+    return RunRequest, run_marked
+
+
 def gc_run(collector: Collector, repository_id: str, mode: str = "dry-run", *, cache: bool | None = None,
            **kw: Any):
     """One run of the engine as ``collector`` would make it, with ``cache`` (the mark's memory of range files,
@@ -125,8 +136,7 @@ def gc_run(collector: Collector, repository_id: str, mode: str = "dry-run", *, c
     Returns (Summary, Marked)."""
     import dataclasses  # noqa: PLC0415
 
-    # RunRequest through engine.engine, which has it in every version of the engine (engine/request.py is newer)
-    from spark_jobs.engine.engine import RunRequest, run_marked  # noqa: PLC0415
+    RunRequest, run_marked = _engine()
 
     known = {f.name for f in dataclasses.fields(RunRequest)}
     if cache is not None:
@@ -141,6 +151,5 @@ def cache_available() -> bool:
     """Whether this engine has the mark cache (RunRequest.cache)."""
     import dataclasses  # noqa: PLC0415
 
-    from spark_jobs.engine.engine import RunRequest  # noqa: PLC0415
-
+    RunRequest, _ = _engine()
     return "cache" in {f.name for f in dataclasses.fields(RunRequest)}

@@ -1,4 +1,4 @@
-"""spark-submit entry point of the committed GC: the one engine (spark_jobs.engine.engine) on a Spark runner,
+"""spark-submit entry point of the committed GC: the one engine (spark_jobs.engine.run) on a Spark runner,
 every per-unit step on executors: metaranges and ranges spread over lakefs.gc.range.num_partitions
 partitions, the namespace listed by slice and the deletions sent in batches of 1,000 over
 lakefs.gc.address.num_partitions partitions. The driver computes retention, the plan and the record, exactly
@@ -76,10 +76,10 @@ class LeaseGuard:
 
 def main(argv: list[str]) -> int:
     from spark_jobs.engine.context import GCError  # noqa: PLC0415
-    from spark_jobs.engine.engine import run  # noqa: PLC0415
     from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
     from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.request import RunRequest  # noqa: PLC0415
+    from spark_jobs.engine.run import run  # noqa: PLC0415
     from spark_jobs.engine.storage import StorageConfig  # noqa: PLC0415
     from spark_jobs.jobs.config import JobConfigError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415

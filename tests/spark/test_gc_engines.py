@@ -19,9 +19,9 @@ import redis
 from spark_jobs.core.report import Summary
 from spark_jobs.engine import report
 from spark_jobs.engine.context import GCError
-from spark_jobs.engine.engine import run_marked
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.request import RunRequest
+from spark_jobs.engine.run import run_marked
 from spark_jobs.engine.storage import Namespace, StorageConfig
 from tests.gc_engine import Collector
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer, VersityGW

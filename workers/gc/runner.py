@@ -16,12 +16,12 @@ import redis
 from spark_jobs.core.durations import parse_duration
 from spark_jobs.core.report import Summary
 from spark_jobs.engine.context import GCError, JobConfig
-from spark_jobs.engine.engine import head_range_count, run_marked
 from spark_jobs.engine.impact import Impact, branch_impact
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.parallel import ThreadRunner
 from spark_jobs.engine.request import RunRequest
+from spark_jobs.engine.run import head_range_count, run_marked
 from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
 from workers.gc.lease import Busy, Holder
 from workers.gc.store import GCRuns

@@ -255,7 +255,7 @@ def _drain(stream: Iterable[str], tail: collections.deque[str]) -> None:
 
 def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
            on_event: Callable[[dict[str, Any]], None] | None = None, env: Mapping[str, str] | None = None):
-    """A GC run (``spark_jobs.engine.engine.RunRequest``) on Spark (spark_jobs/jobs/gc.py). Success needs both a
+    """A GC run (``spark_jobs.engine.request.RunRequest``) on Spark (spark_jobs/jobs/gc.py). Success needs both a
     clean exit with a result event and the run's record in the namespace (summary.json) saying so; returns that
     record as read back."""
     from spark_jobs.engine import report  # noqa: PLC0415
