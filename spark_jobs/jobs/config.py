@@ -1,6 +1,6 @@
 """A job's settings, carried in the Hadoop configuration (`spark.hadoop.lakefs.*` in the properties file
 spark-submit is given), under the names the seed and lakeFS's own Spark client use. One table maps each setting to
-its key, both ways: the submitter writes a JobConfig out (``properties``), the job reads it back (``from_hadoop``)."""
+its key, both ways: the submitter writes a JobSettings out (``properties``), the job reads it back (``from_hadoop``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-# JobConfig's field → its Hadoop key (without the `spark.hadoop.` prefix Spark strips when it builds the Hadoop
+# JobSettings's field → its Hadoop key (without the `spark.hadoop.` prefix Spark strips when it builds the Hadoop
 # configuration).
 KEYS = {
     "api_url": "lakefs.api.url",
@@ -29,7 +29,7 @@ PUBLIC = ("api_url", "read_timeout_seconds", "connection_timeout_seconds", "rang
           "address_num_partitions")
 
 
-class JobConfigError(ValueError):
+class JobSettingsError(ValueError):
     """A configuration value a job cannot use; the message names the key."""
 
 
@@ -37,14 +37,14 @@ def _positive_int(key: str, raw: str) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise JobConfigError(f"spark.hadoop.{key}={raw!r} is not an integer") from None
+        raise JobSettingsError(f"spark.hadoop.{key}={raw!r} is not an integer") from None
     if value <= 0:
-        raise JobConfigError(f"spark.hadoop.{key}={raw!r} must be positive")
+        raise JobSettingsError(f"spark.hadoop.{key}={raw!r} must be positive")
     return value
 
 
 @dataclass(frozen=True)
-class JobConfig:
+class JobSettings:
     """Every setting of KEYS; an unset or empty key takes the default here, and a number must be positive."""
 
     api_url: str | None = None
@@ -60,7 +60,7 @@ class JobConfig:
     lease_json: str | None = None
 
     @classmethod
-    def from_hadoop(cls, get: Callable[[str], str | None]) -> JobConfig:
+    def from_hadoop(cls, get: Callable[[str], str | None]) -> JobSettings:
         values: dict[str, Any] = {}
         for field in fields(cls):
             key = KEYS[field.name]
@@ -94,6 +94,6 @@ def spark_context():
     return sc
 
 
-def hadoop_config(sc) -> JobConfig:
+def hadoop_config(sc) -> JobSettings:
     hadoop = sc._jsc.hadoopConfiguration()  # noqa: SLF001 - the documented way to reach it from Python
-    return JobConfig.from_hadoop(hadoop.get)
+    return JobSettings.from_hadoop(hadoop.get)

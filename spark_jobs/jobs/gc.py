@@ -80,8 +80,8 @@ def main(argv: list[str]) -> int:
     from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.request import RunRequest  # noqa: PLC0415
     from spark_jobs.engine.run import run  # noqa: PLC0415
-    from spark_jobs.engine.storage import StorageConfig  # noqa: PLC0415
-    from spark_jobs.jobs.config import JobConfigError, hadoop_config, spark_context  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageConfig  # noqa: PLC0415
+    from spark_jobs.jobs.config import JobSettingsError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415
 
     # bad arguments fail before Spark starts
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
     try:
         config = hadoop_config(sc)
         if not (config.api_url and config.access_key and config.secret_key):
-            raise JobConfigError("spark.hadoop.lakefs.api.url, .access_key and .secret_key must be set")
+            raise JobSettingsError("spark.hadoop.lakefs.api.url, .access_key and .secret_key must be set")
         api = LakeFSApiConfig(config.api_url, config.access_key, config.secret_key,
                               connect_timeout=config.connection_timeout_seconds,
                               read_timeout=config.read_timeout_seconds)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import spark_jobs
-from spark_jobs.jobs.config import JobConfig
+from spark_jobs.jobs.config import JobSettings
 from spark_jobs.jobs.protocol import parse_event
 from workers.settings import LakeFSConnection, SparkSettings
 
@@ -112,10 +112,10 @@ def check_java(env: Mapping[str, str]) -> None:
 
 def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnection | None = None, storage=None,
                    lease_json: str | None = None) -> dict[str, str]:
-    """Spark properties for a job: its settings (``spark_jobs.jobs.config.JobConfig``: the seed's tuning keys, the
+    """Spark properties for a job: its settings (``spark_jobs.jobs.config.JobSettings``: the seed's tuning keys, the
     lakeFS connection as lakeFS's own Spark client names it, the stores' settings of ``storage``, a
     ``StorageConfig``, and the run's lease), then the user's extra conf, which wins."""
-    config = JobConfig(
+    config = JobSettings(
         read_timeout_seconds=spark.api_read_timeout_seconds,
         connection_timeout_seconds=spark.api_connection_timeout_seconds,
         range_num_partitions=spark.range_num_partitions, address_num_partitions=spark.address_num_partitions,

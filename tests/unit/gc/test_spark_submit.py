@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.jobs.config import JobConfig, JobConfigError
+from spark_jobs.jobs.config import JobSettings, JobSettingsError
 from spark_jobs.jobs.protocol import EVENT_PREFIX, parse_event
 from workers.gc.submit import JobOutcome, build_py_files, job_properties, submit_command, write_properties
 from workers.settings import LakeFSConnection, SparkSettings
@@ -40,13 +40,13 @@ def test_seed_keys_and_credentials_go_to_the_properties_not_the_command_line(tmp
 
 
 def test_job_config_defaults_and_bad_values():
-    config = JobConfig.from_hadoop({}.get)
+    config = JobSettings.from_hadoop({}.get)
     assert (config.range_num_partitions, config.address_num_partitions) == (50, 200)
     assert config.timeouts == (10, 10)
-    with pytest.raises(JobConfigError, match="lakefs.gc.range.num_partitions='0' must be positive"):
-        JobConfig.from_hadoop({"lakefs.gc.range.num_partitions": "0"}.get)
-    with pytest.raises(JobConfigError, match="is not an integer"):
-        JobConfig.from_hadoop({"lakefs.api.read.timeout_seconds": "ten"}.get)
+    with pytest.raises(JobSettingsError, match="lakefs.gc.range.num_partitions='0' must be positive"):
+        JobSettings.from_hadoop({"lakefs.gc.range.num_partitions": "0"}.get)
+    with pytest.raises(JobSettingsError, match="is not an integer"):
+        JobSettings.from_hadoop({"lakefs.api.read.timeout_seconds": "ten"}.get)
 
 
 def test_events_and_outcome():
@@ -92,14 +92,14 @@ def test_a_run_request_travels_to_the_job_whole():
 
 
 def test_job_settings_travel_whole_and_credentials_stay_private():
-    full = JobConfig(api_url="http://l/api/v1", access_key="a", secret_key="s", read_timeout_seconds=3,
+    full = JobSettings(api_url="http://l/api/v1", access_key="a", secret_key="s", read_timeout_seconds=3,
                      connection_timeout_seconds=4, range_num_partitions=5, address_num_partitions=6,
                      storage_options_json='{"s3": {}}', local_root="/data", max_in_flight=7, lease_json="{}")
     props = full.properties()
-    assert JobConfig.from_hadoop(lambda key: props.get(f"spark.hadoop.{key}")) == full
+    assert JobSettings.from_hadoop(lambda key: props.get(f"spark.hadoop.{key}")) == full
     assert set(full.public()) == {"api_url", "read_timeout_seconds", "connection_timeout_seconds",
                                   "range_num_partitions", "address_num_partitions"}
-    assert JobConfig().properties() == {"spark.hadoop.lakefs.api.read.timeout_seconds": "10",
+    assert JobSettings().properties() == {"spark.hadoop.lakefs.api.read.timeout_seconds": "10",
                                         "spark.hadoop.lakefs.api.connection.timeout_seconds": "10",
                                         "spark.hadoop.lakefs.gc.range.num_partitions": "50",
                                         "spark.hadoop.lakefs.gc.address.num_partitions": "200",
