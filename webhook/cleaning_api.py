@@ -29,8 +29,7 @@ def _answer(stored, status: int = 200):
 
 
 def _lock(repository: str):
-    s = services()
-    return GCRuns(s.redis, s.settings.key_prefix).edit_lock(repository)
+    return GCRuns.of(services()).edit_lock(repository)
 
 
 def _stale(exc: StaleETag):

@@ -16,6 +16,7 @@ from webhook.errors import error_response
 from workers.gc.store import GCRuns
 from workers.hooks import record
 from workers.idle_clock.events import EVENT_TYPES, EventError, parse_event
+from workers.idle_clock.store import ClockStore
 from workers.metrics import Metrics
 
 bp = Blueprint("hooks", __name__)
@@ -52,7 +53,7 @@ def receive():
         return error_response(422, "not a valid lakeFS event", details=exc.errors)
     try:
         # Everything the event changes in Redis (idle clock, summary, GC's commit count): one atomic round trip.
-        outcome = record(event, clock=s.clock, runs=GCRuns(s.redis, s.settings.key_prefix))
+        outcome = record(event, clock=ClockStore.of(s), runs=GCRuns.of(s))
     except Exception:
         _events(metrics, event.event_type, "error").inc()
         raise

@@ -101,7 +101,7 @@ def delete(lakefs: LakeFS, repository: str):
 
 
 def _edit_lock(repository: str):
-    return LifecycleRecords(services().redis, services().settings.key_prefix).edit_lock(repository)
+    return LifecycleRecords.of(services()).edit_lock(repository)
 
 
 def _stale(exc: StaleETag):

@@ -1,5 +1,7 @@
 """One typed bundle of the clients every entry point needs (CLI, Celery worker, Flask app).
 
+A shared module: it knows no domain; a domain builds its stores from it (``ClockStore.of(services)``).
+
 Each client is built on first use, never at import time, and any of them can be handed in instead (unit tests
 pass in-memory stand-ins from tests/fakes.py). The lakeFS SDK is imported only when a lakeFS client is built,
 so the receiver, which never calls lakeFS with the service's own credentials, does not load it.
@@ -12,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from workers.idle_clock.store import ClockStore
 from workers.metrics import Metrics, multiprocess_enabled
 from workers.settings import Settings
 
@@ -43,10 +44,6 @@ class Services:
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.settings.redis_url, socket_timeout=self._redis_timeout,
                                     socket_connect_timeout=min(self._redis_timeout, 5))
-
-    @cached_property
-    def clock(self) -> ClockStore:
-        return ClockStore(self.redis, self.settings.key_prefix)
 
     @cached_property
     def metrics(self) -> Metrics:

@@ -16,7 +16,7 @@ from workers.branch_lifecycle.policies import PolicyValidationError, canonical, 
 from workers.branch_lifecycle.run import decision_dict, plan
 from workers.branch_lifecycle.runner import FutureRunRefused, LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import LifecycleRecords, StaleETag, clear_policies, get_policies, set_policies
-from workers.cli.common import (
+from workers.cli_common import (
     Runtime,
     console,
     friendly_errors,
@@ -26,6 +26,7 @@ from workers.cli.common import (
     short_time,
     table,
 )
+from workers.idle_clock.store import ClockStore
 from workers.lakefs.client import Conflict, LakeFSError, NotFound
 from workers.uris import URIError, parse_branch_uri
 
@@ -93,7 +94,7 @@ def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str 
     precondition = None if force else (if_match or get_policies(rt.lakefs, repository).etag)
     try:
         stored = set_policies(rt.lakefs, repository, policies, if_match=precondition,
-                              lock=LifecycleRecords.beside(rt.clock).edit_lock(repository))
+                              lock=LifecycleRecords.of(rt.services).edit_lock(repository))
     except StaleETag as exc:
         raise click.ClickException(f"{exc} (--force to overwrite)") from None
     _print_policies(stored)
@@ -112,7 +113,7 @@ def _read(path: str) -> str:
 @friendly_errors
 def clear_cmd(rt: Runtime, repository: str) -> None:
     """Remove every policy (idempotent)."""
-    clear_policies(rt.lakefs, repository, lock=LifecycleRecords.beside(rt.clock).edit_lock(repository))
+    clear_policies(rt.lakefs, repository, lock=LifecycleRecords.of(rt.services).edit_lock(repository))
     click.echo(f"cleared branch lifecycle policies of lakefs://{repository}")
 
 
@@ -153,7 +154,7 @@ def _why(d: Decision) -> str:
 def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | None, impact: bool) -> None:
     """Every branch with its matching policy, age, idle time and when it will be deleted (or why never)."""
     now = parse_now(now_text)
-    p = plan(rt.lakefs, rt.clock, repository, now=now, adopt_untracked=rt.settings.lifecycle_adopt_untracked,
+    p = plan(rt.lakefs, ClockStore.of(rt.services), repository, now=now, adopt_untracked=rt.settings.lifecycle_adopt_untracked,
              max_stats=rt.settings.reconcile_max_staged_stats)
     frees = _impacts(rt, repository, [d.branch_id for d in p.decisions if d.action == "delete"]) if impact else {}
     if as_json:
@@ -198,7 +199,7 @@ def run_cmd(rt: Runtime, repository: str, dry_run: bool, now_text: str | None, a
     now = parse_now(now_text)
     options = LifecycleOptions.from_settings(rt.settings)
     try:
-        report = run_repository(rt.lakefs, rt.clock, repository, now=now, options=options, dry_run=dry_run)
+        report = run_repository(rt.lakefs, ClockStore.of(rt.services), repository, now=now, options=options, dry_run=dry_run)
     except FutureRunRefused:
         raise click.BadParameter("a --now in the future can only be used with --dry-run", param_hint="--now") from None
     if report.locked_out:
@@ -226,7 +227,7 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
         uri = parse_branch_uri(branch_uri)
     except URIError as exc:
         raise click.BadParameter(str(exc), param_hint="lakefs://REPOSITORY/BRANCH") from None
-    record = LifecycleRecords.beside(rt.clock).last_deletion(uri.repository_id, uri.ref)
+    record = LifecycleRecords.of(rt.services).last_deletion(uri.repository_id, uri.ref)
     if record is None or not record.get("head") or record.get("status") not in ("deleted", "pending"):
         raise click.ClickException(f"no lifecycle deletion of {branch_uri} is recorded")
     try:
@@ -238,8 +239,8 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
         raise click.ClickException(f"commit {record['head']} is gone (garbage collected?): {exc}") from None
     # A new life: without this, a branch whose HEAD carries no action file keeps its old clock and would be
     # deleted again by the next run.
-    rt.clock.record_created(uri.repository_id, uri.ref, datetime.now(UTC), source="restored",
-                             head=record["head"])
+    ClockStore.of(rt.services).record_created(uri.repository_id, uri.ref, datetime.now(UTC), source="restored",
+                                              head=record["head"])
     click.echo(f"restored {branch_uri} at {record['head']} (deleted {record['deleted_at']} by policy "
                f"{record['policy_id']})")
 
@@ -251,7 +252,7 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
 @friendly_errors
 def history_cmd(rt: Runtime, repository: str, limit: int) -> None:
     """Branches the lifecycle deleted, newest first (YAML)."""
-    click.echo(yaml.safe_dump(LifecycleRecords.beside(rt.clock).deletions(repository, limit), sort_keys=False) or "[]")
+    click.echo(yaml.safe_dump(LifecycleRecords.of(rt.services).deletions(repository, limit), sort_keys=False) or "[]")
 
 
 COMMANDS = (branch_lifecycle,)

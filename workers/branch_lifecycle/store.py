@@ -25,6 +25,7 @@ DELETION_LOG_LENGTH = 10_000
 if TYPE_CHECKING:
     from workers.idle_clock.store import ClockStore
     from workers.lakefs.client import LakeFS
+    from workers.services import Services
 
 METADATA_KEY = "lakefs_janitor.branch_lifecycle.v1"
 
@@ -84,6 +85,11 @@ class LifecycleRecords:
     def __init__(self, client: redis.Redis, prefix: str):
         self.redis = client
         self.prefix = prefix
+
+    @classmethod
+    def of(cls, services: Services) -> LifecycleRecords:
+        """The records in the services' Redis, under their key prefix."""
+        return cls(services.redis, services.settings.key_prefix)
 
     @classmethod
     def beside(cls, clock: ClockStore) -> LifecycleRecords:

@@ -4,29 +4,28 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from celery import Task, shared_task
+from celery import shared_task
 
-from workers.celery.base import RETRYABLE, services
+from workers.idle_clock.store import ClockStore
+from workers.task_base import JanitorTask
 
 
-@shared_task(bind=True, name="workers.branch_lifecycle.tasks.run_repository", autoretry_for=RETRYABLE,
-             retry_backoff=True, max_retries=3, acks_late=True)
-def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -> dict:
+@shared_task(bind=True, base=JanitorTask, name="workers.branch_lifecycle.tasks.run_repository")
+def run_repository_task(self: JanitorTask, repository_id: str, dry_run: bool = False) -> dict:
     from workers.branch_lifecycle.runner import LifecycleOptions, run_repository  # noqa: PLC0415
 
-    s = services(self)
-    report = run_repository(s.lakefs, s.clock, repository_id, now=datetime.now(UTC),
+    s = self.services
+    report = run_repository(s.lakefs, ClockStore.of(s), repository_id, now=datetime.now(UTC),
                             options=LifecycleOptions.from_settings(s.settings), dry_run=dry_run, metrics=s.metrics)
     return _summary(report)
 
 
-@shared_task(bind=True, name="workers.branch_lifecycle.tasks.run_all", autoretry_for=RETRYABLE,
-             retry_backoff=True, max_retries=3, acks_late=True)
-def run_all_task(self: Task) -> list[dict] | str:
+@shared_task(bind=True, base=JanitorTask, name="workers.branch_lifecycle.tasks.run_all")
+def run_all_task(self: JanitorTask) -> list[dict] | str:
     from workers.branch_lifecycle.runner import LifecycleOptions, run_all  # noqa: PLC0415
 
-    s = services(self)
-    reports = run_all(s.lakefs, s.clock, datetime.now(UTC), options=LifecycleOptions.from_settings(s.settings),
+    s = self.services
+    reports = run_all(s.lakefs, ClockStore.of(s), datetime.now(UTC), options=LifecycleOptions.from_settings(s.settings),
                       metrics=s.metrics)
     return "skipped: another lifecycle run holds the lock" if reports is None else [_summary(r) for r in reports]
 

@@ -8,38 +8,14 @@ import tempfile
 
 import click
 
-from workers.cli.common import Runtime, friendly_errors, pass_runtime
+from workers.branch_lifecycle import cli as branch_lifecycle_cli
+from workers.cli_common import Runtime, friendly_errors, pass_runtime
+from workers.gc import cli as gc_cli
+from workers.idle_clock import cli as idle_clock_cli
 from workers.settings import CONFIG_FILE_ENV
 
 
-class JanitorGroup(click.Group):
-    """The top-level group; each domain's commands are added the first time the group's commands are looked at,
-    so that a domain's ``cli`` module can be imported on its own (it imports ``workers.cli.common``, which makes
-    Python import this package and this module first)."""
-
-    _domains_added = False
-
-    @property
-    def commands(self) -> dict[str, click.Command]:
-        if _DEFINED and not self._domains_added:
-            self._domains_added = True
-            from workers.branch_lifecycle import cli as branch_lifecycle_cli  # noqa: PLC0415
-            from workers.gc import cli as gc_cli  # noqa: PLC0415
-            from workers.idle_clock import cli as idle_clock_cli  # noqa: PLC0415
-
-            for command in (*idle_clock_cli.COMMANDS, *branch_lifecycle_cli.COMMANDS, *gc_cli.COMMANDS):
-                self.add_command(command)
-        return self._commands
-
-    @commands.setter
-    def commands(self, value: dict[str, click.Command]) -> None:
-        self._commands = value
-
-
-_DEFINED = False  # True once this module has run: its own commands are added while it runs
-
-
-@click.group(cls=JanitorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), envvar=CONFIG_FILE_ENV,
               help="YAML settings file (env: LAKEFS_JANITOR_CONFIG).")
 @click.version_option(package_name="lakefs-janitor")
@@ -69,7 +45,8 @@ def serve(rt: Runtime, bind: str, workers: int, threads: int) -> None:
     os.execve(sys.executable, args, env)
 
 
-_DEFINED = True
+for _command in (*idle_clock_cli.COMMANDS, *branch_lifecycle_cli.COMMANDS, *gc_cli.COMMANDS):
+    main.add_command(_command)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
 from spark_jobs.core.report import describe_cache
-from workers.cli.common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
+from workers.cli_common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
 from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
 from workers.gc.preview import policy_preview, run_breakdown
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
@@ -54,7 +54,7 @@ def _progress_display(enabled: bool) -> Iterator[Callable[[str, int], None] | No
 def _go(rt: Runtime, request: GCRequest, as_json: bool):
     try:
         with _progress_display(not as_json) as progress:
-            runs = GCRuns(rt.services.redis, rt.settings.key_prefix, rt.settings.redis_url)
+            runs = GCRuns.of(rt.services)
             return execute(rt.settings.gc, request, connection=rt.settings.lakefs, runs=runs, metrics=None,
                            progress=progress, spark=rt.settings.spark)
     except Busy as exc:
@@ -170,7 +170,7 @@ def sweep_cmd(rt: Runtime, repository: str, mark_id: str, engine: str | None, as
 @friendly_errors
 def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None, limit: int, as_json: bool) -> None:
     """Past GC runs of the repository, newest first; with a RUN_ID and --by-prefix, what that run did by prefix."""
-    runs = GCRuns(rt.services.redis, rt.settings.key_prefix)
+    runs = GCRuns.of(rt.services)
     if target.startswith("lakefs://"):
         try:
             repository = parse_repository_uri(target).repository_id

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from spark_jobs.core.durations import DurationError, parse_duration
-from workers.cli.common import Runtime, console, friendly_errors, pass_runtime, repository_argument, short_time, table
+from workers.cli_common import Runtime, console, friendly_errors, pass_runtime, repository_argument, short_time, table
 from workers.gc import savepoints
 from workers.gc.runner import GCError
 from workers.gc.store import GCRuns
@@ -43,7 +43,7 @@ def cutoff(value: str | None) -> timedelta | None:
 
 
 def _lock(rt: Runtime, repository: str):
-    return GCRuns(rt.services.redis, rt.settings.key_prefix).edit_lock(repository)
+    return GCRuns.of(rt.services).edit_lock(repository)
 
 
 @click.group("savepoint")

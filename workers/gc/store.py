@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import redis
 
 from workers.gc.lease import Holder, RunLease
 from workers.locks import named_lock
 from workers.scripts import Step
+
+if TYPE_CHECKING:
+    from workers.services import Services
 
 HISTORY_LENGTH = 1000
 
@@ -21,6 +25,11 @@ class GCRuns:
         self.redis = client
         self.prefix = prefix
         self.url = url  # for the deleters' own connections (Spark executors); None: derived from the client
+
+    @classmethod
+    def of(cls, services: Services) -> GCRuns:
+        """The runs of the services' Redis, under their key prefix: how every entry point gets them."""
+        return cls(services.redis, services.settings.key_prefix, services.settings.redis_url)
 
     def _key(self, repository_id: str) -> str:
         return f"{self.prefix}:gc-runs:{repository_id}"

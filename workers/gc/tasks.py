@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from celery import Task, shared_task
+from celery import shared_task
 
-from workers.celery.base import RETRYABLE, services
+from workers.task_base import JanitorTask
 
 
-@shared_task(bind=True, name="workers.gc.tasks.run_repository", autoretry_for=RETRYABLE, retry_backoff=True,
-             max_retries=3, acks_late=True)
-def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -> dict:
+@shared_task(bind=True, base=JanitorTask, name="workers.gc.tasks.run_repository")
+def run_repository_task(self: JanitorTask, repository_id: str, dry_run: bool = False) -> dict:
     from workers.gc.runner import Busy, GCError, GCRequest, execute  # noqa: PLC0415
     from workers.gc.store import GCRuns  # noqa: PLC0415
 
-    s = services(self)
+    s = self.services
     request = GCRequest(repository_id, "run", dry_run=dry_run, engine=s.settings.gc.engine)
     try:
         summary = execute(s.settings.gc, request, connection=s.settings.lakefs,
-                          runs=GCRuns(s.redis, s.settings.key_prefix, s.settings.redis_url), metrics=s.metrics, spark=s.settings.spark)
+                          runs=GCRuns.of(s), metrics=s.metrics, spark=s.settings.spark)
     except Busy as exc:
         return {"repository_id": repository_id, "skipped": str(exc)}
     except GCError as exc:
@@ -28,26 +27,24 @@ def run_repository_task(self: Task, repository_id: str, dry_run: bool = False) -
             "deleted": summary.swept, "deleted_bytes": summary.deleted_bytes, "dry_run": summary.dry_run}
 
 
-@shared_task(bind=True, name="workers.gc.tasks.run_all", autoretry_for=RETRYABLE, retry_backoff=True,
-             max_retries=3, acks_late=True)
-def run_all_task(self: Task) -> list[str]:
+@shared_task(bind=True, base=JanitorTask, name="workers.gc.tasks.run_all")
+def run_all_task(self: JanitorTask) -> list[str]:
     from workers.idle_clock.reconcile import writable_repositories  # noqa: PLC0415
 
-    repos = writable_repositories(services(self).lakefs)
+    repos = writable_repositories(self.services.lakefs)
     for repository_id in repos:
         run_repository_task.apply_async((repository_id,))
     return repos
 
 
-@shared_task(bind=True, name="workers.gc.tasks.trigger_due", autoretry_for=RETRYABLE, retry_backoff=True,
-             max_retries=3, acks_late=True)
-def trigger_due_task(self: Task) -> dict:
+@shared_task(bind=True, base=JanitorTask, name="workers.gc.tasks.trigger_due")
+def trigger_due_task(self: JanitorTask) -> dict:
     """Event-driven cleaning: start the GC of every repository with enough commits since its last run."""
     from workers.gc.store import GCRuns  # noqa: PLC0415
     from workers.gc.trigger import due  # noqa: PLC0415
 
-    s = services(self)
-    runs = GCRuns(s.redis, s.settings.key_prefix)
+    s = self.services
+    runs = GCRuns.of(s)
     started, skipped = [], []
     for repository_id in due(runs.commits_since_run(), s.settings.gc.trigger_commits):
         if runs.running(repository_id):  # never two runs of one repository at once

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from spark_jobs.core.durations import format_duration
-from workers.cli.common import (
+from workers.cli_common import (
     Runtime,
     console,
     friendly_errors,
@@ -60,7 +60,7 @@ def reconcile(rt: Runtime, repository: str) -> None:
     from workers.idle_clock.reconcile import reconcile_repository  # noqa: PLC0415
 
     s = rt.settings
-    report = reconcile_repository(rt.lakefs, rt.clock, repository, now=datetime.now(UTC),
+    report = reconcile_repository(rt.lakefs, ClockStore.of(rt.services), repository, now=datetime.now(UTC),
                                   max_branches=s.reconcile_max_branches, max_stats=s.reconcile_max_staged_stats)
     for write in report.writes:
         click.echo(f"write   {write.branch_id}  {write.kind}  {_iso(write.at)}")
@@ -112,7 +112,7 @@ def branch_rows(lakefs: LakeFS, clock: ClockStore, repository: str, *, now: date
 def branches(rt: Runtime, repository: str, as_json: bool) -> None:
     """Each branch with its creation time, last write and idle time."""
     now = datetime.now(UTC)
-    rows = branch_rows(rt.lakefs, rt.clock, repository, now=now)
+    rows = branch_rows(rt.lakefs, ClockStore.of(rt.services), repository, now=now)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

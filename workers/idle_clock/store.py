@@ -21,6 +21,7 @@ from workers.scripts import Step
 
 if TYPE_CHECKING:
     from workers.idle_clock.events import ClockKind
+    from workers.services import Services
 
 Source = Literal["webhook", "reconciler", "restored"]
 
@@ -183,6 +184,11 @@ class ClockStore:
         self.redis = client
         self.prefix = prefix
         self._observe = client.register_script(_OBSERVE)
+
+    @classmethod
+    def of(cls, services: Services) -> ClockStore:
+        """The clock in the services' Redis, under their key prefix: how every entry point gets it."""
+        return cls(services.redis, services.settings.key_prefix)
 
     def _key(self, repository_id: str, branch_id: str) -> str:
         return f"{self.prefix}:branch:{repository_id}:{branch_id}"

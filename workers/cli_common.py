@@ -1,4 +1,7 @@
-"""What every ``lakefs-janitor`` command shares: the lazily built runtime, error handling, argument types."""
+"""What every ``lakefs-janitor`` command shares: the lazily built runtime, error handling, argument types.
+
+A shared module (not under ``workers.cli``, the click group that adds every domain's commands), so that each domain's
+``cli`` module uses it without importing the group."""
 
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from workers.idle_clock.store import ClockStore
 from workers.lakefs.client import LakeFS, LakeFSError
 from workers.services import Services
 from workers.settings import Settings, SettingsError, load_settings
@@ -38,10 +40,6 @@ class Runtime:
     @property
     def lakefs(self) -> LakeFS:
         return self.services.lakefs
-
-    @property
-    def clock(self) -> ClockStore:
-        return self.services.clock
 
 
 pass_runtime = click.make_pass_decorator(Runtime, ensure=True)

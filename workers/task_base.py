@@ -1,0 +1,31 @@
+"""The base class of every domain's Celery tasks: the retry and acknowledgement options, and the worker's services.
+
+A shared module, so that domains build their tasks without importing the Celery wiring (``workers.celery``)."""
+
+from __future__ import annotations
+
+import redis
+from celery import Task
+
+from workers.lakefs.errors import Unavailable
+from workers.services import Services
+
+# redis-py's ConnectionError and TimeoutError do not derive from the builtins of the same name: both are listed,
+# or a Redis blip would fail the task instead of retrying it.
+RETRYABLE = (Unavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError,
+             TimeoutError)
+
+
+class JanitorTask(Task):
+    """Retried with backoff on the failures that pass, acknowledged once done (a worker lost mid-task redelivers
+    it). A task that needs other retry options passes them to ``shared_task`` beside ``base=JanitorTask``."""
+
+    autoretry_for = RETRYABLE
+    retry_backoff = True
+    max_retries = 3
+    acks_late = True
+
+    @property
+    def services(self) -> Services:
+        """The worker's clients (``workers.celery.app`` hands them to the app)."""
+        return self.app.janitor
