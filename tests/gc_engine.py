@@ -16,7 +16,7 @@ from spark_jobs.engine.mark import Marked
 from spark_jobs.engine.parallel import Runner, ThreadRunner
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import run_marked
-from spark_jobs.engine.storage import StorageConfig
+from spark_jobs.engine.stores import StorageConfig
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
 
 RUNNERS = ("threads", pytest.param("spark", marks=pytest.mark.spark))

@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from common import ROOT, STORE_NAMES, CheckFailed, World, check, machine, spark_context  # noqa: E402
 from generate import HistoryShape, MetadataOnly, StoreObjects, extend, generate, staged_base  # noqa: E402
 
-from spark_jobs.engine.storage import BATCH  # noqa: E402
+from spark_jobs.engine.stores import STORES  # noqa: E402
 from tests.services import ThrottlingProxy, is_batch_delete  # noqa: E402
 
 QUICK = {"objects": 300, "commits": 6, "changed": 5, "rounds": 1, "sweep_objects": 150, "sweep_commits": 3,
@@ -168,7 +168,7 @@ def sweep(world: World, runners: dict[str, Any], a: argparse.Namespace, spark) -
             check(counter.counts["delete_objects"] == summary.delete_requests,
                   f"{runner}: the proxy saw {counter.counts['delete_objects']} DeleteObjects requests, the record "
                   f"says {summary.delete_requests}")
-        check(summary.delete_requests == math.ceil(garbage / BATCH[world.kind]) or world.kind == "local",
+        check(summary.delete_requests == math.ceil(garbage / STORES[world.kind].batch) or world.kind == "local",
               f"{world.kind}/{runner}: {summary.delete_requests} delete requests for {garbage} objects")
         result[runner] = {"seconds": elapsed, "deleted": len(deleted), "delete_requests": summary.delete_requests,
                           "requests_seen": dict(counter.counts) if proxy else None,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
-from spark_jobs.engine.storage import Namespace, StorageConfig
+from spark_jobs.engine.stores import StorageConfig, open_namespace
 
 Progress = Callable[[str, int], None]  # (phase, count so far)
 
@@ -36,7 +36,7 @@ class JobConfig:
 class OpenContext:
     def __init__(self, config: JobConfig) -> None:
         self.config = config
-        self.ns = Namespace(config.storage)
+        self.ns = open_namespace(config.storage)
         self._api: LakeFSApi | None = None
         self.prefixes = self.ns.prefixes
         self.seen_blocks: set[bytes] = set()  # data blocks this partition decoded (see sstable.range_addresses)

@@ -29,7 +29,7 @@ from spark_jobs.engine.mark_source import Cached, Files, Source, Span
 from spark_jobs.engine.parallel import Runner, in_background
 from spark_jobs.engine.repository import Graph, read_uncommitted
 from spark_jobs.engine.request import RunRequest
-from spark_jobs.engine.storage import Namespace, StorageError
+from spark_jobs.engine.stores import Namespace, StorageError
 
 
 def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:

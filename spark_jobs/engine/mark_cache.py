@@ -29,7 +29,7 @@ from typing import Any
 from spark_jobs.core.cache_segments import check_pointer, described, packed, pointer, segment_name, unpacked
 from spark_jobs.core.mark_cache import SLOTS, CacheError, Held, Memory, decode, encode, merged, plan_save, trusted
 from spark_jobs.engine.parallel import in_background
-from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
+from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 log = logging.getLogger(__name__)
 PREFIX = "_lakefs/retention/gc/janitor-mark-cache/v1"
@@ -67,7 +67,7 @@ class Preload:
         """None when the namespace cannot be reached before lakeFS is asked (a local blockstore whose folder is
         learnt from lakeFS): ``load`` then reads it itself."""
         try:
-            return cls(Namespace(storage), repository_id=repository_id, namespace=storage.namespace)
+            return cls(open_namespace(storage), repository_id=repository_id, namespace=storage.namespace)
         except StorageError:
             return None
 

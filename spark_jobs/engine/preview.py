@@ -18,7 +18,7 @@ from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.repository import Graph, load_graph
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import resolve_storage
-from spark_jobs.engine.storage import StorageConfig, StorageError
+from spark_jobs.engine.stores import StorageConfig, StorageError
 
 
 def dry_mark(api: LakeFSApi, api_config: LakeFSApiConfig, storage: StorageConfig, *, repository_id: str,

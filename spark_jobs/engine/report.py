@@ -14,7 +14,7 @@ from datetime import datetime
 from spark_jobs.core import report as core
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.core.report import Summary
-from spark_jobs.engine.storage import Namespace, StorageError
+from spark_jobs.engine.stores import Namespace, StorageError
 
 
 def new_run_id(now: datetime) -> str:

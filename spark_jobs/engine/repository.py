@@ -22,7 +22,7 @@ from spark_jobs.core.cleaning import (
 from spark_jobs.core.retention import DAY, Commit, GCRules, commit_from_api, read_line
 from spark_jobs.engine.context import GCError
 from spark_jobs.engine.lakefs_api import LakeFSApi
-from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
+from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 
 @dataclass
@@ -109,7 +109,7 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
     local_root = storage.local_root or learn_local_root(api, repository_id, namespace, location=location,
                                                         branches=heads)
     storage = StorageConfig(namespace, local_root, storage.options_json, storage.max_in_flight)
-    ns = Namespace(storage)
+    ns = open_namespace(storage)
     relative = relative_key(location, FULL, ns.prefixes)
     if relative is None and storage.local_root and (actual := local_root_from(namespace, location)) is not None:
         # lakeFS's own full address names its blockstore folder: the configured one is not it

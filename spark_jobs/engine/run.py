@@ -17,7 +17,7 @@ from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.report import new_run_id
 from spark_jobs.engine.repository import learn_local_root, load_graph
 from spark_jobs.engine.request import MODES, RunRequest
-from spark_jobs.engine.storage import StorageConfig, StorageError
+from spark_jobs.engine.stores import StorageConfig, StorageError
 from spark_jobs.engine.sweep import sweep
 
 

@@ -21,7 +21,7 @@ from spark_jobs.engine.lease import LeaseLost, LeaseRef, LeaseWatch
 from spark_jobs.engine.mark_source import Files
 from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.repository import uncommitted_addresses
-from spark_jobs.engine.storage import BATCH, StorageError
+from spark_jobs.engine.stores import StorageError
 
 
 class DeleteContext(OpenContext):
@@ -86,7 +86,7 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
             summary.capped = len(doomed) - max_deletions
             doomed = doomed[:max_deletions]
         progress("re-checked", len(doomed))
-        size = BATCH[ctx.ns.store]
+        size = ctx.ns.batch
         batches = [doomed[i:i + size] for i in range(0, len(doomed), size)]
         try:
             results = runner.map_units(batches, unit_delete, partial(open_deleter, config, lease),

@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
     from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.request import RunRequest  # noqa: PLC0415
     from spark_jobs.engine.run import run  # noqa: PLC0415
-    from spark_jobs.engine.storage import StorageConfig  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageConfig  # noqa: PLC0415
     from spark_jobs.jobs.config import JobSettingsError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415
 

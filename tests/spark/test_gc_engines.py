@@ -22,7 +22,7 @@ from spark_jobs.engine.context import GCError
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import run_marked
-from spark_jobs.engine.storage import Namespace, StorageConfig
+from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.gc_engine import Collector
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer, VersityGW
 from tests.spark.history import build_history
@@ -34,7 +34,7 @@ from workers.settings import GCSettings
 
 def _plan(summary: Summary, options_json: str | None = None) -> tuple[Summary, list[str]]:
     """A plan as stored in the namespace: its record and the keys it deletes."""
-    ns = Namespace(StorageConfig(summary.storage_namespace, summary.local_root, options_json))
+    ns = open_namespace(StorageConfig(summary.storage_namespace, summary.local_root, options_json))
     plan = report.read_plan(ns, summary.run_id, summary.repository_id)
     return plan.summary, plan.keys
 

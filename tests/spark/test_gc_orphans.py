@@ -23,7 +23,7 @@ import redis
 from spark_jobs.engine.context import GCError
 from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.request import RunRequest
-from spark_jobs.engine.storage import Namespace, StorageConfig
+from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.gc_engine import Collector
 from tests.services import LakeFSServer, janitor_env
 from tests.spark.cluster import spark_env
@@ -43,7 +43,7 @@ def history(lakefs) -> Iterator[str]:
 
 
 def data_keys(lakefs_server: LakeFSServer, repo: str) -> set[str]:
-    ns = Namespace(StorageConfig(f"local://{repo}", str(lakefs_server.dir / "block")))
+    ns = open_namespace(StorageConfig(f"local://{repo}", str(lakefs_server.dir / "block")))
     return {o.key for o in ns.list_data()}
 
 

@@ -22,7 +22,7 @@ from spark_jobs.engine.lease import LeaseRef
 from spark_jobs.engine.parallel import ThreadRunner
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import head_range_count, run_marked
-from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
+from spark_jobs.engine.stores import StorageConfig, StorageError, open_namespace
 from workers.gc.lease import Busy, Holder
 from workers.gc.store import GCRuns
 from workers.gc.stores import storage_options_json
@@ -84,7 +84,7 @@ def reaches_store(api: LakeFSApiConfig, gc: GCSettings, repository_id: str) -> s
         namespace = client.repository(repository_id)["storage_namespace"]
         if namespace.startswith("local://") and not gc.local_blockstore_path:
             return None
-        Namespace(replace(storage_config(gc), namespace=namespace)).probe()
+        open_namespace(replace(storage_config(gc), namespace=namespace)).probe()
         return None
     except StorageError as exc:
         return str(exc)

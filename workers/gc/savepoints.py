@@ -17,7 +17,7 @@ from spark_jobs.engine.impact import Impact, savepoint_impact
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.parallel import ThreadRunner
 from spark_jobs.engine.preview import dry_mark
-from spark_jobs.engine.storage import StorageError
+from spark_jobs.engine.stores import StorageError
 from workers.gc.cleaning_store import get_cleaning
 from workers.gc.runner import GCError, api_config, min_age_of, storage_config
 from workers.lakefs.errors import LakeFSError

@@ -261,7 +261,7 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
     from spark_jobs.engine import report  # noqa: PLC0415
     from spark_jobs.engine.context import GCError  # noqa: PLC0415
     from spark_jobs.engine.report import new_run_id  # noqa: PLC0415
-    from spark_jobs.engine.storage import Namespace, StorageConfig  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageConfig, open_namespace  # noqa: PLC0415
 
     now = request.now or datetime.now(UTC)
     run_id = request.run_id or (new_run_id(now) if request.mode != "sweep" else None)
@@ -273,8 +273,8 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
         reason = (outcome.error or {}).get("reason") or "spark"
         raise GCError(f"GC of {request.repository_id} on Spark failed: {outcome.failure_reason()}", reason)
     reported = report.Summary.from_dict(outcome.result.get("summary") or {})
-    ns = Namespace(StorageConfig(reported.storage_namespace, storage.local_root or reported.local_root,
-                                 storage.options_json))
+    ns = open_namespace(StorageConfig(reported.storage_namespace, storage.local_root or reported.local_root,
+                                      storage.options_json))
     stored = report.read_summary(ns, reported.run_id)
     if stored.run_id != reported.run_id or not stored.success or stored.phase != reported.phase:
         raise GCError(f"GC of {request.repository_id}: the job ended but its summary.json does not report success",

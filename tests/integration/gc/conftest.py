@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.engine.storage import Namespace, StorageConfig
+from spark_jobs.engine.stores import Namespace, StorageConfig, open_namespace
 from tests.gc_engine import RUNNERS, Collector, runner_of
 
 
@@ -21,7 +21,7 @@ def gc(lakefs_server) -> Collector:
 
 @pytest.fixture
 def namespace(repo, local_root) -> Namespace:
-    return Namespace(StorageConfig(f"local://{repo}", local_root))
+    return open_namespace(StorageConfig(f"local://{repo}", local_root))
 
 
 @pytest.fixture(params=RUNNERS)

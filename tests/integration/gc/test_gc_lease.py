@@ -16,7 +16,7 @@ import redis
 
 from spark_jobs.engine.context import GCError, JobConfig
 from spark_jobs.engine.lease import LeaseLost, LeaseRef, LeaseWatch
-from spark_jobs.engine.storage import StorageConfig
+from spark_jobs.engine.stores import StorageConfig
 from spark_jobs.engine.sweep import open_deleter, unit_delete
 from tests.fakes import fresh_metrics
 from tests.integration.conftest import commit, upload

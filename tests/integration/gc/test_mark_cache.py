@@ -26,7 +26,7 @@ from spark_jobs.core.report import describe_cache
 from spark_jobs.engine import mark_cache, mark_source
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.mark_cache import PREFIX, load, save
-from spark_jobs.engine.storage import Namespace, StorageConfig
+from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_against_lakefs import key_of, rules
 from workers.gc.cleaning_store import clear_cleaning, set_cleaning
@@ -167,7 +167,7 @@ def check_bounded(repo: str, local_root: str, cache: dict, where: str) -> None:
     """The stored cache describes what the run used and, of files no run uses any more, at most DEAD_SHARE of
     what it holds, in at most MAX_SEGMENTS segments: it does not grow without bound."""
     used = sum(cache[f"{kind}_{how}"] for kind in ("ranges", "metaranges") for how in ("cached", "read"))
-    stored = load(Namespace(StorageConfig(f"local://{repo}", local_root)), repository_id=repo,
+    stored = load(open_namespace(StorageConfig(f"local://{repo}", local_root)), repository_id=repo,
                   namespace=f"local://{repo}")
     assert stored.stats["state"] == "used" and 1 <= len(stored.segments) <= MAX_SEGMENTS, (where, stored.stats)
     assert used <= stored.stored_files <= used / (1 - DEAD_SHARE), (where, used, stored.stored_files)

@@ -200,7 +200,7 @@ def test_the_namespace_reads_and_lists_s3_through_a_plain_client_as_s3fs_does(st
     than s3fs's event loop); they must see exactly what s3fs sees, missing objects and buckets included."""
     import json  # noqa: PLC0415
 
-    from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageConfig, StorageError, open_namespace  # noqa: PLC0415
 
     store = store_of("s3")
     namespace = store.namespace(f"plain-{uuid.uuid4().hex[:8]}")
@@ -211,17 +211,17 @@ def test_the_namespace_reads_and_lists_s3_through_a_plain_client_as_s3fs_does(st
     for key, data in files.items():
         fs.pipe(store.fsspec_path(namespace, key), data)
     options = json.dumps({"s3": store.fsspec_options()})
-    plain = Namespace(StorageConfig(namespace, None, options, 8))
+    plain = open_namespace(StorageConfig(namespace, None, options, 8))
     assert plain.s3 is not None
     # a profile has no plain equivalent: s3fs does every request (the profile does not exist: nothing is sent)
-    assert Namespace(StorageConfig(namespace, None, json.dumps({"s3": {**store.fsspec_options(),
-                                                                        "profile": "x"}}), 8)).s3 is None
+    assert open_namespace(StorageConfig(namespace, None, json.dumps({"s3": {**store.fsspec_options(),
+                                                                             "profile": "x"}}), 8)).s3 is None
     listed = {e["name"].rsplit("/", 1)[-1]: e["size"] for e in fs.ls(store.fsspec_path(namespace, "_lakefs"),
                                                                        detail=True, refresh=True)
               if e["type"] == "file"}
     sizes = plain.metadata_sizes()
     # the sizes-only listing (ElementTree, not botocore's parser) pages as botocore does: 7 objects a page here
-    from spark_jobs.engine.storage import _plain_s3_client  # noqa: PLC0415
+    from spark_jobs.engine.stores.s3 import _plain_s3_client  # noqa: PLC0415
 
     bucket, _, folder = store.fsspec_path(namespace, "_lakefs/").partition("/")
     sizes_only = _plain_s3_client(json.dumps(store.fsspec_options(), sort_keys=True), 8, True)
@@ -252,21 +252,21 @@ def test_the_namespace_reads_and_lists_s3_through_a_plain_client_as_s3fs_does(st
     data.update({f"legacy-{i}": b"r" * i for i in range(4)})
     for key, body in {**data, "dummy": b"", "data/g0/": b""}.items():
         fs.pipe(store.fsspec_path(namespace, key), body)
-    through_s3fs = Namespace(StorageConfig(namespace, None, options, 8))
+    through_s3fs = open_namespace(StorageConfig(namespace, None, options, 8))
     through_s3fs.s3 = None
     assert plain.list_units() == through_s3fs.list_units()
     ours = sorted(plain.list_data(), key=lambda o: o.key)
     theirs = sorted(through_s3fs.list_data(), key=lambda o: o.key)
     assert ours == theirs
     assert {(o.key, o.size) for o in ours} == {(k, len(v)) for k, v in data.items()}
-    elsewhere = Namespace(StorageConfig(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/repo", None, options, 8))
+    elsewhere = open_namespace(StorageConfig(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/repo", None, options, 8))
     assert elsewhere.metadata_sizes() == {}
     with pytest.raises(StorageError, match="does not exist"):
         elsewhere.read("_lakefs/x")
     with pytest.raises(StorageError, match="NoSuchBucket"):
         elsewhere.write("_lakefs/x", b"x")
     # the store gone: a clear, classified failure after the throttle's retries, not a botocore traceback
-    gone = Namespace(StorageConfig(namespace, None, json.dumps({"s3": {
+    gone = open_namespace(StorageConfig(namespace, None, json.dumps({"s3": {
         **store.fsspec_options("http://127.0.0.1:9"), "config_kwargs": {"connect_timeout": 1, "read_timeout": 1}}}),
         8))
     with pytest.raises(StorageError) as failed:

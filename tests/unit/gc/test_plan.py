@@ -6,7 +6,7 @@ import pytest
 
 from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
 from spark_jobs.core.plan import StoredObject, plan_deletions
-from spark_jobs.engine.storage import Namespace, StorageConfig, StorageError
+from spark_jobs.engine.stores import StorageConfig, StorageError, open_namespace
 
 OLD, CUTOFF, NEW = 100.0, 200.0, 300.0
 
@@ -39,7 +39,7 @@ def test_storage_refuses_to_delete_metadata_or_leave_the_namespace(tmp_path):
     root = tmp_path / "ns"
     (root / "_lakefs").mkdir(parents=True)
     (root / "_lakefs" / "abc").write_bytes(b"m")
-    ns = Namespace(StorageConfig("local://ns", str(tmp_path)))
+    ns = open_namespace(StorageConfig("local://ns", str(tmp_path)))
     assert ns.path("_lakefs/abc") == str(root / "_lakefs" / "abc")  # the file checked below is the one it sees
     with pytest.raises(StorageError, match="metadata"):
         ns.delete(["_lakefs/abc"])

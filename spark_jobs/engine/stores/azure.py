@@ -1,0 +1,50 @@
+"""Azure Blob: ``https://<account>.blob.core.windows.net/<container>/<prefix>`` (ADLS Gen2's
+``…dfs.core.windows.net/…`` names the same blobs) through adlfs, deleted with blob batches (256 blobs)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from spark_jobs.engine.stores.base import THROTTLING_STATUS, Location, Namespace
+
+AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?:blob|dfs)\.core\.windows\.net$")
+
+
+class AzureNamespace(Namespace):
+    store = "azure"
+    batch = 256
+    package = "adlfs"
+
+    @classmethod
+    def where(cls, rest: str, local_root: str | None) -> Location | None:
+        host, _, path = rest.partition("/")
+        match = AZURE_HOST.match(host)
+        if match and path.strip("/"):
+            return Location("azure", "abfs", path.strip("/"), match.group("account"))
+        return None  # another https:// host: not a store lakeFS supports
+
+    @classmethod
+    def fsspec_options(cls, location: Location, options: dict[str, Any]) -> dict[str, Any]:
+        if location.account and not options.get("connection_string"):
+            options.setdefault("account_name", location.account)
+        return options
+
+    def _batch_request(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
+        from fsspec.asyn import sync  # noqa: PLC0415
+
+        container, _, _ = self.root.partition("/")
+        names = self._names(keys)
+
+        async def request() -> list[tuple[str, int]]:
+            # one blob batch request (adlfs's own rm deletes blob by blob)
+            async with self.fs.service_client.get_container_client(container) as client:
+                responses = await client.delete_blobs(*names, raise_on_any_failure=False)
+                statuses = [response.status_code async for response in responses]
+            return list(zip(names, statuses, strict=True))
+
+        answers = sync(self.fs.loop, request)
+        again = [names[n] for n, status in answers if status in THROTTLING_STATUS]
+        failed = [f"{names[n]}: HTTP {status}" for n, status in answers
+                  if status not in (200, 202, 404) and status not in THROTTLING_STATUS]
+        return len(keys) - len(again) - len(failed), again, failed

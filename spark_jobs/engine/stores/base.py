@@ -1,0 +1,354 @@
+"""What every store shares: the configuration an executor rebuilds a namespace from (``StorageConfig``), the one
+error (``StorageError``), how a store's answer is classified (throttling, unreachable), the key checks, and
+``Namespace``: the contract each store module implements, with the listing, reading, writing and batching written
+once over a handful of per-store steps (``_get``, ``_write``, ``_metadata_listing``, ``_unit_infos``,
+``_batch_request``; the fsspec calls by default).
+
+Every request goes through ``_call``: under the process's throttle for the store (``throttle.Throttle``), a
+library's error classified as throttling (retried at a lower rate), unreachable (retried a few times) or a
+failure (a StorageError that says what was asked of which namespace).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from spark_jobs.core.addresses import namespace_prefixes
+from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
+from spark_jobs.engine.throttle import Throttled, ThrottleStats, Unreachable, shared_throttle
+
+# What the stores answer when they throttle or have a passing fault worth a retry at a lower rate
+THROTTLING = ("SlowDown", "ServerBusy", "Throttl", "TooManyRequests", "Too Many Requests", "RequestLimitExceeded",
+              "ServiceUnavailable", "Service Unavailable", "InternalError", "OperationTimedOut", "rateLimitExceeded")
+THROTTLING_STATUS = {429, 500, 502, 503, 504}
+# A request that timed out or lost its connection, as each store library (and the asyncio/aiohttp underneath)
+# names it: passing on a busy network, or the store gone
+UNREACHABLE = ("Timeout", "TimedOut", "ConnectionError", "ConnectionClosed", "EndpointConnection",
+               "ServerDisconnected", "ClientConnector", "ClientOSError", "ConnectionReset", "IncompleteRead")
+
+
+class StorageError(RuntimeError):
+    def __init__(self, message: str, reason: str = "storage") -> None:
+        super().__init__(message)
+        self.reason = reason  # labels the failure metric: storage, storage-unavailable, storage-throttled
+
+    def __reduce__(self):  # from an executor to the driver with its reason
+        return type(self), (str(self), self.reason)
+
+
+@dataclass(frozen=True)
+class Location:
+    store: str  # local | s3 | azure | gcs
+    protocol: str  # fsspec protocol
+    root: str  # the namespace's path as fsspec names it: bucket/prefix, container/prefix, or a local folder
+    account: str | None = None  # Azure storage account
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    namespace: str  # as lakeFS gives it
+    local_root: str | None = None  # the local blockstore's folder, for local:// namespaces
+    # fsspec options per store, a JSON object {"s3": {...}, "azure": {...}, "gcs": {...}}: endpoint, credentials
+    options_json: str | None = None
+    max_in_flight: int = 8  # requests to the store at once, per process
+
+    def options(self, store: str) -> dict[str, Any]:
+        try:
+            every = json.loads(self.options_json) if self.options_json else {}
+        except ValueError as exc:
+            raise StorageError(f"the storage options are not JSON: {exc}") from None
+        if not isinstance(every, dict) or not isinstance(every.get(store, {}), dict):
+            raise StorageError('the storage options must be a JSON object {"s3": {...}, "azure": {...}, "gcs": {...}}')
+        return dict(every.get(store) or {})
+
+
+@dataclass
+class DeleteResult:
+    deleted: int = 0
+    requests: int = 0
+    backoffs: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+def _mtime(info: dict) -> float:
+    for key in ("LastModified", "last_modified", "mtime", "updated", "created", "creation_time"):
+        value = info.get(key)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str) and value:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    raise StorageError(f"no modification time for {info.get('name')}: cannot apply the safety cutoff")
+
+
+def _status(exc: BaseException) -> int | None:
+    for attr in ("status_code", "status", "code"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return None
+
+
+def is_throttling(exc: BaseException) -> bool:
+    """Whether an error from a store library says "slow down" (or a passing server fault)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if _status(seen) in THROTTLING_STATUS or any(word in str(seen) for word in THROTTLING):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether an error from a store library is a time-out or a failed connection (not an answer)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (TimeoutError, ConnectionError)) or any(
+                word in type(seen).__name__ for word in UNREACHABLE) or "timed out" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def check_key(key: str) -> str:
+    if not key or key.startswith("/") or ".." in key.split("/") or "://" in key:
+        raise StorageError(f"refusing a key that leaves the namespace: {key!r}")
+    return key
+
+
+class Namespace:
+    """One storage namespace on its store: what the GC lists, reads, writes (under ``_lakefs/`` only) and deletes
+    (never under ``_lakefs/``). Opened by ``stores.open_namespace``, which picks the store's subclass; a subclass
+    names its store and batch size and overrides the steps its store does differently."""
+
+    store = ""  # local | s3 | azure | gcs
+    batch = 1  # keys per delete request
+    package = ""  # the Python package fsspec needs for the store, named when it is missing
+    settings_hint = "the store settings"  # what to check when the namespace cannot be listed
+
+    def __init__(self, config: StorageConfig, location: Location) -> None:
+        self.config = config
+        self.location = location
+        self.root = location.root
+        self.options = config.options(self.store)
+        self.fs = self.filesystem(location, self.options)
+        # per store, not per namespace object: each partition opens its own, the cap is the process's
+        self.throttle = shared_throttle(f"{self.store}:{self.root.partition('/')[0]}", config.max_in_flight)
+        self.prefixes = namespace_prefixes(config.namespace, config.local_root)
+
+    @classmethod
+    def where(cls, rest: str, local_root: str | None) -> Location | None:
+        """Where a namespace of this store's scheme lives (``rest``: the namespace after ``scheme://``), or None
+        when it is not one this store reads."""
+        raise NotImplementedError
+
+    @classmethod
+    def fsspec_options(cls, location: Location, options: dict[str, Any]) -> dict[str, Any]:
+        """The store's own changes to its fsspec options (``options`` is the caller's copy)."""
+        return options
+
+    @classmethod
+    def filesystem(cls, location: Location, options: dict[str, Any]):
+        import fsspec  # noqa: PLC0415 - built on executors too, after the zip is importable
+
+        options = cls.fsspec_options(location, dict(options))
+        # A GC must see the namespace as it is now: no listing cache. The instance is shared by every namespace
+        # with the same options in this process (fsspec's instance cache): a client is built once per executor.
+        options.setdefault("use_listings_cache", False)
+        try:
+            return cls.tuned(fsspec.filesystem(location.protocol, **options))
+        except ImportError as exc:
+            raise StorageError(f"{cls.store} namespaces need the Python package {cls.package} ({exc})") from None
+        except (TypeError, ValueError) as exc:
+            raise StorageError(f"the {cls.store} storage settings are unusable: {exc}") from None
+
+    @classmethod
+    def tuned(cls, fs):
+        """The filesystem once built, with the store's settings fsspec takes only as attributes."""
+        return fs
+
+    def path(self, key: str) -> str:
+        return f"{self.root}/{check_key(key)}"
+
+    def _call(self, what: str, fn, tally: ThrottleStats | None = None):
+        """One request (or one library call) under the throttle; other errors become a StorageError."""
+        def attempt():
+            try:
+                return fn()
+            except FileNotFoundError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - provider errors vary; classified here
+                if is_throttling(exc):
+                    raise Throttled(str(exc)) from exc
+                if is_unreachable(exc):
+                    raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
+                raise StorageError(f"{what} on {self.config.namespace} failed: {type(exc).__name__}: {exc}") from exc
+        try:
+            return self.throttle.call(attempt, what, tally)
+        except Unreachable as exc:
+            raise StorageError(f"{what} on {self.config.namespace}: the store is unreachable (a request times out "
+                               f"after GC__STORE_TIMEOUT_SECONDS): {exc}", "storage-unavailable") from None
+        except Throttled as exc:
+            raise StorageError(f"{what} on {self.config.namespace}: {exc}", "storage-throttled") from None
+
+    def probe(self) -> None:
+        """Fail early, and say why, when the namespace cannot be listed with the settings given."""
+        try:
+            self._call("list", lambda: self.fs.ls(self.root, detail=False))
+        except FileNotFoundError:
+            raise StorageError(f"{self.config.namespace} does not exist or is empty (no _lakefs/ there): check "
+                               f"{self.settings_hint}") from None
+
+    def read(self, key: str) -> bytes:
+        try:
+            return self._call(f"reading {key}", lambda: self._get(key))
+        except FileNotFoundError:
+            raise StorageError(f"{self.config.namespace}/{key} does not exist") from None
+
+    def _get(self, key: str) -> bytes:
+        """One object's bytes; FileNotFoundError when it (or its bucket) does not exist."""
+        return self.fs.cat_file(self.path(key))
+
+    def write(self, key: str, data: bytes) -> None:
+        if not check_key(key).startswith(METADATA_PREFIX):
+            raise StorageError(f"refusing to write {key}: the GC writes only under {METADATA_PREFIX}")
+        self._write(key, self.path(key), data)
+
+    def _write(self, key: str, path: str, data: bytes) -> None:
+        self._call(f"writing {key}", lambda: self.fs.pipe_file(path, data))
+
+    def read_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """``read`` of each key, the requests in flight together (up to the store's cap): a run's few metadata
+        files cost one round trip instead of one each. The first failure is raised."""
+        return dict(zip(keys := list(keys), self._each(self.read, keys), strict=True))
+
+    def write_many(self, files: Mapping[str, bytes]) -> None:
+        """``write`` of each file, in flight together; which lands first is not said (write what must come
+        last, such as a pointer or a summary, after this returns)."""
+        self._each(lambda key: self.write(key, files[key]), list(files))
+
+    def _each(self, fn, keys: list[str]) -> list:
+        if len(keys) <= 1:
+            return [fn(key) for key in keys]
+        with ThreadPoolExecutor(max(1, min(len(keys), self.config.max_in_flight)), thread_name_prefix="gc-ns") as pool:
+            return list(pool.map(fn, keys))
+
+    def list_metadata(self, prefix: str) -> list[str]:
+        """Keys of the files under ``prefix`` inside ``_lakefs/`` (what lakeFS wrote for a GC run)."""
+        if not check_key(prefix).startswith(METADATA_PREFIX):
+            raise StorageError(f"the GC lists only lakeFS's metadata under {METADATA_PREFIX}, not {prefix!r}")
+        base = f"{self.root}/"
+        try:
+            found = self._call(f"listing {prefix}", lambda: self.fs.find(self.path(prefix.rstrip("/"))))
+        except FileNotFoundError:
+            return []
+        return sorted(name[len(base):] for name in found if name.startswith(base))
+
+    def metadata_sizes(self) -> dict[str, int]:
+        """Name -> size of every file directly under ``_lakefs/`` (the range files and metaranges), from one
+        listing; empty when there is no ``_lakefs/``."""
+        try:
+            found = self._call("listing _lakefs/", self._metadata_listing)
+        except FileNotFoundError:
+            return {}
+        return {e["name"].rstrip("/").rsplit("/", 1)[-1]: int(e.get("size") or 0) for e in found
+                if e.get("type") == "file"}
+
+    def _metadata_listing(self) -> list[dict[str, Any]]:
+        """What is directly under ``_lakefs/``, as fsspec describes it (name, size, type)."""
+        return self.fs.ls(self.path("_lakefs"), detail=True, refresh=True)
+
+    def list_units(self) -> list[str]:
+        """``data/<slice>/`` for every slice, then ``""`` for the namespace root (legacy flat layout)."""
+        try:
+            entries = self._call("listing data/", lambda: self.fs.ls(self.path("data"), detail=True, refresh=True))
+        except FileNotFoundError:
+            entries = []
+        units = {f"data/{e['name'].rstrip('/').rsplit('/', 1)[-1]}/" for e in entries if e.get("type") == "directory"}
+        return sorted(units) + [""]
+
+    def list_unit(self, unit: str) -> list[StoredObject]:
+        """Every object of one unit; the root unit is not recursive and skips ``_lakefs`` and ``dummy``."""
+        base = f"{self.root}/"
+        try:
+            infos = self._unit_infos(unit)
+        except FileNotFoundError:
+            return []
+        out = []
+        for info in infos:
+            name = info["name"]
+            if not name.startswith(base) or info.get("type") == "directory":
+                continue
+            key = name[len(base):]
+            if not key or key.startswith(METADATA_PREFIX) or key == "dummy" or key.endswith("/"):
+                continue
+            out.append(StoredObject(key, int(info.get("size") or 0), _mtime(info)))
+        return out
+
+    def _unit_infos(self, unit: str) -> Iterable[dict[str, Any]]:
+        """The files of one unit as fsspec describes them (name, size, a modification time): everything under
+        ``data/<slice>/``, or only the files directly in the root for ``""``."""
+        if unit:
+            return self._call(f"listing {unit}", lambda: self.fs.find(self.path(unit.rstrip("/")),
+                                                                      detail=True)).values()
+        return [e for e in self._call("listing the root", lambda: self.fs.ls(self.root, detail=True, refresh=True))
+                if e.get("type") == "file"]
+
+    def list_data(self) -> Iterable[StoredObject]:
+        """Every data object, unit by unit (the runners list units in parallel)."""
+        for unit in self.list_units():
+            yield from self.list_unit(unit)
+
+    def delete(self, keys: Iterable[str]) -> DeleteResult:
+        """Delete in the store's batches; an object already gone counts as deleted (a re-run over a partly
+        collected namespace). Refuses anything under ``_lakefs/``."""
+        keys = list(keys)
+        for key in keys:
+            if check_key(key).startswith(METADATA_PREFIX):
+                raise StorageError(f"refusing to delete metadata {key!r}")
+        result, tally = DeleteResult(), ThrottleStats()
+        for start in range(0, len(keys), self.batch):
+            self._delete_batch(keys[start:start + self.batch], result, tally)
+        result.requests, result.backoffs = tally.requests, tally.backoffs
+        return result
+
+    def _delete_batch(self, batch: list[str], result: DeleteResult, tally: ThrottleStats) -> None:
+        """One batch through the store's batch request, under the throttle; keys the store throttled alone are
+        retried alone after a back-off, and reported failed when they are still throttled."""
+        pending = list(batch)
+        for attempt in range(self.throttle.max_attempts):
+            throttled_keys: list[str] = []
+
+            def request(keys=pending, retry=throttled_keys) -> None:
+                retry.clear()
+                done, again, failed = self._batch_request(keys)
+                result.deleted += done
+                result.failed.extend(failed)
+                if again and len(again) == len(keys):
+                    raise Throttled(f"all {len(keys)} keys of a batch delete were throttled")
+                retry.extend(again)
+
+            self._call("batch delete", request, tally)
+            if not throttled_keys:
+                return
+            # some keys of the batch were throttled: that answer is throttling too; retry only those
+            self.throttle.back_off(attempt, tally)
+            pending = list(throttled_keys)
+        result.failed.extend(f"{k}: still throttled" for k in pending)
+
+    def _batch_request(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
+        """One batch-delete request: (deleted, keys to retry because the store throttled them, failures)."""
+        raise NotImplementedError
+
+    def _names(self, keys: list[str]) -> dict[str, str]:
+        """Each key's object name inside the bucket or container (the root's first segment), to its key."""
+        return {self.path(k).partition("/")[2]: k for k in keys}
