@@ -1,23 +1,30 @@
-"""What every ``lakefs-janitor`` command shares: the lazily built runtime, error handling, argument types.
+"""What every ``lakefs-janitor`` command shares: the lazily built runtime, error handling, argument types, tables,
+and the commands of a policy document stored on the repository.
 
 A shared module (not under ``workers.cli``, the click group that adds every domain's commands), so that each domain's
 ``cli`` module uses it without importing the group."""
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from functools import cached_property, wraps
+from pathlib import Path
 from typing import Any
 
 import click
 import redis
+import yaml
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from workers.lakefs.client import LakeFS, LakeFSError
+from workers.lakefs.documents import PolicyDocument, StaleETag, Stored
+from workers.locks import EditLocks
 from workers.services import Services
 from workers.settings import Settings, SettingsError, load_settings
 from workers.uris import URIError, parse_repository_uri
@@ -93,3 +100,63 @@ def parse_now(value: str | None) -> datetime:
         raise click.BadParameter(f"{value!r} is not an ISO-8601 time (e.g. 2026-01-31T12:00:00Z)",
                                  param_hint="--now") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def load_yaml_file(path: Path, param_hint: str) -> Any:
+    """A JSON or YAML file's document; a file that cannot be read or parsed is a usage error naming the option."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=param_hint) from None
+    except yaml.YAMLError as exc:
+        raise click.BadParameter(f"{path} is not JSON or YAML: {exc}", param_hint=param_hint) from None
+
+
+class DocumentCommands:
+    """`get`, `clear` and the write of `set` for a policy document stored on the repository
+    (``workers.lakefs.documents.PolicyDocument``), the same for every domain that has one: ``locks(services)`` is
+    the domain's store whose ``edit_lock`` its other writers hold too, ``cleared`` what `clear` says
+    (``{repository}`` filled in)."""
+
+    def __init__(self, document: PolicyDocument, *, locks: Callable[[Services], EditLocks], cleared: str):
+        self.document = document
+        self.locks = locks
+        self.cleared = cleared
+
+    def lock(self, rt: Runtime, repository: str) -> AbstractContextManager:
+        return self.locks(rt.services).edit_lock(repository)
+
+    def echo(self, stored: Stored) -> None:
+        click.echo(json.dumps(self.document.body(stored.policies), indent=2))
+
+    def write(self, rt: Runtime, repository: str, policies: Sequence, *, force: bool, if_match: str | None) -> None:
+        """Store the policies and print what was stored. Like lakectl: the ETag just read is the precondition,
+        unless --force (none) or --if-match (that one)."""
+        precondition = None if force else (if_match or self.document.get(rt.lakefs, repository).etag)
+        try:
+            stored = self.document.set(rt.lakefs, repository, policies, if_match=precondition,
+                                       lock=self.lock(rt, repository))
+        except StaleETag as exc:
+            raise click.ClickException(f"{exc} (--force to overwrite)") from None
+        self.echo(stored)
+
+    def add_get_and_clear(self, group: click.Group, *, get_help: str | None = None,
+                          clear_help: str | None = None) -> None:
+        @group.command("get", help=get_help)
+        @repository_argument
+        @click.option("--etag", "show_etag", is_flag=True, help="Also print the ETag (to stderr).")
+        @pass_runtime
+        @friendly_errors
+        def get(rt: Runtime, repository: str, show_etag: bool) -> None:
+            stored = self.document.get(rt.lakefs, repository)
+            self.echo(stored)
+            if show_etag:
+                click.echo(f"ETag: {stored.etag}", err=True)
+
+        @group.command("clear", help=clear_help)
+        @repository_argument
+        @pass_runtime
+        @friendly_errors
+        def clear(rt: Runtime, repository: str) -> None:
+            self.document.clear(rt.lakefs, repository, lock=self.lock(rt, repository))
+            click.echo(self.cleared.format(repository=repository))

@@ -4,6 +4,8 @@ crashed holder."""
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 import redis
 from redis.lock import Lock
@@ -17,6 +19,13 @@ def named_lock(client: redis.Redis, prefix: str, name: str, *, seconds: float,
     if blocking_timeout is None:
         return client.lock(f"{prefix}:lock:{name}", timeout=seconds, blocking=False)
     return client.lock(f"{prefix}:lock:{name}", timeout=seconds, blocking_timeout=blocking_timeout)
+
+
+class EditLocks(Protocol):
+    """A domain's store that serialises the edits of a document stored on the repository (lakeFS has no
+    conditional write for repository metadata): everyone who edits it through lakefs-janitor holds this lock."""
+
+    def edit_lock(self, repository_id: str) -> AbstractContextManager: ...
 
 
 def release_quietly(lock: Lock, what: str) -> None:

@@ -12,11 +12,12 @@ import yaml
 
 from spark_jobs.core.durations import format_duration
 from workers.branch_lifecycle.evaluation import Decision
-from workers.branch_lifecycle.policies import PolicyValidationError, canonical, load_policy_text
+from workers.branch_lifecycle.policies import PolicyValidationError, load_policy_text
 from workers.branch_lifecycle.run import decision_dict, plan
 from workers.branch_lifecycle.runner import FutureRunRefused, LifecycleOptions, run_repository
-from workers.branch_lifecycle.store import LifecycleRecords, StaleETag, clear_policies, get_policies, set_policies
+from workers.branch_lifecycle.store import POLICIES, LifecycleRecords
 from workers.cli_common import (
+    DocumentCommands,
     Runtime,
     console,
     friendly_errors,
@@ -36,21 +37,9 @@ def branch_lifecycle() -> None:
     """Policies that delete stale branches, and their runs."""
 
 
-def _print_policies(stored, as_json: bool = True) -> None:
-    click.echo(json.dumps(canonical(stored.policies), indent=2))
-
-
-@branch_lifecycle.command("get")
-@repository_argument
-@click.option("--etag", "show_etag", is_flag=True, help="Also print the ETag (to stderr).")
-@pass_runtime
-@friendly_errors
-def get_cmd(rt: Runtime, repository: str, show_etag: bool) -> None:
-    """Print the repository's policies (JSON, the canonical shape)."""
-    stored = get_policies(rt.lakefs, repository)
-    _print_policies(stored)
-    if show_etag:
-        click.echo(f"ETag: {stored.etag}", err=True)
+_POLICIES = DocumentCommands(POLICIES, locks=LifecycleRecords.of, cleared="cleared branch lifecycle policies of lakefs://{repository}")
+_POLICIES.add_get_and_clear(branch_lifecycle, get_help="Print the repository's policies (JSON, the canonical shape).",
+                            clear_help="Remove every policy (idempotent).")
 
 
 def _file_problems(rt: Runtime, repository: str, text: str) -> PolicyValidationError | None:
@@ -90,14 +79,7 @@ def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str 
         policies = load_policy_text(text, repo.default_branch)  # the patterns against the default branch
     except PolicyValidationError as exc:
         raise click.ClickException(f"{path}: invalid policies:\n{exc}") from None
-    # Like lakectl: send the ETag we read as the precondition unless --force.
-    precondition = None if force else (if_match or get_policies(rt.lakefs, repository).etag)
-    try:
-        stored = set_policies(rt.lakefs, repository, policies, if_match=precondition,
-                              lock=LifecycleRecords.of(rt.services).edit_lock(repository))
-    except StaleETag as exc:
-        raise click.ClickException(f"{exc} (--force to overwrite)") from None
-    _print_policies(stored)
+    _POLICIES.write(rt, repository, policies, force=force, if_match=if_match)
 
 
 def _read(path: str) -> str:
@@ -105,16 +87,6 @@ def _read(path: str) -> str:
         return Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read {path}: {exc}") from None
-
-
-@branch_lifecycle.command("clear")
-@repository_argument
-@pass_runtime
-@friendly_errors
-def clear_cmd(rt: Runtime, repository: str) -> None:
-    """Remove every policy (idempotent)."""
-    clear_policies(rt.lakefs, repository, lock=LifecycleRecords.of(rt.services).edit_lock(repository))
-    click.echo(f"cleared branch lifecycle policies of lakefs://{repository}")
 
 
 def _fmt(td: timedelta | None) -> str:

@@ -1,15 +1,12 @@
-"""Branch lifecycle policies stored on the repository itself, in lakeFS repository metadata.
-
-Reading needs read access to the repository and writing needs UpdateRepository, both checked by lakeFS
-against whoever's credentials the given client carries. The ETag is a hash of the canonical list.
+"""Branch lifecycle policies stored on the repository itself, in lakeFS repository metadata (a
+``workers.lakefs.documents.PolicyDocument``: its ETag is a hash of the canonical list), and the lifecycle's own
+records in Redis.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -17,6 +14,7 @@ import redis
 from redis.lock import Lock
 
 from workers.branch_lifecycle.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
+from workers.lakefs.documents import PolicyDocument
 from workers.lakefs.errors import LakeFSError
 from workers.locks import named_lock
 
@@ -24,25 +22,9 @@ DELETION_LOG_LENGTH = 10_000
 
 if TYPE_CHECKING:
     from workers.idle_clock.store import ClockStore
-    from workers.lakefs.client import LakeFS
     from workers.services import Services
 
 METADATA_KEY = "lakefs_janitor.branch_lifecycle.v1"
-
-
-class StaleETag(RuntimeError):
-    """The policies changed since the caller read them."""
-
-    def __init__(self, given: str, current: str):
-        super().__init__(f"the policies changed since they were read (If-Match {given}, current ETag {current}); "
-                         "read them again, or force the write")
-        self.current = current
-
-
-@dataclass(frozen=True)
-class StoredPolicies:
-    policies: list[Policy]
-    etag: str
 
 
 class StoredPoliciesInvalid(LakeFSError):
@@ -55,28 +37,19 @@ class StoredPoliciesInvalid(LakeFSError):
                          409)
 
 
-def get_policies(lakefs: LakeFS, repository_id: str) -> StoredPolicies:
-    metadata = lakefs.call("read repository metadata", lakefs.repositories.get_repository_metadata, repository_id)
-    raw = (metadata or {}).get(METADATA_KEY)
-    if not raw:
-        return StoredPolicies([], etag([]))
+def _parse(repository_id: str, raw: str) -> list[Policy]:
     try:
         # Stored documents were validated on write; the default branch check is not repeated on read so that a
         # later change of default branch cannot make the stored list unreadable (evaluation exempts it anyway).
-        policies = parse_policies(json.loads(raw), None)
+        return parse_policies(json.loads(raw), None)
     except json.JSONDecodeError as exc:
         raise StoredPoliciesInvalid(repository_id, f"not JSON ({exc})") from None
     except PolicyValidationError as exc:
         raise StoredPoliciesInvalid(repository_id, str(exc).replace("\n", "; ")) from None
-    return StoredPolicies(policies, etag(policies))
 
 
-def _check(lakefs: LakeFS, repository_id: str, if_match: str | None) -> None:
-    if if_match is None:
-        return
-    current = get_policies(lakefs, repository_id).etag
-    if if_match.strip() not in (current, "*"):
-        raise StaleETag(if_match, current)
+POLICIES = PolicyDocument(METADATA_KEY, what="policies", parse=_parse, body=canonical, etag=etag)
+get_policies, set_policies, clear_policies = POLICIES.get, POLICIES.set, POLICIES.clear
 
 
 class LifecycleRecords:
@@ -141,32 +114,3 @@ class LifecycleRecords:
         """A warning that could not be sent is sent again by the next run."""
         if due:
             self.redis.delete(*[self._warned(repository_id, b, at) for b, at in due])
-
-
-def set_policies(lakefs: LakeFS, repository_id: str, policies: Sequence[Policy], *, if_match: str | None = None,
-                 lock: AbstractContextManager | None = None) -> StoredPolicies:
-    """Store the list; with if_match, only if the stored list still has that ETag."""
-    if not policies:
-        return clear_policies(lakefs, repository_id, if_match=if_match, lock=lock)
-    body = json.dumps(canonical(policies), sort_keys=True, separators=(",", ":"))
-    with lock or nullcontext():
-        _check(lakefs, repository_id, if_match)
-        lakefs.call("write repository metadata", lakefs.internal.set_repository_metadata, repository_id,
-                    _sdk().RepositoryMetadataSet(metadata={METADATA_KEY: body}))
-    return StoredPolicies(list(policies), etag(policies))
-
-
-def clear_policies(lakefs: LakeFS, repository_id: str, *, if_match: str | None = None,
-                   lock: AbstractContextManager | None = None) -> StoredPolicies:
-    """Remove every policy; clearing a repository with none is not an error."""
-    with lock or nullcontext():
-        _check(lakefs, repository_id, if_match)
-        lakefs.call("delete repository metadata", lakefs.internal.delete_repository_metadata, repository_id,
-                    _sdk().RepositoryMetadataKeys(keys=[METADATA_KEY]))
-    return StoredPolicies([], etag([]))
-
-
-def _sdk():
-    import lakefs_sdk  # noqa: PLC0415 - the receiver loads this module; the SDK only when a policy is written
-
-    return lakefs_sdk

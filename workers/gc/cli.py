@@ -1,23 +1,30 @@
-"""GC commands, lakectl-style: `gc run|plan|sweep|show lakefs://repo`, `gc rules get|set|clear lakefs://repo`."""
+"""GC commands, lakectl-style: `gc run|plan|sweep|show|impact lakefs://repo`, `gc rules get|set|clear lakefs://repo`;
+`gc policy` (policy_cli) and `gc savepoint` (savepoint_cli) are added from their modules."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import click
-import yaml
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
 from spark_jobs.core.report import describe_cache
-from workers.cli_common import Runtime, console, friendly_errors, parse_now, pass_runtime, repository_argument, table
-from workers.gc.cleaning_store import StaleETag, clear_cleaning, get_cleaning, set_cleaning
-from workers.gc.preview import policy_preview, run_breakdown
+from workers.cli_common import (
+    Runtime,
+    console,
+    friendly_errors,
+    load_yaml_file,
+    parse_now,
+    pass_runtime,
+    repository_argument,
+    table,
+)
+from workers.gc.policy_cli import policy
+from workers.gc.preview import run_breakdown
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
 from workers.gc.runner import Busy, GCError, GCRequest, api_config, execute, repository_impact, storage_config
 from workers.gc.savepoint_cli import cutoff as _min_age
@@ -311,12 +318,7 @@ def rules_get(rt: Runtime, repository: str) -> None:
 @pass_runtime
 @friendly_errors
 def rules_set(rt: Runtime, repository: str, path: Path) -> None:
-    try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--filename") from None
-    except yaml.YAMLError as exc:
-        raise click.BadParameter(f"{path} is not JSON or YAML: {exc}", param_hint="--filename") from None
+    document = load_yaml_file(path, "--filename")
     try:
         parsed = parse_rules(document)  # validated before lakeFS is contacted
     except RulesError as exc:
@@ -332,8 +334,6 @@ def rules_set(rt: Runtime, repository: str, path: Path) -> None:
 def rules_clear(rt: Runtime, repository: str) -> None:
     clear_rules(rt.lakefs, repository)
     click.echo(f"GC rules of lakefs://{repository} cleared")
-
-
 
 
 @gc.command("impact")
@@ -359,96 +359,6 @@ def impact_cmd(rt: Runtime, repository: str, branch_ids: tuple[str, ...], min_ag
     console.print(rows)
 
 
-@gc.group("policy")
-def policy() -> None:
-    """Hudi-style cleaning policies of a repository: keep_commits, keep_versions, keep_for, savepoints."""
-
-
-def _print_cleaning(stored) -> None:
-    click.echo(json.dumps(stored.document(), indent=2))
-
-
-@policy.command("get")
-@repository_argument
-@click.option("--etag", "show_etag", is_flag=True, help="Also print the ETag (to stderr).")
-@pass_runtime
-@friendly_errors
-def policy_get(rt: Runtime, repository: str, show_etag: bool) -> None:
-    stored = get_cleaning(rt.lakefs, repository)
-    _print_cleaning(stored)
-    if show_etag:
-        click.echo(f"ETag: {stored.etag}", err=True)
-
-
-@policy.command("set")
-@repository_argument
-@click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Cleaning policies as YAML or JSON: {policies: [{patterns, keep_commits, ...}]}.")
-@click.option("--force", is_flag=True, help="Skip the ETag precondition.")
-@click.option("--if-match", default=None, help="Write only if the stored policies still have this ETag.")
-@click.option("--dry-run", is_flag=True, help="Change nothing: show what the next run would delete, and keep, in "
-                                              "addition to what it does under the stored policies, by path prefix.")
-@click.option("--depth", default=2, show_default=True, type=click.IntRange(1, 32),
-              help="Folders of the --dry-run breakdown.")
-@click.option("--min-age", default=None, help="With --dry-run: the safety cutoff of the next run (default as for "
-                                              "gc run).")
-@click.option("--json", "as_json", is_flag=True, help="With --dry-run: the breakdown as JSON.")
-@pass_runtime
-@friendly_errors
-def policy_set(rt: Runtime, repository: str, path: Path, force: bool, if_match: str | None, dry_run: bool,
-               depth: int, min_age: str | None, as_json: bool) -> None:
-    try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--file") from None
-    except yaml.YAMLError as exc:
-        raise click.BadParameter(f"{path} is not JSON or YAML: {exc}", param_hint="--file") from None
-    try:
-        policies = parse_cleaning_policies(document)  # validated before lakeFS is contacted
-    except CleaningPolicyError as exc:
-        raise click.ClickException(f"{path}: invalid cleaning policies:\n{exc}") from None
-    if dry_run:
-        _print_effect(rt, repository, policies, depth=depth, min_age=_min_age(min_age), as_json=as_json)
-        return
-    precondition = None if force else (if_match or get_cleaning(rt.lakefs, repository).etag)
-    try:
-        _print_cleaning(set_cleaning(rt.lakefs, repository, policies, if_match=precondition))
-    except StaleETag as exc:
-        raise click.ClickException(f"{exc} (--force to overwrite)") from None
-
-
-def _print_effect(rt: Runtime, repository: str, policies, *, depth: int, min_age: timedelta | None,
-                  as_json: bool) -> None:
-    try:
-        effect = policy_preview(rt.settings.gc, rt.settings.lakefs, repository, policies=policies, depth=depth,
-                                min_age=min_age)
-    except GCError as exc:
-        raise click.ClickException(f"preview of lakefs://{repository}: {exc}") from None
-    document = effect.document()
-    if as_json:
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
-        return
-    for title, key in (("the next run would delete in addition", "delete_in_addition"),
-                       ("the next run would keep in addition", "keep_in_addition")):
-        total = document[f"{key}_total"]
-        click.echo(f"{title}: {total['objects']:,} objects, {total['bytes']:,} bytes")
-        if document[key]:
-            rows = table("path prefix", "objects", "bytes")
-            for prefix, row in document[key].items():
-                rows.add_row(prefix, f"{row['objects']:,}", f"{row['bytes']:,}")
-            console.print(rows)
-    click.echo(f"(the next run deletes {effect.deleted_now:,} objects under the stored policies, "
-               f"{effect.deleted_then:,} under these; nothing was changed)")
-
-
-@policy.command("clear")
-@repository_argument
-@pass_runtime
-@friendly_errors
-def policy_clear(rt: Runtime, repository: str) -> None:
-    clear_cleaning(rt.lakefs, repository)
-    click.echo(f"cleaning policies of lakefs://{repository} cleared")
-
-
+gc.add_command(policy)
 gc.add_command(savepoint)
 COMMANDS = (gc,)

@@ -20,6 +20,7 @@ from spark_jobs.engine.preview import dry_mark
 from spark_jobs.engine.stores import StorageError
 from workers.gc.cleaning_store import get_cleaning
 from workers.gc.runner import GCError, api_config, min_age_of, storage_config
+from workers.lakefs.documents import MetadataDocument
 from workers.lakefs.errors import LakeFSError
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from workers.settings import GCSettings, LakeFSConnection
 
 METADATA_KEY = "lakefs_janitor.gc_savepoints.v1"
+RECORDS = MetadataDocument(METADATA_KEY)  # name -> what the tag does not hold: commit id, comment, creator, time
 _TAG = re.compile(r"^\w[-\w.]*$")  # lakeFS's tag ids: like branch ids, dots allowed
 
 
@@ -69,24 +71,11 @@ def default_name(globs: list[str], now: datetime) -> str | None:
 
 
 def _records(lakefs: LakeFS, repository_id: str) -> dict[str, dict]:
-    metadata = lakefs.call("read repository metadata", lakefs.repositories.get_repository_metadata, repository_id)
     try:
-        value = json.loads((metadata or {}).get(METADATA_KEY) or "{}")
+        value = json.loads(RECORDS.read(lakefs, repository_id) or "{}")
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _write_records(lakefs: LakeFS, repository_id: str, records: dict[str, dict]) -> None:
-    import lakefs_sdk  # noqa: PLC0415
-
-    if records:
-        body = json.dumps(records, sort_keys=True, separators=(",", ":"))
-        lakefs.call("write repository metadata", lakefs.internal.set_repository_metadata, repository_id,
-                    lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: body}))
-    else:
-        lakefs.call("delete repository metadata", lakefs.internal.delete_repository_metadata, repository_id,
-                    lakefs_sdk.RepositoryMetadataKeys(keys=[METADATA_KEY]))
 
 
 def _globs(lakefs: LakeFS, repository_id: str) -> list[str]:
@@ -123,7 +112,7 @@ def create(lakefs: LakeFS, repository_id: str, ref: str, *, name: str | None, co
         saved = Savepoint(name, commit.id, int(commit.creation_date), comment, user.id, now.isoformat())
         records[name] = {k: v for k, v in asdict(saved).items() if k in ("commit_id", "comment", "creator",
                                                                          "created_at")}
-        _write_records(lakefs, repository_id, records)
+        RECORDS.write(lakefs, repository_id, records)
     return saved
 
 
@@ -152,7 +141,7 @@ def delete(lakefs: LakeFS, repository_id: str, name: str, *, lock: AbstractConte
         lakefs.call(f"delete tag {name}", lakefs.tags.delete_tag, repository_id, name)
         records = _records(lakefs, repository_id)
         if records.pop(name, None) is not None:
-            _write_records(lakefs, repository_id, records)
+            RECORDS.write(lakefs, repository_id, records)
 
 
 def uncommitted(lakefs: LakeFS, repository_id: str, branch_id: str) -> int:
