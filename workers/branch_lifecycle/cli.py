@@ -37,7 +37,8 @@ def branch_lifecycle() -> None:
     """Policies that delete stale branches, and their runs."""
 
 
-_POLICIES = DocumentCommands(POLICIES, locks=LifecycleRecords.of, cleared="cleared branch lifecycle policies of lakefs://{repository}")
+_POLICIES = DocumentCommands(POLICIES, locks=LifecycleRecords.of,
+                             cleared="cleared branch lifecycle policies of lakefs://{repository}")
 _POLICIES.add_get_and_clear(branch_lifecycle, get_help="Print the repository's policies (JSON, the canonical shape).",
                             clear_help="Remove every policy (idempotent).")
 
