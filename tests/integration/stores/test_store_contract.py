@@ -1,0 +1,353 @@
+"""The store contract: the same cases against every store's ``Namespace`` (spark_jobs/engine/stores/), each on its
+real server (lakeFS's local store: a folder; S3: versitygw; Azure: Azurite; GCS: fake-gcs-server). What a case
+puts in place or checks afterwards goes through the store's own client (``Store.filesystem``), never through the
+namespace under test. Faults come from a ThrottlingProxy in front of the store (a folder has no network: those
+cases skip local).
+
+Each case: list each slice and the root (``_lakefs/`` and ``dummy`` skipped), sizes and modification times, read
+and write (only under ``_lakefs/``), missing keys and an empty namespace, batch deletes (batches, partial
+failures), throttling, time-outs and a store gone, keys with odd characters, and a sibling prefix sharing the
+namespace's name (``…/repo`` never lists nor deletes ``…/repo2/…``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.engine.stores import STORES, Namespace, StorageConfig, StorageError, open_namespace
+from tests.services import Store, ThrottlingProxy
+
+KINDS = ["local", "s3", "azure", "gcs"]
+DAY = 86400
+# Each store's request time-out, as workers/gc/stores.py sets it from GC__STORE_TIMEOUT_SECONDS (here 1 s)
+TIMEOUT_OPTIONS = {"s3": {"config_kwargs": {"connect_timeout": 1, "read_timeout": 1}},
+                   "azure": {"connection_timeout": 1, "read_timeout": 1}, "gcs": {"requests_timeout": 1}}
+
+
+@dataclass
+class Place:
+    """A namespace on a store, and the store's own client to put objects in it and see what is left."""
+
+    store: Store
+    namespace: str
+
+    def open(self, endpoint: str | None = None, *, max_in_flight: int = 8, **options) -> Namespace:
+        """The namespace under test; ``endpoint``: through a proxy; ``max_in_flight``: a throttle of its own (the
+        process shares one per store and cap, and a fault case lowers its rate)."""
+        if self.store.kind == "local":
+            return open_namespace(StorageConfig(self.namespace, str(self.store.root), None, max_in_flight))
+        every = {self.store.kind: {**self.store.fsspec_options(endpoint), **options}}
+        return open_namespace(StorageConfig(self.namespace, None, json.dumps(every), max_in_flight))
+
+    def path(self, key: str) -> str:
+        return self.store.fsspec_path(self.namespace, key)
+
+    def put(self, files: dict[str, bytes]) -> None:
+        if self.store.kind == "local":  # fsspec's "file" makes no folders
+            for key, data in files.items():
+                Path(self.path(key)).parent.mkdir(parents=True, exist_ok=True)
+                Path(self.path(key)).write_bytes(data)
+            return
+        self.store.filesystem().pipe({self.path(key): data for key, data in files.items()})
+
+    def listed(self) -> set[str]:
+        """Every object's key in the namespace (``_lakefs/`` included), as the store's own client lists them."""
+        root = self.path("").rstrip("/") + "/"
+        if self.store.kind == "local":
+            return {str(Path(folder, name))[len(root):] for folder, _, names in os.walk(root) for name in names}
+        return {found[len(root):] for found in self.store.filesystem().find(root)}
+
+    def cat(self, key: str) -> bytes:
+        return self.store.filesystem().cat_file(self.path(key))
+
+
+@pytest.fixture(params=KINDS)
+def place(request, store_of) -> Place:
+    store = store_of(request.param)
+    return Place(store, store.namespace(f"contract-{uuid.uuid4().hex[:8]}"))
+
+
+def cloud(place: Place) -> str:
+    if place.store.kind == "local":
+        pytest.skip("a folder on local disk has no network to throttle, time out or go away")
+    return place.store.kind
+
+
+def sizes(objects) -> dict[str, int]:
+    return {o.key: o.size for o in objects}
+
+
+def test_lists_each_slice_and_the_root_but_not_metadata_nor_dummy(place):
+    place.put({"data/aa/one": b"1" * 10, "data/aa/sub/two": b"2" * 20, "data/bb/three": b"3" * 30,
+               "legacy-a": b"a" * 4, "legacy-b": b"", "dummy": b"d", "other/deep": b"o",
+               "_lakefs/dummy": b"x", "_lakefs/abc": b"r" * 7, "_lakefs/retention/gc/run/x.csv": b"c"})
+    ns = place.open()
+    assert ns.list_units() == ["data/aa/", "data/bb/", ""]
+    assert sizes(ns.list_unit("data/aa/")) == {"data/aa/one": 10, "data/aa/sub/two": 20}
+    assert sizes(ns.list_unit("data/bb/")) == {"data/bb/three": 30}
+    # the root is the legacy flat layout: its files only, never lakeFS's dummy, _lakefs/ or a folder's contents
+    assert sizes(ns.list_unit("")) == {"legacy-a": 4, "legacy-b": 0}
+    assert ns.list_unit("data/zz/") == []
+    assert sorted(o.key for o in ns.list_data()) == ["data/aa/one", "data/aa/sub/two", "data/bb/three",
+                                                     "legacy-a", "legacy-b"]
+
+
+def test_sizes_and_modification_times(place):
+    before = time.time()
+    place.put({"data/aa/big": os.urandom(1 << 20), "data/aa/small": b"s", "data/bb/old": b"o" * 3})
+    after = time.time()
+    ns = place.open()
+    listed = {o.key: o for o in ns.list_data()}
+    assert sizes(listed.values()) == {"data/aa/big": 1 << 20, "data/aa/small": 1, "data/bb/old": 3}
+    # stores date objects to the second (S3, Azure): within a few seconds of the write, on the same clock
+    assert all(before - 5 <= o.mtime <= after + 5 for o in listed.values()), listed
+    try:
+        place.store.backdate("data/bb/old", place.namespace, 30 * DAY)
+    except NotImplementedError:  # Azurite keeps Last-Modified to itself: the case above is all it can check
+        return
+    old = {o.key: o for o in ns.list_unit("data/bb/")}["data/bb/old"]
+    assert abs(old.mtime - (time.time() - 30 * DAY)) < 60
+
+
+def test_reads_anything_and_writes_only_metadata(place):
+    rng = bytes(range(256)) * 4
+    place.put({"_lakefs/range-1": rng, "_lakefs/dummy": b"", "data/aa/obj": b"data"})
+    ns = place.open()
+    assert ns.read("_lakefs/range-1") == rng
+    assert ns.read("data/aa/obj") == b"data"
+    assert ns.read_many(["_lakefs/range-1", "data/aa/obj", "_lakefs/dummy"]) == {
+        "_lakefs/range-1": rng, "data/aa/obj": b"data", "_lakefs/dummy": b""}
+    ns.write("_lakefs/janitor/summary.json", b"{}")
+    ns.write("_lakefs/janitor/summary.json", b'{"run": 2}')  # overwritten, whole
+    ns.write_many({f"_lakefs/janitor/part-{i}": bytes([i]) * i for i in range(5)})
+    assert place.cat("_lakefs/janitor/summary.json") == b'{"run": 2}'
+    assert {i: place.cat(f"_lakefs/janitor/part-{i}") for i in range(5)} == {i: bytes([i]) * i for i in range(5)}
+    assert ns.list_metadata("_lakefs/janitor/") == ["_lakefs/janitor/part-0", "_lakefs/janitor/part-1",
+                                                    "_lakefs/janitor/part-2", "_lakefs/janitor/part-3",
+                                                    "_lakefs/janitor/part-4", "_lakefs/janitor/summary.json"]
+    # directly under _lakefs/ only: the range files and metaranges a mark reads, not what the janitor wrote below
+    assert ns.metadata_sizes() == {"range-1": 1024, "dummy": 0}
+    with pytest.raises(StorageError, match="only under _lakefs/"):
+        ns.write("data/aa/new", b"x")
+    with pytest.raises(StorageError, match="only under _lakefs/"):
+        ns.write_many({"_lakefs/janitor/ok": b"", "dummy": b"x"})
+    with pytest.raises(StorageError, match="lists only lakeFS's metadata"):
+        ns.list_metadata("data/")
+    for outside in ("../elsewhere/_lakefs/x", "/_lakefs/x", "_lakefs/../../x", "s3://other/_lakefs/x"):
+        with pytest.raises(StorageError, match="leaves the namespace"):
+            ns.write(outside, b"x")
+    with pytest.raises(StorageError, match="refusing to delete metadata"):
+        ns.delete(["data/aa/obj", "_lakefs/range-1"])
+    # nothing written where it was refused, no temporary file left (local writes through a rename), nothing deleted;
+    # write_many's files are in flight together: the one it may write can have landed before the refusal
+    assert place.listed() - {"_lakefs/janitor/ok"} == {
+        "_lakefs/range-1", "_lakefs/dummy", "data/aa/obj", "_lakefs/janitor/summary.json",
+        *(f"_lakefs/janitor/part-{i}" for i in range(5))}
+
+
+def test_missing_keys_and_an_empty_namespace(place):
+    ns = place.open()
+    assert ns.list_units() == [""]
+    assert ns.list_unit("") == [] and ns.list_unit("data/aa/") == [] and list(ns.list_data()) == []
+    assert ns.metadata_sizes() == {}
+    assert ns.list_metadata("_lakefs/retention/") == []
+    with pytest.raises(StorageError, match="does not exist or is empty"):
+        ns.probe()
+    with pytest.raises(StorageError, match=r"/_lakefs/nothing does not exist"):
+        ns.read("_lakefs/nothing")
+    place.put({"_lakefs/here": b"h", "data/aa/here": b"h"})
+    ns.probe()
+    with pytest.raises(StorageError, match=r"/_lakefs/nothing does not exist"):
+        ns.read_many(["_lakefs/here", "_lakefs/nothing"])
+    # an object already gone counts as deleted: a re-run over a partly collected namespace
+    result = ns.delete(["data/aa/gone", "data/aa/here", "legacy-gone"])
+    assert (result.deleted, result.failed) == (3, [])
+    assert place.listed() == {"_lakefs/here"}
+
+
+def test_deletes_in_the_store_batches(place):
+    ns = place.open()
+    batch = STORES[place.store.kind].batch
+    assert ns.batch == batch
+    keys = [f"data/aa/k{i:05d}" for i in range(batch + 1)]
+    place.put({k: b"x" for k in keys[:3] + keys[-2:]})  # the rest absent: deleted all the same, as requests cost
+    result = ns.delete(keys)
+    assert (result.deleted, result.failed, result.backoffs) == (batch + 1, [], 0)
+    # a batch request per `batch` keys; a folder has no batches: one unlink per key
+    assert result.requests == (batch + 1 if place.store.kind == "local" else 2)
+    assert place.listed() == set()
+
+
+def _hold(place: Place, key: str) -> tuple[Place, object]:
+    """An object of ``place`` the store refuses to delete, by the store's own means, and how to let it go."""
+    store = place.store
+    if store.kind == "local":  # a folder where an object's key points: unlink fails (root unlinks anything else)
+        place.put({f"{key}/inside": b"i"})
+        return place, lambda: None
+    if store.kind == "azure":  # a leased blob: 412 LeaseIdMissing in the batch answer
+        place.put({key: b"held"})
+        container = store.container_client()
+        lease = container.get_blob_client(place.path(key).split("/", 1)[1]).acquire_lease(-1)
+
+        def release() -> None:
+            lease.break_lease()
+            container.close()
+        return place, release
+    if store.kind == "s3":  # a legal hold (its bucket has object lock): AccessDenied for that key
+        client = store.client()
+        if "janitor-locked" not in store._buckets:  # noqa: SLF001 - the store's own record of its buckets
+            client.create_bucket(Bucket="janitor-locked", ObjectLockEnabledForBucket=True)
+            store._buckets.add("janitor-locked")  # noqa: SLF001
+        locked = Place(store, f"s3://janitor-locked/{place.namespace.rsplit('/', 1)[1]}")
+        locked.put({key: b"held"})
+        name = locked.path(key).split("/", 1)[1]
+        client.put_object_legal_hold(Bucket="janitor-locked", Key=name, LegalHold={"Status": "ON"})
+        return locked, lambda: client.put_object_legal_hold(Bucket="janitor-locked", Key=name,
+                                                            LegalHold={"Status": "OFF"})
+    raise AssertionError(store.kind)
+
+
+def test_a_batch_delete_reports_the_keys_the_store_refused(place):
+    kind = place.store.kind
+    keys = ["data/aa/k0", "data/aa/k1", "data/aa/k2", "data/aa/k3"]
+    if kind == "gcs":
+        # fake-gcs-server honours no holds: the proxy answers the first batch as GCS answers a partial failure
+        # (k0 deleted, k1 403, k2 throttled, k3 404); k2 alone is then sent again, to the store
+        place.put({k: b"x" for k in keys})
+        parts = "".join(f"--b\r\nContent-Type: application/http\r\nContent-ID: <response-{i}>\r\n\r\n"
+                        f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n\r\n"
+                        for i, status in enumerate([204, 403, 429, 404]))
+        proxy = ThrottlingProxy(place.store.endpoint, "gcs", first=1, answer=(
+            200, {"Content-Type": "multipart/mixed; boundary=b"}, f"{parts}--b--\r\n".encode())).start()
+        try:
+            result = place.open(proxy.url, max_in_flight=5).delete(keys)
+        finally:
+            proxy.cleanup()
+        assert (result.deleted, result.failed) == (3, ["data/aa/k1: HTTP 403"])
+        assert (result.requests, result.backoffs, proxy.matched) == (2, 1, 2)
+        assert "data/aa/k2" not in place.listed()  # the throttled key, sent again, is gone
+        return
+    held, release = _hold(place, "data/aa/k1")
+    held.put({k: b"x" for k in keys if k != "data/aa/k1"})
+    try:
+        result = held.open().delete(keys)
+    finally:
+        release()
+    assert result.deleted == 3 and len(result.failed) == 1, result
+    assert result.failed[0].startswith("data/aa/k1: ") and result.failed[0] != "data/aa/k1: still throttled"
+    # what the store refused is still there, the rest of the batch is gone
+    assert held.listed() == ({"data/aa/k1/inside"} if kind == "local" else {"data/aa/k1"})
+
+
+def test_throttled_requests_are_retried_at_a_lower_rate(place):
+    kind = cloud(place)
+    files = {f"data/aa/k{i}": f"payload {i}".encode() for i in range(5)}
+    place.put({**files, "_lakefs/range-1": b"r" * 100})
+    # azure-storage-blob waits 15 s before it retries a 503 itself, then 15 + 3^n s: one throttled request only
+    throttled = 1 if kind == "azure" else 2
+    if kind != "azure":
+        proxy = ThrottlingProxy(place.store.endpoint, kind, first=1, match=lambda method, target: method == "GET")
+        proxy.start()
+        try:  # a listing or a read answered "slow down": the same answer after a back-off
+            ns = place.open(proxy.url, max_in_flight=3)
+            assert sizes(ns.list_data()) == {k: len(v) for k, v in files.items()}
+            assert ns.read("_lakefs/range-1") == b"r" * 100
+        finally:
+            proxy.cleanup()
+        assert proxy.throttled == 1 and proxy.matched > 1
+    proxy = ThrottlingProxy(place.store.endpoint, kind, first=throttled).start()  # the first batch deletes
+    try:
+        result = place.open(proxy.url, max_in_flight=3).delete(list(files))
+    finally:
+        proxy.cleanup()
+    assert (result.deleted, result.failed) == (5, []) and proxy.throttled == throttled
+    if kind == "s3":  # azure-storage-blob and gcsfs retry a throttled request themselves: the throttle sees no 503
+        assert (result.requests, result.backoffs) == (3, 2)
+    else:
+        assert (result.requests, result.backoffs) == (1, 0)
+    assert place.listed() == {"_lakefs/range-1"}
+
+
+@pytest.mark.parametrize("fault", ["stall", "gone"])
+def test_a_store_that_times_out_or_is_gone_fails_classified(place, fault):
+    kind = cloud(place)
+    if kind != "s3":
+        # azure-storage-blob (15 s, then 15 + 3^n s) and gcsfs (up to 6 attempts, backing off) retry a time-out or a
+        # refused connection themselves before the throttle sees it: one read takes minutes, not a few seconds
+        pytest.skip(f"{kind}: the store library's own retries make a store gone fail after minutes")
+    place.put({"_lakefs/range-1": b"r", "data/aa/k": b"k"})
+    faults = {"stall": {"stall": 3.0}, "gone": {"gone": True}}[fault]
+    proxy = ThrottlingProxy(place.store.endpoint, kind, first=10**6, match=lambda method, target: True, **faults)
+    proxy.start()
+    try:
+        ns = place.open(proxy.url, max_in_flight=6 if fault == "stall" else 7, **TIMEOUT_OPTIONS[kind])
+        started = time.monotonic()
+        with pytest.raises(StorageError) as failed:
+            ns.read("_lakefs/range-1")
+        assert failed.value.reason == "storage-unavailable", failed.value
+        assert "unreachable" in str(failed.value)
+        assert time.monotonic() - started < 60  # a few retries of a 1 s time-out, not minutes
+        with pytest.raises(StorageError) as failed:
+            ns.delete(["data/aa/k"])
+        assert failed.value.reason == "storage-unavailable", failed.value
+    finally:
+        proxy.cleanup()
+    # a stalled request reaches the store after the client gave up on it (the delete may have happened); a request
+    # to a store gone never does
+    assert place.listed() == {"_lakefs/range-1", "data/aa/k"} if fault == "gone" else "_lakefs/range-1" in place.listed()
+
+
+# lakeFS names its own objects (data/<slice>/<xid>), but a legacy root or an import may hold any key. Not "?": adlfs
+# reads what follows it as a query (a blob "a?b" written through adlfs is stored as another name)
+ODD = ["data/odd/a b.bin", "data/odd/é ü 日本.bin", "data/odd/a+b.bin", "data/odd/100%.bin", "data/odd/%41.bin",
+       "data/odd/k=v/x=1+2.bin", "legacy a+b=%é.bin"]
+
+
+def test_keys_with_odd_characters(place):
+    place.put({key: key.encode() for key in ODD})
+    ns = place.open()
+    assert ns.list_units() == ["data/odd/", ""]
+    assert sizes(ns.list_data()) == {key: len(key.encode()) for key in ODD}
+    assert ns.read_many(ODD) == {key: key.encode() for key in ODD}
+    ns.write("_lakefs/odd a+b=%41é.json", b"odd")
+    assert place.cat("_lakefs/odd a+b=%41é.json") == b"odd"
+    assert ns.metadata_sizes() == {"odd a+b=%41é.json": 3}
+    result = ns.delete(ODD)
+    assert (result.deleted, result.failed) == (len(ODD), [])
+    assert place.listed() == {"_lakefs/odd a+b=%41é.json"}
+
+
+def test_a_sibling_prefix_sharing_the_name_is_never_listed_nor_deleted(place):
+    sibling = Place(place.store, place.namespace + "2")  # …/contract-xyz and …/contract-xyz2
+    if place.store.kind != "local":
+        assert sibling.path("x").startswith(place.path(""))  # the sibling's keys start with the namespace's name
+    sibling.put({"data/aa/one": b"s", "data/aa/sibling-only": b"s", "data/zz/z": b"z", "legacy-s": b"s",
+                 "_lakefs/range-s": b"s", "_lakefs/janitor/x": b"s"})
+    place.put({"data/aa/one": b"p", "legacy-p": b"p"})
+    ns = place.open()
+    assert ns.list_units() == ["data/aa/", ""]
+    assert sizes(ns.list_data()) == {"data/aa/one": 1, "legacy-p": 1}
+    assert ns.metadata_sizes() == {}
+    assert ns.list_metadata("_lakefs/") == []
+    with pytest.raises(StorageError, match="does not exist"):
+        ns.read("_lakefs/range-s")
+    result = ns.delete(["data/aa/one", "data/aa/sibling-only", "data/zz/z", "legacy-s", "legacy-p"])
+    assert (result.deleted, result.failed) == (5, [])
+    assert place.listed() == set()
+    assert sibling.listed() == {"data/aa/one", "data/aa/sibling-only", "data/zz/z", "legacy-s", "_lakefs/range-s",
+                              "_lakefs/janitor/x"}
+    # the sibling's own namespace sees its objects: the listing above was not empty by accident
+    assert sizes(sibling.open().list_data()) == {"data/aa/one": 1, "data/aa/sibling-only": 1, "data/zz/z": 1,
+                                                 "legacy-s": 1}
+
+
+def test_the_scheme_picks_the_store(place):
+    ns = place.open()
+    assert type(ns) is STORES[place.store.kind] and ns.store == place.store.kind
+    assert ns.root == place.path("").rstrip("/")
