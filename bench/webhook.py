@@ -86,7 +86,7 @@ from tests.services import (
     Service,
     wait_until,
 )
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
 from workers.idle_clock.store import ClockStore
 
 BENCH = ROOT / "bench"

@@ -14,7 +14,7 @@ from workers.settings import Settings
 def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
                registry: CollectorRegistry | None = None, services: Services | None = None) -> Flask:
     # Imported here so that importing the package has no side effects and no cycles.
-    from webhook import cleaning_api, errors, health, hooks, policy_api  # noqa: PLC0415
+    from webhook import cleaning_api, errors, health, policy_api, receiver  # noqa: PLC0415
 
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.webhook_max_body_bytes
@@ -25,7 +25,7 @@ def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
         services = Services(settings, redis_client=redis_client, registry=registry, redis_timeout_seconds=2)
     app.extensions["janitor"] = services
     errors.init_app(app)
-    app.register_blueprint(hooks.bp)
+    app.register_blueprint(receiver.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(policy_api.bp)
     app.register_blueprint(cleaning_api.bp)

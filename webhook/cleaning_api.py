@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, jsonify, request
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
-from webhook.context import services
+from webhook.context import app_services
 from webhook.errors import error_response
 from webhook.policy_views import policy_routes
 from workers.gc.cleaning_store import CLEANING
-from workers.gc.runner import GCError
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
+from workers.gc.run import GCError
 
 if TYPE_CHECKING:
     from workers.lakefs.client import LakeFS
@@ -50,7 +50,7 @@ def _preview(repository: str, policies):
         min_age = parse_duration(request.args["min_age"], allow_zero=True) if "min_age" in request.args else None
     except DurationError as exc:
         return error_response(400, f"min_age: {exc}")
-    settings = services().settings
+    settings = app_services().settings
     auth = request.authorization
     caller = LakeFSApiConfig(settings.lakefs.api_url, auth.username, auth.password,
                              read_timeout=settings.lakefs_timeout_seconds)

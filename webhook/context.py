@@ -7,5 +7,5 @@ from flask import current_app
 from workers.services import Services
 
 
-def services() -> Services:
+def app_services() -> Services:
     return current_app.extensions["janitor"]

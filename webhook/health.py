@@ -6,7 +6,7 @@ import redis
 from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from webhook.context import services
+from webhook.context import app_services
 from workers.metrics import exposition
 
 bp = Blueprint("health", __name__)
@@ -15,7 +15,7 @@ bp = Blueprint("health", __name__)
 @bp.get("/healthz")
 def healthz():
     try:
-        services().redis.ping()
+        app_services().redis.ping()
     except redis.RedisError as exc:
         return jsonify({"status": "unavailable", "redis": str(exc)}), 503
     return jsonify({"status": "ok", "redis": "ok"})
@@ -23,4 +23,4 @@ def healthz():
 
 @bp.get("/metrics")
 def metrics():
-    return Response(exposition(services().registry), mimetype=CONTENT_TYPE_LATEST)
+    return Response(exposition(app_services().registry), mimetype=CONTENT_TYPE_LATEST)

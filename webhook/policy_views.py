@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from webhook.context import services
+from webhook.context import app_services
 from webhook.errors import error_response
 from workers.lakefs.documents import PolicyDocument, StaleETag, Stored
 
@@ -32,7 +32,7 @@ def caller_client() -> Iterator[LakeFS | None]:
         return
     from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415 - the SDK only for policy calls
 
-    settings = services().settings
+    settings = app_services().settings
     client = make_lakefs_for(settings.lakefs.endpoint_url, auth.username, auth.password,
                              timeout=settings.lakefs_timeout_seconds)
     try:
@@ -67,7 +67,7 @@ def policy_routes(bp: Blueprint, document: PolicyDocument, *, locks: Callable[[S
     every mistake, a preview)."""
 
     def lock(repository: str) -> AbstractContextManager:
-        return locks(services()).edit_lock(repository)
+        return locks(app_services()).edit_lock(repository)
 
     def answer(stored: Stored) -> Response:
         response = jsonify(document.body(stored.policies))

@@ -63,7 +63,7 @@ def read_summary(ns: Namespace, run_id: str) -> Summary:
 
 
 @dataclass
-class Plan:
+class StoredPlan:
     summary: Summary
     keys: list[str]
     sizes: list[int]
@@ -71,7 +71,7 @@ class Plan:
     retained: set[str] | None
 
 
-def read_plan(ns: Namespace, run_id: str, repository_id: str) -> Plan:
+def read_plan(ns: Namespace, run_id: str, repository_id: str) -> StoredPlan:
     """A plan a sweep may execute, or a PlanError that says why not."""
     summary = read_summary(ns, run_id)
     if summary.format != core.FORMAT:
@@ -91,7 +91,7 @@ def read_plan(ns: Namespace, run_id: str, repository_id: str) -> Plan:
     if len(keys) != summary.num_deleted_objects:
         raise PlanError(f"GC plan {run_id} lists {len(keys)} objects but its summary says "
                         f"{summary.num_deleted_objects}: incomplete, not executed", "failed-plan")
-    return Plan(summary, keys, sizes, _optional_set(ns, core.ranges_key(run_id)),
+    return StoredPlan(summary, keys, sizes, _optional_set(ns, core.ranges_key(run_id)),
                 _optional_set(ns, core.retained_key(run_id)))
 
 

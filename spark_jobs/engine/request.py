@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spark_jobs.engine.lease import LeaseRef
+from spark_jobs.engine.lease_watch import LeaseRef
 
 MODES = ("full", "mark", "sweep", "dry-run")
 

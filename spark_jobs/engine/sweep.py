@@ -17,7 +17,7 @@ from spark_jobs.core.retention import commit_from_api
 from spark_jobs.engine import report
 from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
-from spark_jobs.engine.lease import LeaseLost, LeaseRef, LeaseWatch
+from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
 from spark_jobs.engine.mark_source import Files
 from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.repository import uncommitted_addresses
@@ -50,7 +50,7 @@ def unit_delete(ctx: DeleteContext, batch: list[str]) -> list[dict[str, Any]]:
              "failed": result.failed}]
 
 
-def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: OpenContext, plan: report.Plan,
+def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: OpenContext, plan: report.StoredPlan,
                   partitions: int) -> tuple[set[str], int]:
     """What branches reach now that the mark did not account for, and how many ranges that read anew."""
     heads = api.branches(config.repository_id)

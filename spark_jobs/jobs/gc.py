@@ -46,7 +46,7 @@ class LeaseGuard:
     stop between batches even before their own per-batch check would."""
 
     def __init__(self, sc, ref, interval: float = 1.0) -> None:
-        from spark_jobs.engine.lease import LeaseWatch  # noqa: PLC0415
+        from spark_jobs.engine.lease_watch import LeaseWatch  # noqa: PLC0415
 
         self.sc, self.watch, self.interval = sc, LeaseWatch(ref), interval
         self.lost: str | None = None
@@ -63,7 +63,7 @@ class LeaseGuard:
         self.watch.close()
 
     def _run(self) -> None:
-        from spark_jobs.engine.lease import LeaseLost  # noqa: PLC0415
+        from spark_jobs.engine.lease_watch import LeaseLost  # noqa: PLC0415
 
         while not self._stop.wait(self.interval):
             try:
@@ -77,7 +77,7 @@ class LeaseGuard:
 def main(argv: list[str]) -> int:
     from spark_jobs.engine.context import GCError  # noqa: PLC0415
     from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
-    from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
+    from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.request import RunRequest  # noqa: PLC0415
     from spark_jobs.engine.run import run  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageConfig  # noqa: PLC0415

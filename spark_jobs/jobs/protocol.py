@@ -19,7 +19,7 @@ def emit(kind: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def parse_event(line: str) -> dict[str, Any] | None:
+def parse_job_event(line: str) -> dict[str, Any] | None:
     """The event on this line, or None for any other output."""
     if not line.startswith(EVENT_PREFIX):
         return None

@@ -26,8 +26,8 @@ from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.gc_engine import Collector
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer, VersityGW
 from tests.spark.history import build_history
-from workers.gc.runner import GCRequest, execute
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
+from workers.gc.run import GCRequest, execute
 from workers.gc.submit import run_gc
 from workers.settings import GCSettings
 
@@ -59,7 +59,7 @@ def _decision(summary: Summary) -> Summary:
 
 
 def _submit_env(monkeypatch, env: dict[str, str]) -> None:
-    """spark-submit's environment for runs started through workers.gc.runner (which submits with ours)."""
+    """spark-submit's environment for runs started through workers.gc.run (which submits with ours)."""
     for key in [k for k in os.environ if k.startswith(("SPARK_", "PYSPARK_")) and k not in env]:
         monkeypatch.delenv(key)
     for key, value in env.items():

@@ -21,15 +21,15 @@ import pytest
 import redis
 
 from spark_jobs.engine.context import GCError
-from spark_jobs.engine.lease import LeaseRef
+from spark_jobs.engine.lease_watch import LeaseRef
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.gc_engine import Collector
 from tests.services import LakeFSServer, janitor_env
 from tests.spark.cluster import spark_env
 from tests.spark.history import build_history
-from workers.gc.runner import storage_config
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
+from workers.gc.run import storage_config
 from workers.gc.submit import run_gc
 from workers.settings import GCSettings
 

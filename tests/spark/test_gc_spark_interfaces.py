@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from tests.services import CeleryWorker, LakeFSServer, RedisServer, janitor_env
 from tests.spark.cluster import spark_env
 from tests.spark.history import build_history
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
 from workers.lakefs.errors import LakeFSError
 
 

@@ -14,7 +14,7 @@ from spark_jobs.core.durations import format_duration
 from workers.branch_lifecycle.evaluation import Decision
 from workers.branch_lifecycle.policies import PolicyValidationError, load_policy_text
 from workers.branch_lifecycle.run import decision_dict, plan
-from workers.branch_lifecycle.runner import FutureRunRefused, LifecycleOptions, run_repository
+from workers.branch_lifecycle.scheduled import FutureRunRefused, LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import POLICIES, LifecycleRecords
 from workers.cli_common import (
     DocumentCommands,
@@ -151,7 +151,7 @@ def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | Non
 def _impacts(rt: Runtime, repository: str, due: list[str]) -> dict[str, dict]:
     if not due:
         return {}
-    from workers.gc.runner import GCError, repository_impact  # noqa: PLC0415 - the GC only when asked for
+    from workers.gc.run import GCError, repository_impact  # noqa: PLC0415 - the GC only when asked for
 
     try:
         found = repository_impact(rt.settings.gc, rt.settings.lakefs, repository, branch_ids=due)

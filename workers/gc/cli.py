@@ -23,13 +23,13 @@ from workers.cli_common import (
     repository_argument,
     table,
 )
+from workers.gc.history import GCRuns
 from workers.gc.policy_cli import policy
 from workers.gc.preview import run_breakdown
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
-from workers.gc.runner import Busy, GCError, GCRequest, api_config, execute, repository_impact, storage_config
+from workers.gc.run import Busy, GCError, GCRequest, api_config, execute, repository_impact, storage_config
 from workers.gc.savepoint_cli import cutoff as _min_age
 from workers.gc.savepoint_cli import savepoint
-from workers.gc.store import GCRuns
 from workers.uris import URIError, parse_repository_uri
 
 

@@ -20,10 +20,10 @@ from workers.cli_common import (
     table,
 )
 from workers.gc.cleaning_store import CLEANING
+from workers.gc.history import GCRuns
 from workers.gc.preview import policy_preview
-from workers.gc.runner import GCError
+from workers.gc.run import GCError
 from workers.gc.savepoint_cli import cutoff
-from workers.gc.store import GCRuns
 
 
 @click.group("policy")

@@ -10,8 +10,8 @@ import click
 from spark_jobs.core.durations import DurationError, parse_duration
 from workers.cli_common import Runtime, console, friendly_errors, pass_runtime, repository_argument, short_time, table
 from workers.gc import savepoints
-from workers.gc.runner import GCError
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
+from workers.gc.run import GCError
 from workers.uris import URIError, parse_branch_uri, parse_uri
 
 

@@ -19,7 +19,7 @@ from spark_jobs.engine.parallel import ThreadRunner
 from spark_jobs.engine.preview import dry_mark
 from spark_jobs.engine.stores import StorageError
 from workers.gc.cleaning_store import get_cleaning
-from workers.gc.runner import GCError, api_config, min_age_of, storage_config
+from workers.gc.run import GCError, api_config, min_age_of, storage_config
 from workers.lakefs.documents import MetadataDocument
 from workers.lakefs.errors import LakeFSError
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import spark_jobs
 from spark_jobs.jobs.config import JobSettings
-from spark_jobs.jobs.protocol import parse_event
+from spark_jobs.jobs.protocol import parse_job_event
 from workers.settings import LakeFSConnection, SparkSettings
 
 PACKAGE_DIR = Path(spark_jobs.__file__).resolve().parent
@@ -229,7 +229,7 @@ def _follow(proc: subprocess.Popen, on_event: Callable[[dict[str, Any]], None] |
     outcome = JobOutcome(returncode=-1)
     try:
         for line in proc.stdout:
-            event = parse_event(line.rstrip("\n"))
+            event = parse_job_event(line.rstrip("\n"))
             if event is None:
                 continue
             outcome.events.append(event)

@@ -9,8 +9,8 @@ from workers.task_base import JanitorTask
 
 @shared_task(bind=True, base=JanitorTask, name="workers.gc.tasks.run_repository")
 def run_repository_task(self: JanitorTask, repository_id: str, dry_run: bool = False) -> dict:
-    from workers.gc.runner import Busy, GCError, GCRequest, execute  # noqa: PLC0415
-    from workers.gc.store import GCRuns  # noqa: PLC0415
+    from workers.gc.history import GCRuns  # noqa: PLC0415
+    from workers.gc.run import Busy, GCError, GCRequest, execute  # noqa: PLC0415
 
     s = self.services
     request = GCRequest(repository_id, "run", dry_run=dry_run, engine=s.settings.gc.engine)
@@ -40,7 +40,7 @@ def run_all_task(self: JanitorTask) -> list[str]:
 @shared_task(bind=True, base=JanitorTask, name="workers.gc.tasks.trigger_due")
 def trigger_due_task(self: JanitorTask) -> dict:
     """Event-driven cleaning: start the GC of every repository with enough commits since its last run."""
-    from workers.gc.store import GCRuns  # noqa: PLC0415
+    from workers.gc.history import GCRuns  # noqa: PLC0415
     from workers.gc.trigger import due  # noqa: PLC0415
 
     s = self.services

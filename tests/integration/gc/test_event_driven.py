@@ -13,7 +13,7 @@ import requests
 
 from tests.integration.conftest import commit, upload
 from tests.services import WEBHOOK_SECRET
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
 from workers.gc.trigger import due
 from workers.lakefs.errors import LakeFSError
 

@@ -21,8 +21,8 @@ from tests.integration.gc.test_gc_inprocess import old_commit, read, rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
 from workers import scripts
 from workers.gc.cleaning_store import set_cleaning
-from workers.gc.runner import GCError, GCRequest, api_config, choose_engine, execute
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
+from workers.gc.run import GCError, GCRequest, api_config, choose_engine, execute
 from workers.settings import GCSettings, LakeFSConnection, SparkSettings
 
 

@@ -15,15 +15,15 @@ import pytest
 import redis
 
 from spark_jobs.engine.context import GCError, JobConfig
-from spark_jobs.engine.lease import LeaseLost, LeaseRef, LeaseWatch
+from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
 from spark_jobs.engine.stores import StorageConfig
 from spark_jobs.engine.sweep import open_deleter, unit_delete
 from tests.fakes import fresh_metrics
 from tests.integration.conftest import commit, upload
 from tests.integration.gc.test_gc_inprocess import old_commit, read, rules
 from tests.services import free_port
-from workers.gc.runner import Busy, GCRequest, execute
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
+from workers.gc.run import Busy, GCRequest, execute
 from workers.metrics import Metrics
 from workers.settings import GCSettings, LakeFSConnection
 
@@ -134,7 +134,7 @@ def test_a_busy_repository_names_its_holder_and_fails_nothing(lakefs, repo, runs
 
 HOLD = """
 import sys, time, redis
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
 lease = GCRuns(redis.Redis.from_url(sys.argv[1]), sys.argv[2]).lease(sys.argv[3], 600)
 lease.acquire()
 print("held", flush=True)

@@ -32,8 +32,8 @@ from tests.services import (
     janitor_env,
     throttle_answer,
 )
-from workers.gc.runner import GCRequest, execute
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
+from workers.gc.run import GCRequest, execute
 from workers.lakefs.client import make_lakefs_for
 from workers.settings import GCSettings, LakeFSConnection
 

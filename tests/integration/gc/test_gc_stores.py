@@ -186,8 +186,8 @@ def test_a_dry_run_plan_is_never_swept(world, runner, request):
 def test_the_settings_reach_every_store(world, redis_client):
     """From the store's LAKEFS_JANITOR_GC__* settings (as an operator sets them, timeouts included) to a complete
     run through the runner that wraps production runs: the options each store library gets are usable."""
-    from workers.gc.runner import GCRequest, execute  # noqa: PLC0415
-    from workers.gc.store import GCRuns  # noqa: PLC0415
+    from workers.gc.history import GCRuns  # noqa: PLC0415
+    from workers.gc.run import GCRequest, execute  # noqa: PLC0415
     from workers.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
 
     store, server, lakefs = world

@@ -26,8 +26,8 @@ import pytest
 from tests.integration.conftest import commit
 from tests.integration.gc.test_gc_inprocess import rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, RedisServer, janitor_env
-from workers.gc.runner import Busy, GCRequest, execute
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
+from workers.gc.run import Busy, GCRequest, execute
 from workers.lakefs.client import make_lakefs_for
 from workers.lakefs.errors import LakeFSError
 from workers.settings import GCSettings, LakeFSConnection

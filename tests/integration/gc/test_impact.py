@@ -20,7 +20,7 @@ DAY = 86400
 
 
 def impact(gc: Collector, marked: Marked, branch_ids: list[str], *, now: datetime) -> dict[str, Impact]:
-    """The impact view of one dry mark, as workers.gc.runner.repository_impact computes it."""
+    """The impact view of one dry mark, as workers.gc.run.repository_impact computes it."""
     api = LakeFSApi(gc.api)
     try:
         storage = StorageConfig(marked.graph.namespace, marked.graph.local_root, gc.storage.options_json)

@@ -146,7 +146,7 @@ def _epoch(rfc3339: str) -> float:
 def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServer]:
     """Run the scenario against real services scraped by a real Prometheus; yields the Prometheus."""
     from workers.celery.app import create_celery  # noqa: PLC0415
-    from workers.gc.store import GCRuns  # noqa: PLC0415
+    from workers.gc.history import GCRuns  # noqa: PLC0415
     from workers.idle_clock.store import ClockStore  # noqa: PLC0415
     from workers.settings import load_settings  # noqa: PLC0415
 

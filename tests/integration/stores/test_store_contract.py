@@ -25,7 +25,7 @@ from tests.services import Store, ThrottlingProxy
 
 KINDS = ["local", "s3", "azure", "gcs"]
 DAY = 86400
-# Each store's request time-out, as workers/gc/stores.py sets it from GC__STORE_TIMEOUT_SECONDS (here 1 s)
+# Each store's request time-out, as workers/gc/store_options.py sets it from GC__STORE_TIMEOUT_SECONDS (here 1 s)
 TIMEOUT_OPTIONS = {"s3": {"config_kwargs": {"connect_timeout": 1, "read_timeout": 1}},
                    "azure": {"connection_timeout": 1, "read_timeout": 1}, "gcs": {"requests_timeout": 1}}
 

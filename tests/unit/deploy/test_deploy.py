@@ -151,14 +151,14 @@ def test_every_label_the_dashboard_and_alerts_use_exists(exposed):
 
 
 def test_outcome_values_are_those_the_receiver_counts():
-    source = (ROOT / "webhook/hooks.py").read_text()
+    source = (ROOT / "webhook/receiver.py").read_text()
     used = set()
     for _, expr in all_exprs():
         for values in re.findall(r'outcome\s*=~?\s*"([^"]*)"', expr):
             used.update(values.split("|"))
     assert used, "expected the alerts to filter on webhook outcomes"
     unknown = sorted(v for v in used if f'"{v}"' not in source)
-    assert not unknown, f"outcome values not used by webhook/hooks.py: {unknown}"
+    assert not unknown, f"outcome values not used by webhook/receiver.py: {unknown}"
 
 
 # --- the Grafana dashboard ------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.jobs.config import JobSettings, JobSettingsError
-from spark_jobs.jobs.protocol import EVENT_PREFIX, parse_event
+from spark_jobs.jobs.protocol import EVENT_PREFIX, parse_job_event
 from workers.gc.submit import JobOutcome, build_py_files, job_properties, submit_command, write_properties
 from workers.settings import LakeFSConnection, SparkSettings
 
@@ -50,9 +50,9 @@ def test_job_config_defaults_and_bad_values():
 
 
 def test_events_and_outcome():
-    assert parse_event(EVENT_PREFIX + '{"event": "result", "success": true}') == {"event": "result", "success": True}
-    assert parse_event("INFO something") is None
-    assert parse_event(EVENT_PREFIX + "not json") is None
+    assert parse_job_event(EVENT_PREFIX + '{"event": "result", "success": true}') == {"event": "result", "success": True}
+    assert parse_job_event("INFO something") is None
+    assert parse_job_event(EVENT_PREFIX + "not json") is None
     failed = JobOutcome(returncode=1, stderr_tail="26/11/22 15:45:04 INFO a\nValueError: boom\n")
     assert not failed.success and failed.failure_reason() == "spark-submit exited with 1: ValueError: boom"
     assert not JobOutcome(returncode=0).success
@@ -75,7 +75,7 @@ def test_a_run_request_travels_to_the_job_whole():
     from dataclasses import fields  # noqa: PLC0415
     from datetime import UTC, datetime, timedelta  # noqa: PLC0415
 
-    from spark_jobs.engine.lease import LeaseRef  # noqa: PLC0415
+    from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.request import ARGUMENTS, RunRequest  # noqa: PLC0415
 
     own = {"engine": "spark", "range_partitions": 3, "address_partitions": 5,

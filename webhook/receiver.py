@@ -11,10 +11,10 @@ from prometheus_client import Counter
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 
 from webhook.auth import secret_ok
-from webhook.context import services
+from webhook.context import app_services
 from webhook.errors import error_response
-from workers.gc.store import GCRuns
-from workers.hooks import record
+from workers.gc.history import GCRuns
+from workers.hook_record import record
 from workers.idle_clock.events import EVENT_TYPES, EventError, parse_event
 from workers.idle_clock.store import ClockStore
 from workers.metrics import Metrics
@@ -36,7 +36,7 @@ def _event_label(payload: object) -> str:
 
 @bp.route("/webhooks/lakefs", methods=["POST"], provide_automatic_options=False)
 def receive():
-    s = services()
+    s = app_services()
     metrics = s.metrics
     secret = s.settings.webhook_secret
     if not secret_ok(secret.get_secret_value() if secret else None):

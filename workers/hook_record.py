@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from workers.gc.store import GCRuns
+from workers.gc.history import GCRuns
 from workers.idle_clock.events import LakeFSEvent, clock_update
 from workers.idle_clock.store import ClockStore
 
