@@ -12,7 +12,8 @@ import yaml
 
 from spark_jobs.core.durations import format_duration
 from workers.branch_lifecycle.evaluation import Decision
-from workers.branch_lifecycle.policies import PolicyValidationError, load_policy_text
+from workers.branch_lifecycle.policies import PolicyValidationError
+from workers.branch_lifecycle.policy_text import load_policy_text
 from workers.branch_lifecycle.run import decision_dict, plan
 from workers.branch_lifecycle.scheduled import FutureRunRefused, LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import POLICIES, LifecycleRecords

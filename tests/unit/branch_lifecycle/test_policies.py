@@ -11,10 +11,10 @@ from workers.branch_lifecycle.policies import (
     PolicyValidationError,
     canonical,
     etag,
-    load_policy_text,
     parse_policies,
     to_enterprise,
 )
+from workers.branch_lifecycle.policy_text import load_policy_text
 
 SEED_EXAMPLE = {
     "policies": [
