@@ -1,8 +1,8 @@
 """What every store shares: the configuration an executor rebuilds a namespace from (``StorageConfig``), the one
 error (``StorageError``), how a store's answer is classified (throttling, unreachable), the key checks, and
 ``Namespace``: the contract each store module implements, with the listing, reading, writing and batching written
-once over a handful of per-store steps (``_get``, ``_write``, ``_metadata_listing``, ``_unit_infos``,
-``_batch_request``; the fsspec calls by default).
+once over a handful of per-store steps (``where``, ``fsspec_options``, ``_get``, ``_write``, ``_metadata_listing``,
+``_unit_infos``, ``_batch_request`` or the whole ``_delete_batch``; the fsspec calls by default).
 
 Every request goes through ``_call``: under the process's throttle for the store (``throttle.Throttle``), a
 library's error classified as throttling (retried at a lower rate), unreachable (retried a few times) or a

@@ -2,7 +2,8 @@
 real server (lakeFS's local store: a folder; S3: versitygw; Azure: Azurite; GCS: fake-gcs-server). What a case
 puts in place or checks afterwards goes through the store's own client (``Store.filesystem``), never through the
 namespace under test. Faults come from a ThrottlingProxy in front of the store (a folder has no network: those
-cases skip local).
+cases skip local; a store gone or timing out is checked on S3 only, as Azure's and GCS's libraries retry it
+themselves for minutes first).
 
 Each case: list each slice and the root (``_lakefs/`` and ``dummy`` skipped), sizes and modification times, read
 and write (only under ``_lakefs/``), missing keys and an empty namespace, batch deletes (batches, partial
