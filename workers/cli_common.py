@@ -91,6 +91,13 @@ def repository_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("repository", metavar="lakefs://REPOSITORY", callback=convert)(fn)
 
 
+def etag_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`--force` and `--if-match ETAG` of a command that writes a stored policy document."""
+    fn = click.option("--if-match", default=None, help="Write only if the stored policies still have this ETag.")(fn)
+    return click.option("--force", is_flag=True,
+                        help="Skip the ETag precondition (overwrite concurrent edits).")(fn)
+
+
 def parse_now(value: str | None) -> datetime:
     if value is None:
         return datetime.now(UTC)

@@ -21,6 +21,7 @@ from workers.cli_common import (
     DocumentCommands,
     Runtime,
     console,
+    etag_options,
     friendly_errors,
     parse_now,
     pass_runtime,
@@ -66,8 +67,7 @@ def _file_problems(rt: Runtime, repository: str, text: str) -> PolicyValidationE
 @repository_argument
 @click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Policies as YAML or JSON ('-' for standard input).")
-@click.option("--force", is_flag=True, help="Skip the ETag precondition (overwrite concurrent edits).")
-@click.option("--if-match", default=None, help="Write only if the stored policies still have this ETag.")
+@etag_options
 @pass_runtime
 @friendly_errors
 def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str | None) -> None:

@@ -13,6 +13,7 @@ from workers.cli_common import (
     DocumentCommands,
     Runtime,
     console,
+    etag_options,
     friendly_errors,
     load_yaml_file,
     pass_runtime,
@@ -39,8 +40,7 @@ _CLEANING.add_get_and_clear(policy)
 @repository_argument
 @click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Cleaning policies as YAML or JSON: {policies: [{patterns, keep_commits, ...}]}.")
-@click.option("--force", is_flag=True, help="Skip the ETag precondition.")
-@click.option("--if-match", default=None, help="Write only if the stored policies still have this ETag.")
+@etag_options
 @click.option("--dry-run", is_flag=True, help="Change nothing: show what the next run would delete, and keep, in "
                                               "addition to what it does under the stored policies, by path prefix.")
 @click.option("--depth", default=2, show_default=True, type=click.IntRange(1, 32),
