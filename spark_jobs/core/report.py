@@ -59,6 +59,9 @@ class Summary:
     # stale_entries (dropped: their file is gone or changed size), written, write (appended|compacted|unchanged)
     cache: dict = field(default_factory=dict)
     swept_at: str | None = None
+    # how the mark found the namespace's objects: kind full (listed: units, objects) | inventory (report,
+    # report_time, files, objects)
+    listing: dict = field(default_factory=dict)
 
     @classmethod
     def parse(cls, data: bytes) -> Summary:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import relative_key
@@ -24,6 +24,7 @@ from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api, oldest_retained
 from spark_jobs.engine import mark_cache, report
 from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
+from spark_jobs.engine.inventory import read_inventory
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.mark_source import Cached, Files, Source, Span
 from spark_jobs.engine.parallel import Runner, in_background
@@ -98,9 +99,17 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         cache_written = in_background("gc-cache-write", write_cache, ctx.ns, cached, loaded, request=request,
                                       graph=graph) if record and cached is not None else None
         t = time.monotonic()
-        units = ctx.ns.list_units()
-        listed: list[StoredObject] = runner.map_units(units, unit_list, config.open,
-                                                      partitions=request.address_partitions)
+        if request.inventory:
+            manifest, listed = read_inventory(request.inventory, ctx.ns)
+            # what the report calls old enough was old enough when S3 wrote it (newer objects are not in it)
+            report_time = datetime.fromtimestamp(manifest.created, UTC)
+            cutoff = min(cutoff, report_time - min_age)
+            listing = {"kind": "inventory", "report": request.inventory, "report_time": report_time.isoformat(),
+                       "files": len(manifest.files), "objects": len(listed)}
+        else:
+            units = ctx.ns.list_units()
+            listed = runner.map_units(units, unit_list, config.open, partitions=request.address_partitions)
+            listing = {"kind": "full", "units": len(units), "objects": len(listed)}
         progress("objects listed", len(listed))
         seconds["list"] = time.monotonic() - t
         t = time.monotonic()
@@ -120,7 +129,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(), commits=len(graph.commits),
             lakefs_retained_commits=len(graph.lakefs_retained), metaranges=len(metaranges), ranges=len(range_ids),
             uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()},
-            cache={"state": "off"} if cached is None else {**loaded.stats, **cached.stats()})
+            cache={"state": "off"} if cached is None else {**loaded.stats, **cached.stats()}, listing=listing)
         if cache_written is not None:
             how = cache_written.result()
             summary.cache.update({"written": how is not None, **({"write": how} if how else {})})

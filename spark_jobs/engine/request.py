@@ -31,6 +31,7 @@ class RunRequest:
     address_partitions: int = 200
     lease: LeaseRef | None = None  # checked before each batch of deletions (None: no lease, e.g. a benchmark)
     cache: bool = True  # the mark cache (engine/mark_cache.py); False: every range and metarange read
+    inventory: str | None = None  # an S3 Inventory report's manifest.json, read instead of listing the namespace
 
     @property
     def dry_run(self) -> bool:
@@ -100,4 +101,5 @@ ARGUMENTS: dict[str, Argument] = {
     "by_path": Argument(_yes_no, _boolean),
     "metadata_from": Argument(choices=("storage", "lakefs")),
     "cache": Argument(_yes_no, _boolean),
+    "inventory": Argument(),
 }

@@ -1,0 +1,156 @@
+"""An S3 Inventory report instead of a listing (issue 28): the biggest buckets are listed by S3 itself, once a day,
+into ``manifest.json`` and its CSV or Parquet files (AWS's documented format); a full run can read that instead of
+sending a LIST request per thousand objects.
+
+The report is a snapshot: an object written after it is not in it (so it is never a candidate: safe), and a row
+may name an object deleted since (deleting it again is a no-op). The run's cutoff becomes the earlier of its own
+and the report's creation minus min-age, so that every object the report calls old enough was old enough when the
+report saw it. Only the namespace's own rows are kept: the source bucket must be the namespace's bucket, the key
+under its prefix (never a sibling prefix that shares its name), the current version of a versioned bucket, never a
+delete marker, never under ``_lakefs/``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import unquote_plus
+
+from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
+from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
+
+FORMATS = ("CSV", "Parquet")
+# The CSV columns a listing needs, by their names in the manifest's fileSchema, and the Parquet columns they are
+NEEDED = {"Bucket": "bucket", "Key": "key", "Size": "size", "LastModifiedDate": "last_modified_date"}
+VERSIONED = {"IsLatest": "is_latest", "IsDeleteMarker": "is_delete_marker"}
+
+
+class InventoryError(StorageError):
+    """A report that cannot be used; the message says what to fix. Nothing is deleted on it."""
+
+    def __init__(self, message: str, reason: str = "inventory") -> None:
+        super().__init__(message, reason)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    url: str  # of manifest.json
+    source_bucket: str
+    destination_bucket: str  # the files' keys are in this bucket
+    created: float  # Unix seconds: when S3 started the report
+    file_format: str  # CSV | Parquet
+    schema: tuple[str, ...]  # CSV: the columns, in order
+    files: tuple[tuple[str, int, str], ...]  # key, size, MD5 (hex; "" when the manifest gives none)
+
+
+def _bucket_of(url: str) -> tuple[str, str]:
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("s3", "s3a") or not rest.strip("/"):
+        raise InventoryError(f"--inventory {url!r}: an S3 Inventory report is named by its manifest's URL, "
+                             "s3://bucket/prefix/source-bucket/config-id/YYYY-MM-DDTHH-MMZ/manifest.json")
+    bucket, _, key = rest.partition("/")
+    return bucket, key
+
+
+def parse_manifest(raw: bytes, url: str) -> Manifest:
+    """A manifest.json as S3 writes it, checked for what a listing needs."""
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise InventoryError(f"{url} is not JSON ({exc}): not an S3 Inventory manifest") from None
+    if not isinstance(doc, dict):
+        raise InventoryError(f"{url} is not an S3 Inventory manifest (a JSON object)")
+    fmt = doc.get("fileFormat")
+    if fmt not in FORMATS:
+        raise InventoryError(f"{url}: fileFormat {fmt!r}; reports in {' or '.join(FORMATS)} can be read (set the "
+                             "inventory configuration's format to one of them)")
+    try:
+        created = int(doc["creationTimestamp"]) / 1000
+        source = str(doc["sourceBucket"])
+        destination = str(doc["destinationBucket"]).removeprefix("arn:aws:s3:::")
+        files = tuple((str(f["key"]), int(f["size"]), str(f.get("MD5checksum", ""))) for f in doc["files"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InventoryError(f"{url}: not an S3 Inventory manifest ({type(exc).__name__}: {exc}); it needs "
+                             "sourceBucket, destinationBucket, creationTimestamp, fileFormat and files") from None
+    schema = tuple(c.strip() for c in str(doc.get("fileSchema", "")).split(",")) if fmt == "CSV" else ()
+    if fmt == "CSV" and not set(NEEDED) <= set(schema):
+        raise InventoryError(f"{url}: the report's fields {list(schema)} lack {sorted(set(NEEDED) - set(schema))}: "
+                             "add Size and Last modified date to the inventory configuration")
+    return Manifest(url, source, destination, created, fmt, schema, files)
+
+
+def _rows(data: bytes, manifest: Manifest, name: str):
+    """(bucket, key, size, mtime, is_latest, is_delete_marker) of one report file."""
+    if manifest.file_format == "CSV":
+        text = gzip.decompress(data).decode() if data[:2] == b"\x1f\x8b" else data.decode()
+        at = {column: i for i, column in enumerate(manifest.schema)}
+        for row in csv.reader(io.StringIO(text)):
+            if len(row) != len(manifest.schema):
+                raise InventoryError(f"{name}: a row of {len(row)} fields, the manifest names {len(manifest.schema)}")
+            latest = row[at["IsLatest"]].lower() != "false" if "IsLatest" in at else True
+            marker = row[at["IsDeleteMarker"]].lower() == "true" if "IsDeleteMarker" in at else False
+            size, modified = row[at["Size"]], row[at["LastModifiedDate"]]
+            yield (row[at["Bucket"]], unquote_plus(row[at["Key"]]), int(size or 0),
+                   datetime.fromisoformat(modified.replace("Z", "+00:00")).timestamp() if modified else None,
+                   latest, marker)
+        return
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    table = pq.read_table(io.BytesIO(data))
+    missing = sorted(set(NEEDED.values()) - set(table.column_names))
+    if missing:
+        raise InventoryError(f"{name}: the Parquet report lacks the columns {missing}")
+    columns = {c: table.column(c).to_pylist() for c in (*NEEDED.values(), *VERSIONED.values())
+               if c in table.column_names}
+    for i in range(table.num_rows):
+        modified = columns["last_modified_date"][i]
+        yield (columns["bucket"][i], columns["key"][i], int(columns["size"][i] or 0),
+               None if modified is None else (modified.timestamp() if hasattr(modified, "timestamp")
+                                              else int(modified) / 1000),
+               columns.get("is_latest", [True] * table.num_rows)[i] is not False,
+               bool(columns.get("is_delete_marker", [False] * table.num_rows)[i]))
+
+
+def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: str, prefix: str) -> list[StoredObject]:
+    """The data objects of the namespace at ``bucket``/``prefix`` the report lists (keys relative to it)."""
+    base = prefix.strip("/") + "/" if prefix.strip("/") else ""
+    out = []
+    for name, data in files.items():
+        for row_bucket, key, size, mtime, latest, marker in _rows(data, manifest, name):
+            if row_bucket != bucket or not key.startswith(base) or not latest or marker:
+                continue
+            relative = key[len(base):]
+            if not relative or relative.endswith("/") or relative.startswith(METADATA_PREFIX) or relative == "dummy":
+                continue
+            if mtime is None:
+                raise InventoryError(f"{name}: {key} has no last-modified date; the report cannot say which "
+                                     "objects are old enough")
+            out.append(StoredObject(relative, size, mtime))
+    return out
+
+
+def read_inventory(url: str, ns: Namespace) -> tuple[Manifest, list[StoredObject]]:
+    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings."""
+    if ns.store != "s3":
+        raise InventoryError(f"an S3 Inventory report lists an S3 bucket; {ns.config.namespace} is on {ns.store}")
+    bucket, _, prefix = ns.root.partition("/")
+    report_bucket, manifest_key = _bucket_of(url)
+    reports = open_namespace(StorageConfig(f"s3://{report_bucket}", None, ns.config.options_json,
+                                           ns.config.max_in_flight))
+    manifest = parse_manifest(reports.read(manifest_key), url)
+    if manifest.source_bucket != bucket:
+        raise InventoryError(f"{url} is a report of bucket {manifest.source_bucket!r}; {ns.config.namespace} is in "
+                             f"{bucket!r}")
+    files = reports if manifest.destination_bucket == report_bucket else open_namespace(
+        StorageConfig(f"s3://{manifest.destination_bucket}", None, ns.config.options_json, ns.config.max_in_flight))
+    data = files.read_many([key for key, _, _ in manifest.files])
+    for key, size, md5 in manifest.files:
+        if len(data[key]) != size or (md5 and hashlib.md5(data[key], usedforsecurity=False).hexdigest() != md5):
+            raise InventoryError(f"{key} is not the file {url} names ({len(data[key])} bytes, expected {size}, or "
+                                 "another MD5): an incomplete or altered report")
+    return manifest, namespace_objects(manifest, data, bucket=bucket, prefix=prefix)

@@ -1,0 +1,116 @@
+"""A full run from an S3 Inventory report instead of a listing (issue 28), on versitygw and a real lakeFS: the
+report, written in AWS's documented format (manifest.json + gzipped CSV) into another bucket, plans exactly what a
+listing plans for the objects it names; objects written after the report are never candidates; rows newer than the
+report's time minus min-age are ignored; a report of another bucket or an altered file stops the run."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from urllib.parse import quote_plus
+
+import pytest
+
+from spark_jobs.engine.context import GCError
+from tests.gc_engine import RUNNERS, Collector, runner_of
+from tests.integration.gc.test_gc_stores import data_keys, history, new_repo, put, read
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer
+from workers.lakefs.client import make_lakefs_for
+
+REPORTS = "inventory-reports"
+SCHEMA = ["Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker", "Size", "LastModifiedDate", "ETag"]
+
+
+@pytest.fixture(scope="module")
+def s3_world() -> Iterator:
+    store = STORES["s3"]().start()
+    try:
+        server = LakeFSServer(store=store).start()
+    except BaseException:
+        store.cleanup()
+        raise
+    client = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+    store.create_bucket(REPORTS)
+    yield store, server, client
+    client.close()
+    server.cleanup()
+    store.cleanup()
+
+
+def write_report(store, *, source_bucket: str | None = None, created: float | None = None,
+                 alter: bool = False) -> str:
+    """Inventory the store's bucket as S3 would (every object, the namespace's and its neighbours'), into REPORTS;
+    the manifest's URL."""
+    s3 = store.client()
+    rows = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=store.bucket):
+        for o in page.get("Contents", []):
+            modified = o["LastModified"].strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            rows.append([store.bucket, quote_plus(o["Key"], safe="/"), "", "true", "false", str(o["Size"]),
+                         modified, o["ETag"].strip('"')])
+    data = gzip.compress("".join(",".join(f'"{v}"' for v in row) + "\n" for row in rows).encode())
+    folder = f"inv/{store.bucket}/daily/{uuid.uuid4().hex[:8]}"
+    s3.put_object(Bucket=REPORTS, Key=f"{folder}/data/part-0.csv.gz", Body=data + (b"x" if alter else b""))
+    manifest = {"sourceBucket": source_bucket or store.bucket, "destinationBucket": f"arn:aws:s3:::{REPORTS}",
+                "version": "2016-11-30", "creationTimestamp": str(int((created or time.time()) * 1000)),
+                "fileFormat": "CSV", "fileSchema": ", ".join(SCHEMA),
+                "files": [{"key": f"{folder}/data/part-0.csv.gz", "size": len(data),
+                           "MD5checksum": hashlib.md5(data, usedforsecurity=False).hexdigest()}]}
+    s3.put_object(Bucket=REPORTS, Key=f"{folder}/manifest.json", Body=json.dumps(manifest).encode())
+    return f"s3://{REPORTS}/{folder}/manifest.json"
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_run_from_an_inventory_report(s3_world, runner, request):
+    store, server, lakefs = s3_world
+    gc = Collector(server.endpoint, {"s3": store.fsspec_options()}, runner=runner_of(runner, request)[0])
+    repo = new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    namespace = h["namespace"]
+    fs = store.filesystem()
+    sibling = store.fsspec_path(namespace).rstrip("/") + "2/data/x/not-ours"  # a prefix sharing the name
+    fs.pipe_file(sibling, b"not ours")
+    _, listed = gc._go(repo, "dry-run", min_age=timedelta(0))
+    expected = {o.key for o in listed.deleted}
+    assert expected == {h["v1"], h["s1"]}
+
+    url = write_report(store)
+    # written after the report: garbage (overwritten while staged), which S3 has not inventoried yet
+    put(lakefs, repo, "late.txt", b"late-1")
+    put(lakefs, repo, "late.txt", b"late-2")
+    before = data_keys(store, namespace)
+
+    # rows newer than the report's time minus min-age are ignored (everything here was written moments ago)
+    young, _ = gc._go(repo, "dry-run", min_age=timedelta(hours=1), inventory=url)
+    assert young.num_deleted_objects == 0 and young.too_new >= 2 and young.listing["kind"] == "inventory"
+
+    summary, marked = gc._go(repo, "full", min_age=timedelta(0), inventory=url)
+    assert summary.success and summary.listing["kind"] == "inventory" and summary.listing["files"] == 1
+    assert {o.key for o in marked.deleted} == expected and summary.swept == 2
+    assert data_keys(store, namespace) == before - expected  # the late garbage stays for the next report
+    assert read(lakefs, repo, h["c1"], "tables/t1/a.txt") == 410 and read(lakefs, repo, "main", "staged.txt") == b"s2"
+    assert read(lakefs, repo, "main", "late.txt") == b"late-2" and fs.cat_file(sibling) == b"not ours"
+
+    listing_run, _ = gc._go(repo, "full", min_age=timedelta(0))  # a listing then finds the late garbage
+    assert listing_run.swept == 1 and listing_run.listing["kind"] == "full"
+
+
+def test_a_report_that_cannot_be_trusted_deletes_nothing(s3_world, request):
+    store, server, lakefs = s3_world
+    gc = Collector(server.endpoint, {"s3": store.fsspec_options()}, runner=runner_of("threads", request)[0])
+    repo = new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    before = data_keys(store, h["namespace"])
+    for url, says in ((write_report(store, source_bucket="someone-else"), "is a report of bucket 'someone-else'"),
+                      (write_report(store, alter=True), "an incomplete or altered report"),
+                      (f"s3://{REPORTS}/nowhere/manifest.json", "does not exist"),
+                      ("gs://bucket/manifest.json", "named by its manifest's URL")):
+        with pytest.raises(GCError, match=says) as err:
+            gc._go(repo, "full", min_age=timedelta(0), inventory=url)
+        assert err.value.reason in ("inventory", "storage"), err.value.reason
+    assert data_keys(store, h["namespace"]) == before

@@ -1,0 +1,85 @@
+"""S3 Inventory reports read instead of a listing: the manifest checked, and only the namespace's current objects
+kept (its bucket, under its prefix and not a sibling's, no delete marker or older version, nothing under _lakefs/)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from spark_jobs.engine.inventory import InventoryError, namespace_objects, parse_manifest
+
+SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag"
+WHEN = "2026-11-20T10:00:00.000Z"
+T = datetime(2026, 11, 20, 10, tzinfo=UTC).timestamp()
+
+
+def manifest(fmt: str = "CSV", **extra) -> bytes:
+    doc = {"sourceBucket": "lake", "destinationBucket": "arn:aws:s3:::reports", "version": "2016-11-30",
+           "creationTimestamp": "1763632800000", "fileFormat": fmt, "fileSchema": SCHEMA,
+           "files": [{"key": "inv/lake/cfg/data/a.csv.gz", "size": 10, "MD5checksum": "00"}], **extra}
+    return json.dumps(doc).encode()
+
+
+def csv_file(rows: list[list[str]]) -> bytes:
+    return gzip.compress("".join(",".join(f'"{v}"' for v in row) + "\n" for row in rows).encode())
+
+
+ROWS = [
+    ["lake", "repo/data/gabc/obj%2B1+x", "", "true", "false", "5", WHEN, "e"],  # key URL-encoded: "obj+1 x"
+    ["lake", "repo/legacy-object", "", "true", "false", "6", WHEN, "e"],
+    ["lake", "repo/_lakefs/abc", "", "true", "false", "7", WHEN, "e"],  # metadata: never
+    ["lake", "repo/dummy", "", "true", "false", "1", WHEN, "e"],
+    ["lake", "repo2/data/gabc/sibling", "", "true", "false", "8", WHEN, "e"],  # a sibling prefix: never
+    ["lake", "repo/data/gabc/old-version", "v1", "false", "false", "9", WHEN, "e"],  # not the current version
+    ["lake", "repo/data/gabc/deleted", "v2", "true", "true", "0", WHEN, "e"],  # a delete marker
+    ["other", "repo/data/gabc/other-bucket", "", "true", "false", "3", WHEN, "e"],
+]
+
+
+def test_only_the_namespace_s_current_objects_are_kept():
+    m = parse_manifest(manifest(), "s3://reports/inv/lake/cfg/2026-11-20T10-00Z/manifest.json")
+    assert (m.source_bucket, m.destination_bucket, m.created, m.file_format) == ("lake", "reports", 1763632800.0, "CSV")
+    got = namespace_objects(m, {"a.csv.gz": csv_file(ROWS)}, bucket="lake", prefix="repo")
+    assert [(o.key, o.size, o.mtime) for o in got] == [("data/gabc/obj+1 x", 5, T), ("legacy-object", 6, T)]
+
+
+def test_a_parquet_report_reads_the_same():
+    m = parse_manifest(manifest("Parquet", fileSchema="message s3.inventory { ... }"), "s3://reports/m.json")
+    columns = list(zip(*ROWS, strict=True))
+    table = pa.table({
+        "bucket": list(columns[0]), "key": [k.replace("%2B", "+").replace("+x", " x") for k in columns[1]],
+        "version_id": list(columns[2]), "is_latest": [v == "true" for v in columns[3]],
+        "is_delete_marker": [v == "true" for v in columns[4]], "size": [int(v) for v in columns[5]],
+        "last_modified_date": pa.array([datetime(2026, 11, 20, 10, tzinfo=UTC)] * len(ROWS), pa.timestamp("ms"))})
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    got = namespace_objects(m, {"a.parquet": out.getvalue()}, bucket="lake", prefix="repo/")
+    assert [(o.key, o.size, o.mtime) for o in got] == [("data/gabc/obj+1 x", 5, T), ("legacy-object", 6, T)]
+
+
+@pytest.mark.parametrize(("raw", "says"), [
+    (b"not json", "not JSON"),
+    (b"[]", "a JSON object"),
+    (manifest("ORC"), "fileFormat 'ORC'"),
+    (manifest(fileSchema="Bucket, Key"), "add Size and Last modified date"),
+    (json.dumps({"fileFormat": "CSV", "fileSchema": SCHEMA}).encode(), "needs sourceBucket"),
+])
+def test_a_manifest_that_cannot_be_used_says_why(raw, says):
+    with pytest.raises(InventoryError, match=says) as err:
+        parse_manifest(raw, "s3://reports/m.json")
+    assert err.value.reason == "inventory"
+
+
+def test_a_row_without_a_date_or_with_missing_fields_stops_the_listing():
+    m = parse_manifest(manifest(), "s3://reports/m.json")
+    with pytest.raises(InventoryError, match="no last-modified date"):
+        namespace_objects(m, {"a": csv_file([["lake", "repo/x", "", "true", "false", "1", "", "e"]])},
+                          bucket="lake", prefix="repo")
+    with pytest.raises(InventoryError, match="a row of 2 fields"):
+        namespace_objects(m, {"a": csv_file([["lake", "repo/x"]])}, bucket="lake", prefix="repo")
