@@ -59,7 +59,7 @@ class Summary:
     # stale_entries (dropped: their file is gone or changed size), written, write (appended|compacted|unchanged)
     cache: dict = field(default_factory=dict)
     swept_at: str | None = None
-    # how the mark found the namespace's objects: kind full (listed: units, objects) | inventory (report,
+    # how the mark found the namespace's objects: kind full (listed: slices, objects) | inventory (report,
     # report_time, files, objects)
     listing: dict = field(default_factory=dict)
 
@@ -96,6 +96,16 @@ def describe_cache(cache: dict) -> str:
                "unchanged": "; the cache is unchanged"}.get(cache.get("write", ""), "")
     return f"mark cache: {counts}{why}" + (written if cache.get("written", True) else
                                           "; the new cache was not written")
+
+
+def describe_listing(listing: dict) -> str:
+    """One line on how the mark found the namespace's objects (empty for records without it, and for sweeps)."""
+    if listing.get("kind") == "inventory":
+        return (f"listing: none, {listing.get('objects', 0):,} objects from the S3 Inventory report of "
+                f"{listing.get('report_time', '?')} ({listing.get('files', 0):,} files, {listing.get('report')})")
+    if listing.get("kind") == "full":
+        return f"listing: full, {listing.get('objects', 0):,} objects in {listing.get('slices', 0):,} slices and the root"
+    return ""
 
 
 def run_dir(run_id: str) -> str:

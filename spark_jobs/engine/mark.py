@@ -109,7 +109,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         else:
             units = ctx.ns.list_units()
             listed = runner.map_units(units, unit_list, config.open, partitions=request.address_partitions)
-            listing = {"kind": "full", "units": len(units), "objects": len(listed)}
+            listing = {"kind": "full", "slices": len(units) - 1, "objects": len(listed)}  # units: slices + the root
         progress("objects listed", len(listed))
         seconds["list"] = time.monotonic() - t
         t = time.monotonic()

@@ -83,3 +83,15 @@ def test_a_row_without_a_date_or_with_missing_fields_stops_the_listing():
                           bucket="lake", prefix="repo")
     with pytest.raises(InventoryError, match="a row of 2 fields"):
         namespace_objects(m, {"a": csv_file([["lake", "repo/x"]])}, bucket="lake", prefix="repo")
+
+
+def test_the_summary_says_how_the_namespace_was_found():
+    from spark_jobs.core.report import describe_listing  # noqa: PLC0415
+
+    assert describe_listing({}) == ""
+    assert describe_listing({"kind": "full", "slices": 2, "objects": 1200}) == \
+        "listing: full, 1,200 objects in 2 slices and the root"
+    line = describe_listing({"kind": "inventory", "objects": 5, "files": 1, "report": "s3://r/m.json",
+                             "report_time": "2026-11-20T10:00:00+00:00"})
+    assert line == "listing: none, 5 objects from the S3 Inventory report of 2026-11-20T10:00:00+00:00 (1 files, " \
+                   "s3://r/m.json)"
