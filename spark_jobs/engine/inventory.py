@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import unquote_plus
@@ -48,13 +49,32 @@ class Manifest:
     files: tuple[tuple[str, int, str], ...]  # key, size, MD5 (hex; "" when the manifest gives none)
 
 
+_REPORT_FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}Z$")  # where S3 writes one day's report
+
+
 def _bucket_of(url: str) -> tuple[str, str]:
     scheme, _, rest = url.partition("://")
     if scheme not in ("s3", "s3a") or not rest.strip("/"):
-        raise InventoryError(f"--inventory {url!r}: an S3 Inventory report is named by its manifest's URL, "
-                             "s3://bucket/prefix/source-bucket/config-id/YYYY-MM-DDTHH-MMZ/manifest.json")
+        raise InventoryError(f"--inventory {url!r}: an S3 Inventory report is named by its manifest's URL "
+                             "(s3://bucket/prefix/source-bucket/config-id/YYYY-MM-DDTHH-MMZ/manifest.json) or by its "
+                             "configuration's folder (s3://bucket/prefix/source-bucket/config-id/: the newest "
+                             "complete report there)")
     bucket, _, key = rest.partition("/")
     return bucket, key
+
+
+def newest_report(reports: Namespace, folder: str) -> str:
+    """The manifest of the newest complete report in an inventory configuration's folder: S3 writes
+    ``manifest.checksum`` after ``manifest.json``, so a report without it is still being written."""
+    folder = folder.strip("/")
+    for name in sorted((n for n in reports.folders(folder) if _REPORT_FOLDER.match(n)), reverse=True):
+        try:
+            reports.read(f"{folder}/{name}/manifest.checksum")
+        except StorageError:
+            continue
+        return f"{folder}/{name}/manifest.json"
+    raise InventoryError(f"no complete S3 Inventory report (a YYYY-MM-DDTHH-MMZ/ folder with manifest.json and "
+                         f"manifest.checksum) in s3://{reports.root}/{folder}/")
 
 
 def parse_manifest(raw: bytes, url: str) -> Manifest:
@@ -142,6 +162,9 @@ def read_inventory(url: str, ns: Namespace) -> tuple[Manifest, list[StoredObject
     report_bucket, manifest_key = _bucket_of(url)
     reports = open_namespace(StorageConfig(f"s3://{report_bucket}", None, ns.config.options_json,
                                            ns.config.max_in_flight))
+    if not manifest_key.endswith(".json"):
+        manifest_key = newest_report(reports, manifest_key)
+        url = f"s3://{report_bucket}/{manifest_key}"
     manifest = parse_manifest(reports.read(manifest_key), url)
     if manifest.source_bucket != bucket:
         raise InventoryError(f"{url} is a report of bucket {manifest.source_bucket!r}; {ns.config.namespace} is in "

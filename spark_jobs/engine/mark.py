@@ -104,7 +104,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             # what the report calls old enough was old enough when S3 wrote it (newer objects are not in it)
             report_time = datetime.fromtimestamp(manifest.created, UTC)
             cutoff = min(cutoff, report_time - min_age)
-            listing = {"kind": "inventory", "report": request.inventory, "report_time": report_time.isoformat(),
+            listing = {"kind": "inventory", "report": manifest.url, "report_time": report_time.isoformat(),
                        "files": len(manifest.files), "objects": len(listed)}
         else:
             units = ctx.ns.list_units()

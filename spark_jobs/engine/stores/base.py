@@ -242,6 +242,16 @@ class Namespace:
         with ThreadPoolExecutor(max(1, min(len(keys), self.config.max_in_flight)), thread_name_prefix="gc-ns") as pool:
             return list(pool.map(fn, keys))
 
+    def folders(self, prefix: str) -> list[str]:
+        """The names of the folders directly under ``prefix`` (read-only; e.g. the dated folders of an inventory
+        configuration); empty when there is none."""
+        try:
+            found = self._call(f"listing {prefix}", lambda: self.fs.ls(self.path(prefix.strip("/")), detail=True,
+                                                                       refresh=True))
+        except FileNotFoundError:
+            return []
+        return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in found if e.get("type") == "directory")
+
     def list_metadata(self, prefix: str) -> list[str]:
         """Keys of the files under ``prefix`` inside ``_lakefs/`` (what lakeFS wrote for a GC run)."""
         if not check_key(prefix).startswith(METADATA_PREFIX):

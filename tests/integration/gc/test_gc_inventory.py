@@ -42,8 +42,8 @@ def s3_world() -> Iterator:
     store.cleanup()
 
 
-def write_report(store, *, source_bucket: str | None = None, created: float | None = None,
-                 alter: bool = False) -> str:
+def write_report(store, *, source_bucket: str | None = None, created: float | None = None, alter: bool = False,
+                 config: str | None = None, stamp: str = "2026-11-26T00-00Z", complete: bool = True) -> str:
     """Inventory the store's bucket as S3 would (every object, the namespace's and its neighbours'), into REPORTS;
     the manifest's URL."""
     s3 = store.client()
@@ -54,14 +54,18 @@ def write_report(store, *, source_bucket: str | None = None, created: float | No
             rows.append([store.bucket, quote_plus(o["Key"], safe="/"), "", "true", "false", str(o["Size"]),
                          modified, o["ETag"].strip('"')])
     data = gzip.compress("".join(",".join(f'"{v}"' for v in row) + "\n" for row in rows).encode())
-    folder = f"inv/{store.bucket}/daily/{uuid.uuid4().hex[:8]}"
+    folder = f"inv/{store.bucket}/{config or uuid.uuid4().hex[:8]}/{stamp}"
     s3.put_object(Bucket=REPORTS, Key=f"{folder}/data/part-0.csv.gz", Body=data + (b"x" if alter else b""))
     manifest = {"sourceBucket": source_bucket or store.bucket, "destinationBucket": f"arn:aws:s3:::{REPORTS}",
                 "version": "2016-11-30", "creationTimestamp": str(int((created or time.time()) * 1000)),
                 "fileFormat": "CSV", "fileSchema": ", ".join(SCHEMA),
                 "files": [{"key": f"{folder}/data/part-0.csv.gz", "size": len(data),
                            "MD5checksum": hashlib.md5(data, usedforsecurity=False).hexdigest()}]}
-    s3.put_object(Bucket=REPORTS, Key=f"{folder}/manifest.json", Body=json.dumps(manifest).encode())
+    body = json.dumps(manifest).encode()
+    s3.put_object(Bucket=REPORTS, Key=f"{folder}/manifest.json", Body=body)
+    if complete:  # S3 writes the checksum last
+        s3.put_object(Bucket=REPORTS, Key=f"{folder}/manifest.checksum",
+                      Body=hashlib.md5(body, usedforsecurity=False).hexdigest().encode())
     return f"s3://{REPORTS}/{folder}/manifest.json"
 
 
@@ -114,3 +118,21 @@ def test_a_report_that_cannot_be_trusted_deletes_nothing(s3_world, request):
             gc._go(repo, "full", min_age=timedelta(0), inventory=url)
         assert err.value.reason in ("inventory", "storage"), err.value.reason
     assert data_keys(store, h["namespace"]) == before
+
+
+def test_a_configuration_folder_reads_its_newest_complete_report(s3_world, request):
+    """--inventory may name the inventory configuration's folder: the newest report S3 finished writing there."""
+    store, server, lakefs = s3_world
+    gc = Collector(server.endpoint, {"s3": store.fsspec_options()}, runner=runner_of("threads", request)[0])
+    repo = new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    config = f"cfg-{uuid.uuid4().hex[:6]}"
+    # the oldest names another bucket (it would fail the run), the newest is still being written (no checksum)
+    write_report(store, config=config, stamp="2026-11-24T00-00Z", source_bucket="someone-else")
+    chosen = write_report(store, config=config, stamp="2026-11-25T00-00Z")
+    write_report(store, config=config, stamp="2026-11-26T00-00Z", complete=False, alter=True)
+    folder = f"s3://{REPORTS}/inv/{store.bucket}/{config}/"
+    summary, marked = gc._go(repo, "dry-run", min_age=timedelta(0), inventory=folder)
+    assert summary.listing["report"] == chosen and {o.key for o in marked.deleted} == {h["v1"], h["s1"]}
+    with pytest.raises(GCError, match="no complete S3 Inventory report"):
+        gc._go(repo, "dry-run", min_age=timedelta(0), inventory=f"s3://{REPORTS}/inv/{store.bucket}/none/")
