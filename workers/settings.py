@@ -150,6 +150,18 @@ class GCSettings(BaseModel):
     trigger_check_seconds: int = Field(default=60, gt=0, description="how often beat looks for due repositories")
     max_deletions_per_run: int = Field(default=1_000_000, gt=0, description="a run deletes at most this many "
                                        "objects; the rest waits for the next run")
+    inventory: dict[str, str] = Field(default_factory=dict, description="repository id -> an S3 Inventory report "
+                                      "of its namespace's bucket (a manifest.json, or the configuration's folder: "
+                                      "its newest complete report), read instead of listing the namespace")
+
+    @field_validator("inventory")
+    @classmethod
+    def _inventory(cls, value: dict[str, str]) -> dict[str, str]:
+        for repository_id, url in value.items():
+            if not re.match(r"^s3a?://[^/\s]+/", url):
+                raise ValueError(f"gc.inventory[{repository_id!r}]: {url!r} is not an s3://bucket/... URL of an S3 "
+                                 "Inventory manifest.json or configuration folder")
+        return value
 
     @model_validator(mode="before")
     @classmethod

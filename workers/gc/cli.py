@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from spark_jobs.core.report import describe_cache
+from spark_jobs.core.report import describe_cache, describe_listing
 from workers.cli_common import (
     Runtime,
     console,
@@ -87,12 +87,28 @@ def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
         click.echo(f"the store throttled the sweep {summary.backoffs:,} times; it slowed down and completed")
     if describe_cache(summary.cache):
         click.echo(describe_cache(summary.cache))
+    if describe_listing(summary.listing):
+        click.echo(describe_listing(summary.listing))
     if by_prefix and (summary.by_path or summary.by_prefix):
         breakdown = table("path prefix" if summary.by_path else "prefix", "objects", "bytes")
         for prefix, (objects, size) in sorted((summary.by_path or summary.by_prefix).items()):
             breakdown.add_row(prefix, f"{objects:,}", f"{size:,}")
         breakdown.add_row("[b]total[/b]", f"{summary.num_deleted_objects:,}", f"{summary.deleted_bytes:,}")
         console.print(breakdown)
+
+
+def _inventory(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.startswith(("s3://", "s3a://")):
+        raise click.BadParameter(f"{value!r}: name an S3 Inventory report by its manifest's URL "
+                                 "(s3://bucket/.../YYYY-MM-DDTHH-MMZ/manifest.json) or its configuration's folder")
+    return value
+
+
+inventory_option = click.option(
+    "--inventory", default=None, metavar="URL", callback=_inventory,
+    help="Read the namespace's objects from this S3 Inventory report (its manifest.json, or the configuration's "
+         "folder: the newest complete report) instead of listing them; objects newer than the report's time "
+         "minus the cutoff are left for the next run. Default: gc.inventory's entry for the repository.")
 
 
 @click.group("gc")
@@ -110,19 +126,20 @@ def gc() -> None:
 @click.option("--plan", "plan_id", default=None, help="Execute exactly this stored plan (a `gc plan` id) instead of "
                                                       "marking anew; the sweep's re-check still applies.")
 @click.option("--no-cache", is_flag=True, help="Read every range and metarange, not what the mark cache remembers.")
+@inventory_option
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
 def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, engine: str | None,
-            dry_run: bool, plan_id: str | None, no_cache: bool, as_json: bool) -> None:
+            dry_run: bool, plan_id: str | None, no_cache: bool, inventory: str | None, as_json: bool) -> None:
     """Mark what retained commits and staged entries reach, then delete the rest (exit 0 only on success)."""
     chosen = engine or rt.settings.gc.engine
-    if plan_id and (dry_run or min_age or now_text or no_cache):
-        raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age, --now and --no-cache do not "
-                               "apply")
+    if plan_id and (dry_run or min_age or now_text or no_cache or inventory):
+        raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age, --now, --no-cache and "
+                               "--inventory do not apply")
     request = GCRequest(repository, "sweep" if plan_id else "run", mark_id=plan_id,
                         now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
-                        dry_run=dry_run, engine=chosen, cache=not no_cache)
+                        dry_run=dry_run, engine=chosen, cache=not no_cache, inventory=inventory)
     _print_summary(_go(rt, request, as_json), as_json)
 
 
@@ -135,15 +152,16 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
                                       "objects had in lakeFS, like Hudi's `clean showpartitions`; reads the "
                                       "expired history to name them).")
 @click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None)
+@inventory_option
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
 def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: int | None,
-             engine: str | None, as_json: bool) -> None:
+             engine: str | None, inventory: str | None, as_json: bool) -> None:
     """Mark only: store the plan (its id is the mark id for `gc sweep`) and show what it would delete."""
     request = GCRequest(repository, "plan", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
                         prefix_depth=by_prefix or 2, by_path=by_prefix is not None,
-                        engine=engine or rt.settings.gc.engine)
+                        engine=engine or rt.settings.gc.engine, inventory=inventory)
     summary = _go(rt, request, as_json)
     _print_summary(summary, as_json, by_prefix is not None)
     if not as_json:
@@ -256,6 +274,8 @@ def _show_run(rt: Runtime, repository: str, run_id: str, depth: int, as_json: bo
     console.print(rows)
     if describe_cache(found.summary.cache):
         click.echo(describe_cache(found.summary.cache))
+    if describe_listing(found.summary.listing):
+        click.echo(describe_listing(found.summary.listing))
     if found.note:
         click.echo(found.note)
     if found.summary.oldest_retained:

@@ -46,6 +46,7 @@ class GCRequest:
     prefix_depth: int = 2  # folders of the plan's by-prefix breakdown
     by_path: bool = False  # name what a plan deletes by path prefix (reads the expired history too)
     cache: bool = True  # the mark cache; False (--no-cache): every range and metarange read
+    inventory: str | None = None  # an S3 Inventory report read instead of a listing (default: gc.inventory's)
 
 
 def api_config(connection: LakeFSConnection, timeout: float = 30.0) -> LakeFSApiConfig:
@@ -69,7 +70,8 @@ def run_request(gc: GCSettings, request: GCRequest, engine: str, *, lease: Lease
     return RunRequest(repository_id=request.repository_id, mode=mode, now=request.now, mark_id=request.mark_id,
                       min_age=min_age_of(gc, request.min_age), max_deletions=gc.max_deletions_per_run,
                       prefix_depth=request.prefix_depth, by_path=request.by_path, engine=engine,
-                      metadata_from=gc.metadata_source, lease=lease, cache=request.cache)
+                      metadata_from=gc.metadata_source, lease=lease, cache=request.cache,
+                      inventory=request.inventory or gc.inventory.get(request.repository_id))
 
 
 def spark_ready(spark: SparkSettings | None) -> bool:

@@ -136,3 +136,36 @@ def test_a_configuration_folder_reads_its_newest_complete_report(s3_world, reque
     assert summary.listing["report"] == chosen and {o.key for o in marked.deleted} == {h["v1"], h["s1"]}
     with pytest.raises(GCError, match="no complete S3 Inventory report"):
         gc._go(repo, "dry-run", min_age=timedelta(0), inventory=f"s3://{REPORTS}/inv/{store.bucket}/none/")
+
+
+def test_the_cli_and_the_setting_take_a_report(s3_world, redis_server):
+    """`gc run --inventory URL`, and gc.inventory's entry for the repository when no flag is given."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from tests.services import janitor_env  # noqa: PLC0415
+    from workers.cli import main  # noqa: PLC0415
+
+    store, server, lakefs = s3_world
+    repo = new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    url = write_report(store)
+    env = janitor_env(server, redis_server.url, **store.janitor_env())
+
+    def cli(*args: str, extra: dict | None = None):
+        return CliRunner().invoke(main, list(args), env={**env, **(extra or {})}, catch_exceptions=False)
+
+    bad = cli("gc", "run", f"lakefs://{repo}", "--inventory", "gs://b/manifest.json")
+    assert bad.exit_code == 2 and "S3 Inventory report" in bad.output
+    refused = cli("gc", "run", f"lakefs://{repo}", "--plan", "x", "--inventory", url)
+    assert refused.exit_code == 2 and "--inventory do not apply" in refused.output
+    planned = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--dry-run", "--inventory", url)
+    assert planned.exit_code == 0, planned.output
+    assert "would delete 2 objects" in planned.output and "from the S3 Inventory report of" in planned.output
+    setting = json.dumps({repo: url})
+    ran = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--json", extra={"LAKEFS_JANITOR_GC__INVENTORY": setting})
+    assert ran.exit_code == 0, ran.output
+    summary = json.loads(ran.output)
+    assert summary["listing"]["kind"] == "inventory" and summary["swept"] == 2
+    assert read(lakefs, repo, h["c1"], "tables/t1/a.txt") == 410
+    wrong = cli("gc", "run", f"lakefs://{repo}", extra={"LAKEFS_JANITOR_GC__INVENTORY": '{"r": "https://x/m"}'})
+    assert wrong.exit_code != 0 and "gc.inventory['r']" in wrong.output
