@@ -1,7 +1,7 @@
-"""How an engine runs one function over many units of work. The GC's steps are written once, as functions of
-(context, unit); an engine only decides where they run: ``ThreadRunner`` on a thread pool in this process (no
-JVM, small repositories in seconds), the Spark job's runner on executors (spark_jobs/jobs/gc.py). One step that
-overlaps the driver's own work goes to ``in_background``."""
+"""How a runner spreads one function over many units of work. The engine's steps are written once, as functions
+of (context, unit); a runner only decides where they run: ``ThreadRunner`` on a thread pool in this process (no
+JVM, small repositories in seconds), ``SparkRunner`` on executors (spark_jobs/jobs/gc.py). One step that overlaps
+the driver's own work goes to ``in_background``."""
 
 from __future__ import annotations
 
