@@ -19,7 +19,7 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from urllib.parse import unquote_plus
 
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
@@ -129,11 +129,19 @@ def _rows(data: bytes, manifest: Manifest, name: str):
                if c in table.column_names}
     for i in range(table.num_rows):
         modified = columns["last_modified_date"][i]
-        yield (columns["bucket"][i], columns["key"][i], int(columns["size"][i] or 0),
-               None if modified is None else (modified.timestamp() if hasattr(modified, "timestamp")
-                                              else int(modified) / 1000),
+        yield (columns["bucket"][i], columns["key"][i], int(columns["size"][i] or 0), _seconds(modified),
                columns.get("is_latest", [True] * table.num_rows)[i] is not False,
                bool(columns.get("is_delete_marker", [False] * table.num_rows)[i]))
+
+
+def _seconds(modified: object) -> float | None:
+    """A Parquet report's last-modified date as Unix seconds: a timestamp (UTC when it names no zone, as S3 writes
+    it) or milliseconds."""
+    if modified is None:
+        return None
+    if isinstance(modified, datetime):
+        return (modified if modified.tzinfo else modified.replace(tzinfo=UTC)).timestamp()
+    return int(modified) / 1000
 
 
 def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: str, prefix: str) -> list[StoredObject]:
