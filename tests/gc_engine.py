@@ -23,12 +23,12 @@ RUNNERS = ("threads", pytest.param("spark", marks=pytest.mark.spark))
 
 
 def runner_of(name: str, request: pytest.FixtureRequest) -> tuple[Runner, str]:
-    """The runner named in RUNNERS and the engine name its runs record."""
+    """The runner named in RUNNERS and the name its runs record."""
     if name == "spark":
         from spark_jobs.jobs.gc import SparkRunner  # noqa: PLC0415
 
         return SparkRunner(request.getfixturevalue("spark_context")), "spark"
-    return ThreadRunner(4), "inprocess"
+    return ThreadRunner(4), "threads"
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Collector:
     endpoint: str  # lakeFS
     options: dict[str, Any] = field(default_factory=dict)  # fsspec options per store
     runner: Runner = field(default_factory=lambda: ThreadRunner(4))
-    engine: str = "inprocess"
+    runner_name: str = "threads"  # what its runs record: threads | spark
     local_root: str | None = None  # None: learnt from lakeFS, as in production
     max_in_flight: int = 8
     cache: bool = True  # the mark cache; False: every range and metarange read (``gc run --no-cache``)
@@ -52,7 +52,7 @@ class Collector:
         return StorageConfig("", self.local_root, json.dumps(self.options), self.max_in_flight)
 
     def _go(self, repo: str, mode: str, **kw: Any) -> tuple[Summary, Marked | None]:
-        request = RunRequest(repository_id=repo, mode=mode, engine=self.engine, range_partitions=4,
+        request = RunRequest(repository_id=repo, mode=mode, runner=self.runner_name, range_partitions=4,
                              address_partitions=4, **{"cache": self.cache, **kw})
         return run_marked(self.api, self.storage, request, runner=self.runner)
 

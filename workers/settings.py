@@ -8,6 +8,7 @@ for lakectl needs no extra lakeFS configuration.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -22,10 +23,23 @@ from spark_jobs.core.durations import DurationError, parse_duration
 
 ENV_PREFIX = "LAKEFS_JANITOR_"
 CONFIG_FILE_ENV = "LAKEFS_JANITOR_CONFIG"
+log = logging.getLogger(__name__)
 
 
 class SettingsError(RuntimeError):
     """Settings that cannot be used; the message names each offending setting."""
+
+
+# the GC's runner by every name it had: gc.engine and the value inprocess are deprecated spellings
+RUNNER_ALIASES = {"threads": "threads", "inprocess": "threads", "spark": "spark", "auto": "auto"}
+_warned: set[str] = set()
+
+
+def _deprecated(what: str, message: str) -> None:
+    """Log a deprecated setting's warning once per process."""
+    if what not in _warned:
+        _warned.add(what)
+        log.warning(message)
 
 
 class LakeFSConnection(BaseModel):
@@ -116,8 +130,10 @@ class GCSettings(BaseModel):
 
     schedule: str = Field(default="30 2 * * *", description="cron of the GC over every repository (daily)")
     min_age: str | None = Field(default=None, description="safety cutoff; default: lakeFS's own grace_period (24h)")
-    engine: str = Field(default="auto", pattern="^(auto|inprocess|spark)$")
-    auto_spark_above_ranges: int = Field(default=100, gt=0, description="--engine auto: Spark above this many ranges "
+    runner: str = Field(default="auto", pattern="^(auto|threads|spark)$", description="where a run runs: threads in "
+                        "this process, Spark's executors, or auto (by the repository's size); gc.engine and "
+                        "inprocess are deprecated spellings")
+    auto_spark_above_ranges: int = Field(default=100, gt=0, description="--runner auto: Spark above this many ranges "
                                          "(≈ 3.7M objects at the bench's density: bench/README.md, scale curve)")
     metadata_source: str = Field(default="storage", pattern="^(storage|lakefs)$",
                                  description="read SSTables from the namespace, or through lakeFS's API")
@@ -142,7 +158,7 @@ class GCSettings(BaseModel):
                                     "per process (the throttled sweep's cap)")
     store_timeout_seconds: int = Field(default=60, gt=0, le=3600, description="a request to the store (connect "
                                        "or read) that takes longer is retried, a few times, then fails the run")
-    threads: int = Field(default=8, gt=0, le=256, description="in-process engine: reads and deletes in parallel")
+    threads: int = Field(default=8, gt=0, le=256, description="the thread runner: reads and deletes in parallel")
     lease_seconds: int = Field(default=60, ge=3, le=3600, description="one GC per repository at a time: the run's "
                                "lease, renewed while it lives; a dead run frees the repository within this")
     trigger_commits: int = Field(default=0, ge=0, description="start a repository's GC after this many commits "
@@ -162,6 +178,34 @@ class GCSettings(BaseModel):
                 raise ValueError(f"gc.inventory[{repository_id!r}]: {url!r} is not an s3://bucket/... URL of an S3 "
                                  "Inventory manifest.json or configuration folder")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runner(cls, data: object) -> object:
+        """gc.engine (LAKEFS_JANITOR_GC__ENGINE) and the value inprocess: the deprecated spellings of gc.runner and
+        threads, still read (one warning per process)."""
+        if not isinstance(data, dict) or not ({"engine", "runner"} & data.keys()):
+            return data
+        data = dict(data)
+        old = {}
+        if "engine" in data:
+            engine = data.pop("engine")
+            if engine not in RUNNER_ALIASES:
+                raise ValueError(f"gc.engine (deprecated: gc.runner, LAKEFS_JANITOR_GC__RUNNER): {engine!r} is not "
+                                 "one of threads, spark, auto")
+            old["engine"] = (engine, RUNNER_ALIASES[engine])
+        if data.get("runner") == "inprocess":
+            old["runner"] = ("inprocess", "threads")
+            data["runner"] = "threads"
+        if "engine" in old:
+            if "runner" in data and data["runner"] != old["engine"][1]:
+                raise ValueError(f"gc.runner (LAKEFS_JANITOR_GC__RUNNER) is {data['runner']!r} but the deprecated "
+                                 f"gc.engine (LAKEFS_JANITOR_GC__ENGINE) is {old['engine'][0]!r}: set gc.runner only")
+            data["runner"] = old["engine"][1]
+        for name, (value, new) in old.items():
+            spelt = "gc.engine (LAKEFS_JANITOR_GC__ENGINE)" if name == "engine" else f"gc.runner: {value}"
+            _deprecated(f"gc.{name}", f"{spelt} is deprecated: use gc.runner: {new} (LAKEFS_JANITOR_GC__RUNNER={new})")
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -74,7 +74,7 @@ def time_marks(world: World, gc, repo: str, rounds: int) -> dict[str, Any]:
         times.append(time.perf_counter() - started)
         summary = marked.summary
         check(summary.success and summary.num_deleted_objects == 0,
-              f"{world.kind}/{gc.engine}: a dry run over metadata-only objects planned "
+              f"{world.kind}/{gc.runner_name}: a dry run over metadata-only objects planned "
               f"{summary.num_deleted_objects} deletions")
         phases.append(summary.seconds["mark"])
     return {"seconds": times, "median": statistics.median(times), "mark_phase": phases,

@@ -86,9 +86,9 @@ def timed(world: World, gc, repo: Repo, *, cache: bool | None, what: str) -> dic
     elapsed = time.perf_counter() - started
     other = max(0.0, (machine_busy() - busy0) - (tree_cpu(me) - ours0)) / elapsed
     check(summary.success and summary.num_deleted_objects == 0,
-          f"{world.kind}/{gc.engine} {what}: a dry run over metadata-only objects planned {summary.num_deleted_objects}")
+          f"{world.kind}/{gc.runner_name} {what}: a dry run over metadata-only objects planned {summary.num_deleted_objects}")
     check(len(marked.kept) == repo.expected,
-          f"{world.kind}/{gc.engine} {what}: kept {len(marked.kept)} addresses, {repo.expected} staged")
+          f"{world.kind}/{gc.runner_name} {what}: kept {len(marked.kept)} addresses, {repo.expected} staged")
     return {"seconds": elapsed, "phases": dict(summary.seconds), "metaranges": summary.metaranges,
             "ranges": summary.ranges, "files": summary.metaranges + summary.ranges,
             "cache": dict(getattr(summary, "cache", {}) or {}), "other_cpu_cores": round(other, 2),

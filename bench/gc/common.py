@@ -60,7 +60,7 @@ class World:
         if runner == "spark":
             from spark_jobs.jobs.gc import SparkRunner  # noqa: PLC0415
 
-            return Collector(self.server.endpoint, self.options(endpoint), runner=SparkRunner(spark), engine="spark")
+            return Collector(self.server.endpoint, self.options(endpoint), runner=SparkRunner(spark), runner_name="spark")
         return Collector(self.server.endpoint, self.options(endpoint), runner=ThreadRunner(threads))
 
     def rules(self, repository_id: str, days: int) -> None:
@@ -142,7 +142,11 @@ def gc_run(collector: Collector, repository_id: str, mode: str = "dry-run", *, c
     if cache is not None:
         kw["cache"] = cache
     kw = {k: v for k, v in kw.items() if k in known}
-    request = RunRequest(repository_id=repository_id, mode=mode, engine=collector.engine, range_partitions=4,
+    if "runner" in known:
+        kw["runner"] = collector.runner_name
+    else:  # an engine from before the runner had its name: engine, inprocess for threads
+        kw["engine"] = "inprocess" if collector.runner_name == "threads" else collector.runner_name
+    request = RunRequest(repository_id=repository_id, mode=mode, range_partitions=4,
                          address_partitions=4, **kw)
     return run_marked(collector.api, collector.storage, request, runner=collector.runner)
 

@@ -68,7 +68,7 @@ def child(spec: dict[str, Any]) -> int:
         from spark_jobs.jobs.gc import SparkRunner  # noqa: PLC0415
 
         sc = spark_context()
-        gc = Collector(spec["endpoint"], spec["options"], runner=SparkRunner(sc), engine="spark")
+        gc = Collector(spec["endpoint"], spec["options"], runner=SparkRunner(sc), runner_name="spark")
     else:
         sc = None
         gc = Collector(spec["endpoint"], spec["options"], runner=ThreadRunner(8))

@@ -40,7 +40,7 @@ class Summary:
     error: str | None = None
     format: int = FORMAT
     marked: bool = False  # the mark completed and its plan is whole: the only plans a sweep executes
-    engine: str = ""  # the runner: inprocess | spark
+    runner: str = ""  # the runner: threads | spark (older versions wrote engine: inprocess | spark)
     storage_namespace: str = ""
     local_root: str | None = None  # the local blockstore's folder, for a local:// namespace
     min_age_seconds: float = 0.0
@@ -69,7 +69,9 @@ class Summary:
 
     @classmethod
     def from_dict(cls, raw: dict) -> Summary:
-        """Fields this class does not know (an engine's own extras) are left out."""
+        """Fields this class does not know (an engine's own extras) are left out; an older version's record reads
+        as a new one (``upgrade_record``)."""
+        raw = upgrade_record(raw)
         return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
 
     def as_dict(self) -> dict:
@@ -77,6 +79,19 @@ class Summary:
 
     def dumps(self) -> bytes:
         return json.dumps(self.as_dict(), indent=2, sort_keys=True).encode()
+
+
+def upgrade_record(raw: dict) -> dict:
+    """A summary or run-history record as this version writes it: older versions named the runner ``engine``
+    (and its reason ``engine_reason``), and the thread runner ``inprocess``."""
+    if "engine" not in raw and "engine_reason" not in raw:
+        return raw
+    new = {k: v for k, v in raw.items() if k not in ("engine", "engine_reason")}
+    if "engine" in raw:
+        new.setdefault("runner", "threads" if raw["engine"] == "inprocess" else raw["engine"])
+    if "engine_reason" in raw:
+        new.setdefault("runner_reason", raw["engine_reason"])
+    return new
 
 
 def describe_cache(cache: dict) -> str:

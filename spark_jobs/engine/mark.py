@@ -125,7 +125,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
             by_path=by_path_prefix(deleted, paths, request.prefix_depth) if request.by_path else {},
             oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
-            policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, engine=request.engine,
+            policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, runner=request.runner,
             storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(), commits=len(graph.commits),
             lakefs_retained_commits=len(graph.lakefs_retained), metaranges=len(metaranges), ranges=len(range_ids),
             uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()},
@@ -214,6 +214,6 @@ def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) 
 def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:
     """What both runners must agree on: the deleted set and the decision's fields (not the run id, the runner,
     nor timings)."""
-    skip = {"run_id", "engine", "seconds", "by_path", "start_time", "cutoff_time", "cache"}
+    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache"}
     fields = summary.as_dict()
     return {"deleted": sorted(deleted), **{k: fields[k] for k in sorted(fields) if k not in skip}}

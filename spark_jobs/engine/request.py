@@ -25,7 +25,7 @@ class RunRequest:
     max_deletions: int | None = None
     prefix_depth: int = 2  # folders of the plan's by-prefix breakdown
     by_path: bool = False  # name what the plan deletes by the path it had in lakeFS (reads the expired history)
-    engine: str = "inprocess"  # the runner's name, for the record
+    runner: str = "threads"  # the runner's name (threads | spark), for the record
     metadata_from: str = "storage"
     range_partitions: int = 50
     address_partitions: int = 200

@@ -73,7 +73,7 @@ def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Ru
         summary = sweep(api, runner, config, mark_id=mark_id, range_partitions=request.range_partitions,
                         address_partitions=request.address_partitions, max_deletions=request.max_deletions,
                         progress=progress, lease=request.lease)
-        summary.engine = request.engine
+        summary.runner = request.runner
         return summary, marked
     except LakeFSApiError as exc:
         raise GCError(str(exc), exc.reason) from exc
@@ -95,7 +95,7 @@ def resolve_storage(api: LakeFSApi, repository_id: str, storage: StorageConfig) 
 
 def head_range_count(api_config: LakeFSApiConfig, repository_id: str) -> int:
     """The distinct ranges the branch HEADs reach, read through lakeFS (no storage access needed): a cheap
-    measure of a repository's size, the one ``--engine auto`` decides by."""
+    measure of a repository's size, the one ``--runner auto`` decides by."""
     api = LakeFSApi(api_config)
     try:
         heads = set(api.branches(repository_id).values())

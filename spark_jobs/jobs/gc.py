@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415
 
     # bad arguments fail before Spark starts
-    request = RunRequest.from_args(argv, parser=JobArgumentParser(prog="gc"), engine="spark")
+    request = RunRequest.from_args(argv, parser=JobArgumentParser(prog="gc"), runner="spark")
     sc = spark_context()
     try:
         config = hadoop_config(sc)

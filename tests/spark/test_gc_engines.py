@@ -48,7 +48,7 @@ def _head_objects(lakefs, repository_id: str) -> dict[tuple[str, str], bytes]:
 
 
 def _spark(request: RunRequest, **kw) -> RunRequest:
-    return replace(request, engine="spark", **kw)
+    return replace(request, runner="spark", **kw)
 
 
 def _decision(summary: Summary) -> Summary:
@@ -90,15 +90,15 @@ def test_runners_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs
     gc = Collector(lakefs_server.endpoint)
     threads = gc.mark(history, now=now, min_age=timedelta(0))
     # As `gc plan` and the Celery task start it: in process, then on Spark local; both report their progress
-    progress: dict[str, list[tuple[str, int]]] = {"inprocess": [], "spark": []}
+    progress: dict[str, list[tuple[str, int]]] = {"threads": [], "spark": []}
     settings = GCSettings(min_age="0s", threads=4)
-    workers = execute(settings, GCRequest(history, "plan", now=now, engine="inprocess"), connection=lakefs_conn,
-                      runs=runs, progress=lambda phase, n: progress["inprocess"].append((phase, n)))
-    local = execute(settings, GCRequest(history, "plan", now=now, engine="spark"), connection=lakefs_conn,
+    workers = execute(settings, GCRequest(history, "plan", now=now, runner="threads"), connection=lakefs_conn,
+                      runs=runs, progress=lambda phase, n: progress["threads"].append((phase, n)))
+    local = execute(settings, GCRequest(history, "plan", now=now, runner="spark"), connection=lakefs_conn,
                     runs=runs, spark=local_spark,
                     progress=lambda phase, n: progress["spark"].append((phase, n)))
-    assert [(e["mode"], e["engine"], e["success"], e["run_id"]) for e in runs.history(history)] == [
-        ("plan", "spark", True, local.run_id), ("plan", "inprocess", True, workers.run_id)]
+    assert [(e["mode"], e["runner"], e["success"], e["run_id"]) for e in runs.history(history)] == [
+        ("plan", "spark", True, local.run_id), ("plan", "threads", True, workers.run_id)]
     master, worker = spark_cluster
     events: list[dict] = []
     request = RunRequest(history, "mark", now=now, min_age=timedelta(0))
@@ -113,10 +113,10 @@ def test_runners_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs
     assert fingerprints["spark-cluster"] == fingerprints["threads"]
     assert sorted(plans["threads"][1]) == sorted(o.key for o in threads.deleted)
     # the Spark job's progress reaches the caller under the same phases, with the same counts
-    assert progress["spark"] == progress["inprocess"] and [p for p, _ in progress["inprocess"]] == [
+    assert progress["spark"] == progress["threads"] and [p for p, _ in progress["threads"]] == [
         "commits", "ranges", "objects listed"]
     summary, deleted = plans["threads"]
-    assert summary.engine == "inprocess" and cluster.engine == local.engine == "spark"
+    assert summary.runner == "threads" and cluster.runner == local.runner == "spark"
     # overwritten versions of main's objects and the deleted branch's old scratch version (default 7 days)
     assert summary.num_deleted_objects == len(deleted) >= 5
     start = next(e for e in events if e.get("event") == "progress" and e.get("phase") == "start")
@@ -134,7 +134,7 @@ def test_runners_write_identical_plans_and_the_cluster_sweeps_it(history, lakefs
     # Plans are interchangeable: the in-process sweep executes the plan Spark local marked (already collected
     # objects count as deleted) and takes nothing more.
     again = gc.sweep(history, local.run_id)
-    assert again.success and again.swept == len(deleted) and again.engine == "inprocess"
+    assert again.success and again.swept == len(deleted) and again.runner == "threads"
     assert _head_objects(lakefs, history) == before
     # The tag is not protected (as in lakeFS): its overwritten version was collected and reads as 410 Gone.
     with pytest.raises(lakefs_sdk.ApiException) as gone:
@@ -165,7 +165,7 @@ def test_runners_agree_under_cleaning_policies(history, lakefs, lakefs_server, l
     ]}))
     marked = gc.mark(history, now=now, min_age=timedelta(0))
     local = run_gc(spark=local_spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
-                   request=RunRequest(history, "mark", now=now, min_age=timedelta(0), engine="spark"))
+                   request=RunRequest(history, "mark", now=now, min_age=timedelta(0), runner="spark"))
     plans = {"threads": plan_fingerprint(*_plan(marked.summary)), "spark-local": plan_fingerprint(*_plan(local))}
     assert plans["spark-local"] == plans["threads"]
     assert plans["threads"]["deleted"] == sorted(o.key for o in marked.deleted)
@@ -188,7 +188,7 @@ def test_spark_run_without_gc_rules_fails_clearly_and_deletes_nothing(lakefs, la
         name=name, storage_namespace=f"local://{name}", default_branch="main"))
     try:
         with pytest.raises(GCError, match=f"lakefs://{name} has no GC rules") as caught:
-            run_gc(spark=local_spark, lakefs=lakefs_conn, request=RunRequest(name, "full", engine="spark"),
+            run_gc(spark=local_spark, lakefs=lakefs_conn, request=RunRequest(name, "full", runner="spark"),
                    storage=StorageConfig(""), env=submit_env)
         assert caught.value.reason == "no-rules"
     finally:
@@ -216,7 +216,7 @@ def test_s3_blockstore_both_runners_agree_and_spark_sweeps(submit_env, local_spa
         conn = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
                                 secret_access_key=ADMIN_SECRET_KEY)
         spark = run_gc(spark=local_spark, lakefs=conn, storage=gc.storage, env=submit_env,
-                       request=RunRequest(repo, "full", now=now, min_age=timedelta(0), engine="spark"))
+                       request=RunRequest(repo, "full", now=now, min_age=timedelta(0), runner="spark"))
         plans = [_plan(s, gc.storage.options_json) for s in (threads, spark)]
         assert plan_fingerprint(*plans[0]) == plan_fingerprint(_decision(plans[1][0]), plans[1][1])
         deleted = plans[0][1]

@@ -96,7 +96,7 @@ def test_killing_the_starter_kills_spark_submit_and_the_next_run_finishes(histor
                     LAKEFS_JANITOR_SPARK__RANGE_NUM_PARTITIONS="4", LAKEFS_JANITOR_SPARK__ADDRESS_NUM_PARTITIONS="4")
     before = data_keys(lakefs_server, history)
     local = {**env}
-    starter = subprocess.Popen([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--runner",
                                 "spark", "--min-age", "0s", "--json"], env=local, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
@@ -119,15 +119,15 @@ def test_killing_the_starter_kills_spark_submit_and_the_next_run_finishes(histor
     assert data_keys(lakefs_server, history) == after_kill  # nothing deleted any more
     runs = GCRuns(redis.Redis.from_url(redis_server.url), "lakefs-janitor", redis_server.url)
     # The next run, on this host: the dead starter's lease is taken over at once, and the run completes.
-    result = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
-                             "inprocess", "--min-age", "0s", "--json"], env=local, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--runner",
+                             "threads", "--min-age", "0s", "--json"], env=local, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert runs.history(history)[1]["reason"] == "died"
     assert data_keys(lakefs_server, history) < before
     # ... and leaves the namespace as an unbroken run would: nothing more to collect
-    dry = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
-                          "inprocess", "--min-age", "0s", "--dry-run", "--json"], env=local, capture_output=True,
+    dry = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--runner",
+                          "threads", "--min-age", "0s", "--dry-run", "--json"], env=local, capture_output=True,
                          text=True, timeout=300)
     assert dry.returncode == 0 and json.loads(dry.stdout)["num_deleted_objects"] == 0, dry.stdout + dry.stderr
 
@@ -166,7 +166,7 @@ def test_a_killed_driver_or_executor_loses_nothing_and_the_next_run_converges(hi
     env = spark_env(janitor_env(lakefs_server, redis_server.url), LAKEFS_JANITOR_SPARK__MASTER="local[2,3]",
                     LAKEFS_JANITOR_SPARK__RANGE_NUM_PARTITIONS="4", LAKEFS_JANITOR_SPARK__ADDRESS_NUM_PARTITIONS="4")
     keep = {(ref, path): data for ref, path, data in readable(lakefs, history)}
-    starter = subprocess.Popen([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--runner",
                                 "spark", "--min-age", "0s", "--json"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     # the driver JVM (not the launcher that builds its command line, which names the job too)
@@ -191,12 +191,12 @@ def test_a_killed_driver_or_executor_loses_nothing_and_the_next_run_converges(hi
     else:
         assert starter.returncode == 0, (out, err)
     assert [k for k, data in keep.items() if read_back(lakefs, history, *k) != data] == []
-    again = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
-                            "inprocess", "--min-age", "0s", "--json"], env=env, capture_output=True, text=True,
+    again = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--runner",
+                            "threads", "--min-age", "0s", "--json"], env=env, capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
-    dry = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--engine",
-                          "inprocess", "--min-age", "0s", "--dry-run", "--json"], env=env, capture_output=True,
+    dry = subprocess.run([sys.executable, "-c", STARTER, "gc", "run", f"lakefs://{history}", "--runner",
+                          "threads", "--min-age", "0s", "--dry-run", "--json"], env=env, capture_output=True,
                          text=True, timeout=300)
     assert json.loads(dry.stdout)["num_deleted_objects"] == 0
     assert [k for k, data in keep.items() if read_back(lakefs, history, *k) != data] == []
@@ -235,7 +235,7 @@ def test_an_executor_killed_on_the_standalone_cluster_is_replaced_and_the_run_co
         try:
             outcome["summary"] = run_gc(spark=cluster_spark, lakefs=lakefs_conn, env=submit_env,
                                         storage=storage_config(GCSettings()),
-                                        request=RunRequest(history, "full", engine="spark", min_age=timedelta(0)))
+                                        request=RunRequest(history, "full", runner="spark", min_age=timedelta(0)))
         except GCError as exc:
             outcome["error"] = exc
 

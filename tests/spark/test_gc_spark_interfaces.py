@@ -1,5 +1,5 @@
-"""The Spark engine as users reach it: `gc run --engine spark` from the CLI and the Celery task with
-GC__ENGINE=spark on a real worker; each submits the job, follows it and reads its summary back."""
+"""The Spark engine as users reach it: `gc run --runner spark` from the CLI and the Celery task with
+GC__RUNNER=spark on a real worker; each submits the job, follows it and reads its summary back."""
 
 from __future__ import annotations
 
@@ -56,29 +56,29 @@ def cli(env: dict[str, str], *args: str, expect_exit: int = 0):
 
 
 def test_gc_run_with_the_spark_engine_from_the_cli(env, history, lakefs):
-    dry = json.loads(cli(env, "gc", "run", f"lakefs://{history}", "--engine", "spark", "--min-age", "0s",
+    dry = json.loads(cli(env, "gc", "run", f"lakefs://{history}", "--runner", "spark", "--min-age", "0s",
                          "--dry-run", "--json").stdout)
     assert dry["dry_run"] and dry["phase"] == "mark" and dry["num_deleted_objects"] >= 5
     assert not gone(lakefs, history, "v1", "tables/a/part-0")
-    done = json.loads(cli(env, "gc", "run", f"lakefs://{history}", "--engine", "spark", "--min-age", "0s",
+    done = json.loads(cli(env, "gc", "run", f"lakefs://{history}", "--runner", "spark", "--min-age", "0s",
                           "--json").stdout)
     assert done["phase"] == "swept" and done["swept"] == dry["num_deleted_objects"] and done["success"]
     assert gone(lakefs, history, "v1", "tables/a/part-0")  # the tag's overwritten version (tags are not kept)
     # the dry run wrote the mark cache on the driver; the run took every range from it
     assert dry["cache"]["state"] == "empty" and dry["cache"]["written"] and dry["cache"]["ranges_read"] >= 1
     assert done["cache"]["state"] == "used" and done["cache"]["ranges_read"] == 0 and done["cache"]["ranges_cached"]
-    uncached = json.loads(cli(env, "gc", "run", f"lakefs://{history}", "--engine", "spark", "--min-age", "0s",
+    uncached = json.loads(cli(env, "gc", "run", f"lakefs://{history}", "--runner", "spark", "--min-age", "0s",
                               "--dry-run", "--no-cache", "--json").stdout)
     assert uncached["cache"] == {"state": "off"} and uncached["num_deleted_objects"] == 0
     runs = json.loads(cli(env, "gc", "show", f"lakefs://{history}", "--json").stdout)
-    assert [(r["mode"], r["engine"], r["success"]) for r in runs[1:3]] == [("run", "spark", True)] * 2
+    assert [(r["mode"], r["runner"], r["success"]) for r in runs[1:3]] == [("run", "spark", True)] * 2
 
 
 def test_the_celery_task_submits_the_spark_job(env, history, lakefs, monkeypatch):
     from workers.celery.app import create_celery  # noqa: PLC0415
     from workers.settings import load_settings  # noqa: PLC0415
 
-    worker_env = {**env, "LAKEFS_JANITOR_GC__ENGINE": "spark", "LAKEFS_JANITOR_GC__MIN_AGE": "0s"}
+    worker_env = {**env, "LAKEFS_JANITOR_GC__RUNNER": "spark", "LAKEFS_JANITOR_GC__MIN_AGE": "0s"}
     worker = CeleryWorker(worker_env).start()
     try:
         for key, value in worker_env.items():
@@ -88,7 +88,7 @@ def test_the_celery_task_submits_the_spark_job(env, history, lakefs, monkeypatch
         assert result["success"] and result["deleted"] >= 5, result
         assert gone(lakefs, history, "v1", "tables/a/part-0")
         runs = GCRuns(redis.Redis.from_url(env["LAKEFS_JANITOR_REDIS_URL"]), "lakefs-janitor").history(history)
-        assert runs[0]["engine"] == "spark" and runs[0]["phase"] == "swept" and runs[0]["swept"] == result["deleted"]
+        assert runs[0]["runner"] == "spark" and runs[0]["phase"] == "swept" and runs[0]["swept"] == result["deleted"]
     finally:
         worker.cleanup()
 
@@ -98,7 +98,7 @@ def test_a_repository_without_rules_is_the_same_clear_skip_on_spark(env, lakefs)
     lakefs.repositories.create_repository(lakefs_sdk.RepositoryCreation(
         name=name, storage_namespace=f"local://{name}", default_branch="main"))
     try:
-        out = cli(env, "gc", "run", f"lakefs://{name}", "--engine", "spark", expect_exit=1).output
+        out = cli(env, "gc", "run", f"lakefs://{name}", "--runner", "spark", expect_exit=1).output
         assert f"lakefs://{name} has no GC rules: skipped" in out and "(no-rules)" in out
     finally:
         lakefs.repositories.delete_repository(name, force=True)
@@ -106,16 +106,16 @@ def test_a_repository_without_rules_is_the_same_clear_skip_on_spark(env, lakefs)
 
 def test_plan_on_spark_then_sweep_in_process_from_the_cli(env, history, lakefs):
     # --by-prefix names what goes on either runner, the same way
-    planned = json.loads(cli(env, "gc", "plan", f"lakefs://{history}", "--engine", "spark", "--min-age", "0s",
+    planned = json.loads(cli(env, "gc", "plan", f"lakefs://{history}", "--runner", "spark", "--min-age", "0s",
                              "--by-prefix", "--json").stdout)
-    assert planned["phase"] == "mark" and planned["num_deleted_objects"] >= 5 and planned["engine"] == "spark"
+    assert planned["phase"] == "mark" and planned["num_deleted_objects"] >= 5 and planned["runner"] == "spark"
     assert sum(objects for objects, _ in planned["by_path"].values()) == planned["num_deleted_objects"]
-    in_process = json.loads(cli(env, "gc", "plan", f"lakefs://{history}", "--engine", "inprocess", "--min-age",
+    in_process = json.loads(cli(env, "gc", "plan", f"lakefs://{history}", "--runner", "threads", "--min-age",
                                 "0s", "--by-prefix", "--json").stdout)
     assert in_process["by_path"] == planned["by_path"] and "tables/a/" in planned["by_path"]
     assert not gone(lakefs, history, "v1", "tables/a/part-0")
     swept = json.loads(cli(env, "gc", "sweep", f"lakefs://{history}", "--mark-id", planned["run_id"],
                            "--json").stdout)
     assert swept["phase"] == "swept" and swept["swept"] == planned["num_deleted_objects"]
-    assert swept["run_id"] == planned["run_id"] and swept["engine"] == "inprocess"
+    assert swept["run_id"] == planned["run_id"] and swept["runner"] == "threads"
     assert gone(lakefs, history, "v1", "tables/a/part-0")

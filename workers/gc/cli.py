@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_
 from workers.gc.run import Busy, GCError, GCRequest, api_config, execute, repository_impact, storage_config
 from workers.gc.savepoint_cli import cutoff as _min_age
 from workers.gc.savepoint_cli import savepoint
+from workers.settings import RUNNER_ALIASES
 from workers.uris import URIError, parse_repository_uri
 
 
@@ -111,6 +113,41 @@ inventory_option = click.option(
          "minus the cutoff are left for the next run. Default: gc.inventory's entry for the repository.")
 
 
+_engine_warned: list[bool] = []
+
+
+def _runner(runner: str | None, engine: str | None) -> str | None:
+    """--runner, or the deprecated --engine (inprocess: threads) saying so once on stderr; None: the setting's."""
+    if engine is None:
+        return runner
+    if not _engine_warned:
+        _engine_warned.append(True)
+        new = RUNNER_ALIASES[engine]
+        click.echo(f"warning: --engine is deprecated: use --runner {new}"
+                   + (" (inprocess is now threads)" if engine == "inprocess" else ""), err=True)
+    if runner is not None and runner != RUNNER_ALIASES[engine]:
+        raise click.UsageError(f"--runner {runner} and the deprecated --engine {engine} disagree: give --runner only")
+    return RUNNER_ALIASES[engine]
+
+
+def runner_option(help_text: str) -> Callable:
+    """--runner threads|spark|auto, and --engine, its hidden deprecated alias; the command gets ``runner``."""
+    def decorate(command: Callable) -> Callable:
+        @functools.wraps(command)
+        def with_runner(*args, runner: str | None, engine: str | None, **kwargs):
+            return command(*args, runner=_runner(runner, engine), **kwargs)
+
+        with_engine = click.option("--engine", type=click.Choice(list(RUNNER_ALIASES)), default=None, hidden=True,
+                                   help="Deprecated: --runner (inprocess is threads).")(with_runner)
+        return click.option("--runner", type=click.Choice(["threads", "spark", "auto"]), default=None,
+                            help=help_text)(with_engine)
+    return decorate
+
+
+RUNNER_HELP = "Where the run runs: threads in this process, Spark's executors, or auto by the repository's size. " \
+              "Default: gc.runner (auto)."
+
+
 @click.group("gc")
 def gc() -> None:
     """Committed garbage collection: retention from lakeFS's GC rules, mark, sweep."""
@@ -121,7 +158,7 @@ def gc() -> None:
 @click.option("--min-age", default=None, help="Safety cutoff (e.g. 24h; 0s disables it). Default: lakeFS's grace "
                                               "period, or LAKEFS_JANITOR_GC__MIN_AGE.")
 @click.option("--now", "now_text", default=None, help="Evaluate retention as of this ISO-8601 time.")
-@click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None)
+@runner_option(RUNNER_HELP)
 @click.option("--dry-run", is_flag=True, help="Mark and write the plan; delete nothing.")
 @click.option("--plan", "plan_id", default=None, help="Execute exactly this stored plan (a `gc plan` id) instead of "
                                                       "marking anew; the sweep's re-check still applies.")
@@ -130,16 +167,16 @@ def gc() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
-def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, engine: str | None,
+def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, runner: str | None,
             dry_run: bool, plan_id: str | None, no_cache: bool, inventory: str | None, as_json: bool) -> None:
     """Mark what retained commits and staged entries reach, then delete the rest (exit 0 only on success)."""
-    chosen = engine or rt.settings.gc.engine
+    chosen = runner or rt.settings.gc.runner
     if plan_id and (dry_run or min_age or now_text or no_cache or inventory):
         raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age, --now, --no-cache and "
                                "--inventory do not apply")
     request = GCRequest(repository, "sweep" if plan_id else "run", mark_id=plan_id,
                         now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
-                        dry_run=dry_run, engine=chosen, cache=not no_cache, inventory=inventory)
+                        dry_run=dry_run, runner=chosen, cache=not no_cache, inventory=inventory)
     _print_summary(_go(rt, request, as_json), as_json)
 
 
@@ -151,17 +188,17 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
               metavar="[DEPTH]", help="Break the plan down by the path prefix (DEPTH folders, default 2) the "
                                       "objects had in lakeFS, like Hudi's `clean showpartitions`; reads the "
                                       "expired history to name them).")
-@click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None)
+@runner_option(RUNNER_HELP)
 @inventory_option
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
 def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: int | None,
-             engine: str | None, inventory: str | None, as_json: bool) -> None:
+             runner: str | None, inventory: str | None, as_json: bool) -> None:
     """Mark only: store the plan (its id is the mark id for `gc sweep`) and show what it would delete."""
     request = GCRequest(repository, "plan", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
                         prefix_depth=by_prefix or 2, by_path=by_prefix is not None,
-                        engine=engine or rt.settings.gc.engine, inventory=inventory)
+                        runner=runner or rt.settings.gc.runner, inventory=inventory)
     summary = _go(rt, request, as_json)
     _print_summary(summary, as_json, by_prefix is not None)
     if not as_json:
@@ -172,14 +209,13 @@ def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | 
 @gc.command("sweep")
 @repository_argument
 @click.option("--mark-id", required=True, help="The plan to execute (printed by `gc plan`).")
-@click.option("--engine", type=click.Choice(["inprocess", "spark", "auto"]), default=None,
-              help="The runner (a plan marked on one runner sweeps on the other).")
+@runner_option("The runner (a plan marked on one runner sweeps on the other). Default: gc.runner (auto).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
-def sweep_cmd(rt: Runtime, repository: str, mark_id: str, engine: str | None, as_json: bool) -> None:
+def sweep_cmd(rt: Runtime, repository: str, mark_id: str, runner: str | None, as_json: bool) -> None:
     """Execute a stored, successful plan, after re-checking that no branch reaches what it deletes."""
-    request = GCRequest(repository, "sweep", mark_id=mark_id, engine=engine or rt.settings.gc.engine)
+    request = GCRequest(repository, "sweep", mark_id=mark_id, runner=runner or rt.settings.gc.runner)
     _print_summary(_go(rt, request, as_json), as_json)
 
 

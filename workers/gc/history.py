@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from spark_jobs.core.report import upgrade_record
 from workers.gc.lease import Holder, RunLease
 from workers.locks import named_lock
 from workers.scripts import Step
@@ -100,4 +101,5 @@ class GCRuns:
         return None
 
     def history(self, repository_id: str, limit: int = 50) -> list[dict]:
-        return [json.loads(x) for x in self.redis.lrange(self._key(repository_id), 0, limit - 1)]
+        """The newest records first; an older version's record reads as a new one (``runner``, not ``engine``)."""
+        return [upgrade_record(json.loads(x)) for x in self.redis.lrange(self._key(repository_id), 0, limit - 1)]

@@ -42,7 +42,7 @@ class GCRequest:
     now: datetime | None = None
     min_age: timedelta | None = None
     dry_run: bool = False
-    engine: str = "inprocess"  # inprocess | spark | auto
+    runner: str = "threads"  # threads | spark | auto
     prefix_depth: int = 2  # folders of the plan's by-prefix breakdown
     by_path: bool = False  # name what a plan deletes by path prefix (reads the expired history too)
     cache: bool = True  # the mark cache; False (--no-cache): every range and metarange read
@@ -65,11 +65,11 @@ def min_age_of(gc: GCSettings, given: timedelta | None) -> timedelta | None:
     return parse_duration(gc.min_age, allow_zero=True) if gc.min_age else None
 
 
-def run_request(gc: GCSettings, request: GCRequest, engine: str, *, lease: LeaseRef | None = None) -> RunRequest:
+def run_request(gc: GCSettings, request: GCRequest, runner: str, *, lease: LeaseRef | None = None) -> RunRequest:
     mode = {"run": "dry-run" if request.dry_run else "full", "plan": "mark", "sweep": "sweep"}[request.mode]
     return RunRequest(repository_id=request.repository_id, mode=mode, now=request.now, mark_id=request.mark_id,
                       min_age=min_age_of(gc, request.min_age), max_deletions=gc.max_deletions_per_run,
-                      prefix_depth=request.prefix_depth, by_path=request.by_path, engine=engine,
+                      prefix_depth=request.prefix_depth, by_path=request.by_path, runner=runner,
                       metadata_from=gc.metadata_source, lease=lease, cache=request.cache,
                       inventory=request.inventory or gc.inventory.get(request.repository_id))
 
@@ -91,33 +91,33 @@ def reaches_store(api: LakeFSApiConfig, gc: GCSettings, repository_id: str) -> s
     except StorageError as exc:
         return str(exc)
     except LakeFSApiError as exc:  # a failure of the run like any other: recorded and counted by execute
-        raise GCError(f"--engine auto: reading lakefs://{repository_id} failed: {exc}", exc.reason) from exc
+        raise GCError(f"--runner auto: reading lakefs://{repository_id} failed: {exc}", exc.reason) from exc
     finally:
         client.close()
 
 
-def choose_engine(api: LakeFSApiConfig, gc: GCSettings, request: GCRequest, *,
+def choose_runner(api: LakeFSApiConfig, gc: GCSettings, request: GCRequest, *,
                   spark: SparkSettings | None) -> tuple[str, str]:
     """The runner a request runs on, and why. ``auto`` takes Spark for a repository whose branch HEADs reach more
     than ``auto_spark_above_ranges`` distinct ranges, when Spark is configured. It never picks a runner that
     cannot reach the store: when this process cannot, and Spark is not configured, it fails and says why."""
-    if request.engine != "auto":
-        return request.engine, "asked for"
+    if request.runner != "auto":
+        return request.runner, "asked for"
     unreachable = reaches_store(api, gc, request.repository_id)
     if unreachable is not None:
         if spark_ready(spark):
             return "spark", f"this process cannot reach the store ({unreachable})"
-        raise GCError(f"--engine auto: no runner can reach the store of lakefs://{request.repository_id}: "
+        raise GCError(f"--runner auto: no runner can reach the store of lakefs://{request.repository_id}: "
                       f"{unreachable}; fix the gc.* store settings, or configure Spark (spark.master) if only "
                       "the cluster can reach it", "storage-config")
     if request.mode == "sweep":
-        return "inprocess", "a sweep reads only the plan and the HEADs"
+        return "threads", "a sweep reads only the plan and the HEADs"
     ranges = head_range_count(api, request.repository_id)
     if ranges <= gc.auto_spark_above_ranges:
-        return "inprocess", f"{ranges} ranges at the branch HEADs (<= {gc.auto_spark_above_ranges})"
+        return "threads", f"{ranges} ranges at the branch HEADs (<= {gc.auto_spark_above_ranges})"
     if not spark_ready(spark):
-        return "inprocess", (f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges}), but Spark is "
-                             "not configured (spark.master) or pyspark is not installed")
+        return "threads", (f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges}), but Spark is "
+                           "not configured (spark.master) or pyspark is not installed")
     return "spark", f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges})"
 
 
@@ -150,18 +150,18 @@ def execute(gc: GCSettings, request: GCRequest, *, connection: LakeFSConnection,
     started = time.monotonic()
     if request.mode == "run":
         runs.run_started(repo)
-    entry = {"repository_id": repo, "mode": request.mode, "engine": request.engine, "dry_run": request.dry_run,
+    entry = {"repository_id": repo, "mode": request.mode, "runner": request.runner, "dry_run": request.dry_run,
              "started_at": datetime.now(UTC).isoformat()}
     api = api_config(connection)
     try:
-        chosen, why = choose_engine(api, gc, request, spark=spark)
-        if request.engine == "auto":
-            log.info("gc: lakefs://%s runs on the %s engine: %s", repo, chosen, why)
-        entry.update(engine=chosen, engine_reason=why)
+        chosen, why = choose_runner(api, gc, request, spark=spark)
+        if request.runner == "auto":
+            log.info("gc: lakefs://%s runs on the %s runner: %s", repo, chosen, why)
+        entry.update(runner=chosen, runner_reason=why)
         run = run_request(gc, request, chosen, lease=lease.ref())
         if chosen == "spark":
             if spark is None:
-                raise GCError("the Spark engine needs the Spark settings (spark.master)", "spark")
+                raise GCError("the Spark runner needs the Spark settings (spark.master)", "spark")
             summary = _on_spark(gc, spark, connection, run, progress)
         else:
             summary, _ = run_marked(api, storage_config(gc), run, runner=ThreadRunner(gc.threads),

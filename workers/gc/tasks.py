@@ -13,7 +13,7 @@ def run_repository_task(self: JanitorTask, repository_id: str, dry_run: bool = F
     from workers.gc.run import Busy, GCError, GCRequest, execute  # noqa: PLC0415
 
     s = self.services
-    request = GCRequest(repository_id, "run", dry_run=dry_run, engine=s.settings.gc.engine)
+    request = GCRequest(repository_id, "run", dry_run=dry_run, runner=s.settings.gc.runner)
     try:
         summary = execute(s.settings.gc, request, connection=s.settings.lakefs,
                           runs=GCRuns.of(s), metrics=s.metrics, spark=s.settings.spark)

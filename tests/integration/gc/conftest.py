@@ -27,5 +27,5 @@ def namespace(repo, local_root) -> Namespace:
 @pytest.fixture(params=RUNNERS)
 def any_runner_gc(request, lakefs_server) -> Collector:
     """The engine on each runner in turn."""
-    runner, engine = runner_of(request.param, request)
-    return Collector(lakefs_server.endpoint, runner=runner, engine=engine)
+    runner, name = runner_of(request.param, request)
+    return Collector(lakefs_server.endpoint, runner=runner, runner_name=name)

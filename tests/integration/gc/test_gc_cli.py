@@ -145,3 +145,48 @@ def test_show_fits_in_100_columns_and_one_run_lists_every_branch(cli, repo, lake
     assert all(f"{b}@" in one for b in [*branches, "main"]), one
     as_json = json.loads(cli("gc", "show", f"lakefs://{repo}", run["run_id"], "--json").output)
     assert sorted(as_json["oldest_retained"]) == sorted([*branches, "main"])
+
+
+def test_the_deprecated_engine_flag_still_runs_and_warns_once(cli, repo, lakefs, monkeypatch):
+    from workers.gc import cli as gc_cli  # noqa: PLC0415
+
+    monkeypatch.setattr(gc_cli, "_engine_warned", [])  # once per process: this test's process starts here
+    first = history(lakefs, repo)
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    dry = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--dry-run", "--json", "--engine", "inprocess")
+    assert dry.stderr.count("deprecated") == 1 and "--engine is deprecated: use --runner threads" in dry.stderr
+    assert json.loads(dry.stdout)["runner"] == "threads" and not gone(lakefs, repo, first.id, "a.txt")
+    done = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--json", "--engine", "inprocess")
+    assert "deprecated" not in done.stderr and json.loads(done.stdout)["swept"] == 1
+    assert gone(lakefs, repo, first.id, "a.txt")
+    runs = json.loads(cli("gc", "show", f"lakefs://{repo}", "--json").output)
+    assert [(r["runner"], r["runner_reason"]) for r in runs[:2]] == [("threads", "asked for")] * 2
+    assert all("engine" not in r for r in runs)
+
+
+def test_a_plan_and_a_record_an_older_version_wrote_still_read(cli, repo, lakefs, lakefs_server, redis_client):
+    """Older versions wrote engine (inprocess | spark) and engine_reason: a plan they marked still sweeps, and their
+    history records show as runner and runner_reason."""
+    from workers.gc.history import GCRuns  # noqa: PLC0415
+
+    first = history(lakefs, repo)
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    planned = json.loads(cli("gc", "plan", f"lakefs://{repo}", "--min-age", "0s", "--json").output)
+    summary = lakefs_server.dir / "block" / repo / "_lakefs/retention/gc/unified" / planned["run_id"] / "summary.json"
+    record = json.loads(summary.read_text())
+    assert record["runner"] == "threads" and "engine" not in record
+    record.pop("runner")
+    summary.write_text(json.dumps({**record, "engine": "inprocess"}))  # as an older version wrote it
+    swept = json.loads(cli("gc", "sweep", f"lakefs://{repo}", "--mark-id", planned["run_id"], "--json").output)
+    assert swept["swept"] == 1 and swept["runner"] == "threads" and gone(lakefs, repo, first.id, "a.txt")
+    rewritten = json.loads(summary.read_text())
+    assert rewritten["phase"] == "swept" and rewritten["runner"] == "threads" and "engine" not in rewritten
+    GCRuns(redis_client, "lakefs-janitor").record(repo, {
+        "repository_id": repo, "mode": "run", "run_id": "old", "success": True, "engine": "inprocess",
+        "engine_reason": "3 ranges at the branch HEADs (<= 100)", "started_at": "2026-11-01T00:00:00+00:00"})
+    runs = json.loads(cli("gc", "show", f"lakefs://{repo}", "--json").output)
+    assert (runs[0]["run_id"], runs[0]["runner"], runs[0]["runner_reason"]) == (
+        "old", "threads", "3 ranges at the branch HEADs (<= 100)") and "engine" not in runs[0]
+    assert "old" in cli("gc", "show", f"lakefs://{repo}").output

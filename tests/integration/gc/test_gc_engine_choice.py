@@ -1,4 +1,4 @@
-"""How a run is set up on a real lakeFS: `--engine auto` sizes the repository by the ranges its branch HEADs reach
+"""How a run is set up on a real lakeFS: `--runner auto` sizes the repository by the ranges its branch HEADs reach
 and never picks a runner that cannot reach the store, the local blockstore's folder is learnt from lakeFS when not
 configured (and a wrong one is named), reading committed metadata through lakeFS's API gives the same plan as
 reading it from storage, and every failure is recorded in the run history with its reason."""
@@ -17,12 +17,12 @@ from spark_jobs.engine.run import resolve_storage, run_marked
 from tests.fakes import fresh_metrics
 from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload
-from tests.integration.gc.test_gc_inprocess import old_commit, read, rules
+from tests.integration.gc.test_gc_threads import old_commit, read, rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
 from workers import scripts
 from workers.gc.cleaning_store import set_cleaning
 from workers.gc.history import GCRuns
-from workers.gc.run import GCError, GCRequest, api_config, choose_engine, execute
+from workers.gc.run import GCError, GCRequest, api_config, choose_runner, execute
 from workers.settings import GCSettings, LakeFSConnection, SparkSettings
 
 
@@ -54,26 +54,26 @@ def connection(lakefs_server) -> LakeFSConnection:
 def test_auto_takes_spark_only_above_the_range_threshold(lakefs, repo, connection):
     history(lakefs, repo)
     api = api_config(connection)
-    run = GCRequest(repo, "run", engine="auto")
+    run = GCRequest(repo, "run", runner="auto")
     small = GCSettings(auto_spark_above_ranges=2)
     big = GCSettings(auto_spark_above_ranges=1)
-    assert choose_engine(api, small, run, spark=SparkSettings()) == (
-        "inprocess", "2 ranges at the branch HEADs (<= 2)")
-    assert choose_engine(api, big, run, spark=SparkSettings()) == ("spark", "2 ranges at the branch HEADs (> 1)")
-    assert choose_engine(api, big, run, spark=None)[0] == "inprocess"
-    assert choose_engine(api, big, GCRequest(repo, "sweep", mark_id="x", engine="auto"),
-                         spark=SparkSettings())[0] == "inprocess"
-    assert choose_engine(api, big, GCRequest(repo, engine="inprocess"), spark=SparkSettings()) == (
-        "inprocess", "asked for")
+    assert choose_runner(api, small, run, spark=SparkSettings()) == (
+        "threads", "2 ranges at the branch HEADs (<= 2)")
+    assert choose_runner(api, big, run, spark=SparkSettings()) == ("spark", "2 ranges at the branch HEADs (> 1)")
+    assert choose_runner(api, big, run, spark=None)[0] == "threads"
+    assert choose_runner(api, big, GCRequest(repo, "sweep", mark_id="x", runner="auto"),
+                         spark=SparkSettings())[0] == "threads"
+    assert choose_runner(api, big, GCRequest(repo, runner="threads"), spark=SparkSettings()) == (
+        "threads", "asked for")
 
 
 def test_an_auto_run_records_its_choice_and_collects(lakefs, repo, connection, runs):
     history(lakefs, repo)
-    summary = execute(GCSettings(min_age="0s"), GCRequest(repo, "run", engine="auto"), runs=runs,
+    summary = execute(GCSettings(min_age="0s"), GCRequest(repo, "run", runner="auto"), runs=runs,
                       spark=SparkSettings(), connection=connection)
     assert summary.success and summary.swept == 1  # a.txt's v1, outside the 7-day retention
     (entry,) = runs.history(repo)
-    assert entry["engine"] == "inprocess" and "ranges at the branch HEADs" in entry["engine_reason"]
+    assert entry["runner"] == "threads" and "ranges at the branch HEADs" in entry["runner_reason"]
     assert entry["success"] and entry["swept"] == 1
     assert read(lakefs, repo, "main", "a.txt") == b"v3" and read(lakefs, repo, "feature", "b.txt") == b"f"
 
@@ -110,8 +110,8 @@ def test_auto_sends_a_repository_with_cleaning_policies_to_spark_too(lakefs, rep
     # the one engine applies the policies on either runner (tests/spark/test_gc_engines.py): size alone decides
     history(lakefs, repo)
     set_cleaning(lakefs, repo, parse_cleaning_policies({"policies": [{"patterns": ["main"], "keep_commits": 2}]}))
-    assert choose_engine(api_config(connection), GCSettings(auto_spark_above_ranges=1),
-                         GCRequest(repo, engine="auto"), spark=SparkSettings())[0] == "spark"
+    assert choose_runner(api_config(connection), GCSettings(auto_spark_above_ranges=1),
+                         GCRequest(repo, runner="auto"), spark=SparkSettings())[0] == "spark"
 
 
 def test_a_missing_repository_is_a_recorded_and_counted_failure(connection, runs, redis_client):
@@ -139,12 +139,12 @@ def test_a_store_the_janitor_cannot_read_is_a_clear_recorded_failure(lakefs, rep
     assert err.value.reason == "storage-config"
     # auto never picks a runner that cannot reach the store: without Spark it says so, with Spark it takes it
     with pytest.raises(GCError, match="no runner can reach the store") as auto:
-        execute(wrong, GCRequest(repo, engine="auto"), connection=connection, runs=runs, metrics=metrics)
+        execute(wrong, GCRequest(repo, runner="auto"), connection=connection, runs=runs, metrics=metrics)
     assert auto.value.reason == "storage-config"
-    assert choose_engine(api_config(connection), wrong, GCRequest(repo, engine="auto"),
+    assert choose_runner(api_config(connection), wrong, GCRequest(repo, runner="auto"),
                          spark=SparkSettings())[0] == "spark"
-    assert [(e["engine"], e["reason"]) for e in runs.history(repo)] == [("auto", "storage-config"),
-                                                                         ("inprocess", "storage-config")]
+    assert [(e["runner"], e["reason"]) for e in runs.history(repo)] == [("auto", "storage-config"),
+                                                                         ("threads", "storage-config")]
     assert metrics.gc_failures.labels(repo, "storage-config")._value.get() == 2
     assert {o.key for o in namespace.list_data()} == before
     # the right folder (or none: learnt) collects: the failed runs released the repository's lock

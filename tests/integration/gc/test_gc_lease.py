@@ -20,7 +20,7 @@ from spark_jobs.engine.stores import StorageConfig
 from spark_jobs.engine.sweep import open_deleter, unit_delete
 from tests.fakes import fresh_metrics
 from tests.integration.conftest import commit, upload
-from tests.integration.gc.test_gc_inprocess import old_commit, read, rules
+from tests.integration.gc.test_gc_threads import old_commit, read, rules
 from tests.services import free_port
 from workers.gc.history import GCRuns
 from workers.gc.run import Busy, GCRequest, execute
@@ -187,9 +187,9 @@ def test_failures_are_recorded_with_their_reason_counted_and_free_the_repository
                                secret_access_key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
     metrics = fresh_metrics()
     repo = f"missing-{time.time_ns()}"
-    for engine in ("inprocess", "auto"):
+    for runner in ("threads", "auto"):
         with pytest.raises(GCError, match="unreachable") as err:
-            execute(GCSettings(), GCRequest(repo, engine=engine), connection=nowhere, runs=runs, metrics=metrics)
+            execute(GCSettings(), GCRequest(repo, runner=runner), connection=nowhere, runs=runs, metrics=metrics)
         assert err.value.reason == "lakefs-unavailable"
     entry = runs.history(repo)[0]
     assert entry["success"] is False and entry["reason"] == "lakefs-unavailable" and "unreachable" in entry["error"]

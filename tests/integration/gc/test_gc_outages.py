@@ -108,7 +108,7 @@ class Lake:
 
 
 def settings(store: VersityGW, endpoint: str, **extra) -> GCSettings:
-    return GCSettings(min_age="0s", engine="inprocess", s3_endpoint_url=endpoint, s3_region=store.region,
+    return GCSettings(min_age="0s", runner="threads", s3_endpoint_url=endpoint, s3_region=store.region,
                       s3_access_key_id=store.access_key, s3_secret_access_key=store.secret_key, **extra)
 
 
@@ -302,8 +302,8 @@ def test_a_run_killed_while_its_delete_batch_is_in_flight(world, redis_server, r
         proxy = ThrottlingProxy(store.endpoint, "s3", first=1, stall=3.0).start()  # the first batch delete
         try:
             env = janitor_env(server, redis_server.url, **store.janitor_env(proxy.url))
-            proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{lake.repo}", "--min-age", "0s", "--engine",
-                                     "inprocess"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{lake.repo}", "--min-age", "0s", "--runner",
+                                     "threads"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             deadline = time.monotonic() + 120
             while proxy.throttled == 0 and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -317,8 +317,8 @@ def test_a_run_killed_while_its_delete_batch_is_in_flight(world, redis_server, r
         gone = before - lake.data_keys()
         assert gone <= lake.garbage, f"seed {seed}: deleted what is not garbage: {sorted(gone - lake.garbage)[:5]}"
         assert lake.lost() == []
-        again = subprocess.run([*CLI, "gc", "run", f"lakefs://{lake.repo}", "--min-age", "0s", "--engine",
-                                "inprocess"], env=janitor_env(server, redis_server.url, **store.janitor_env()),
+        again = subprocess.run([*CLI, "gc", "run", f"lakefs://{lake.repo}", "--min-age", "0s", "--runner",
+                                "threads"], env=janitor_env(server, redis_server.url, **store.janitor_env()),
                                capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stdout + again.stderr
         assert lake.data_keys() == before - lake.garbage and lake.lost() == []

@@ -42,13 +42,13 @@ def world(request) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
 
 def collector(world, runner: str, request) -> Collector:
     store, server, _ = world
-    chosen, engine = runner_of(runner, request)
+    chosen, name = runner_of(runner, request)
     options = {store.kind: store.fsspec_options()} if store.kind != "local" else {}
-    return Collector(server.endpoint, options, runner=chosen, engine=engine)
+    return Collector(server.endpoint, options, runner=chosen, runner_name=name)
 
 
 def other(gc: Collector, world, request) -> Collector:
-    return collector(world, "threads" if gc.engine == "spark" else "spark", request)
+    return collector(world, "threads" if gc.runner_name == "spark" else "spark", request)
 
 
 def new_repo(lakefs: LakeFS, store: Store) -> str:
@@ -168,7 +168,7 @@ def test_the_gc_on_every_store_and_runner(world, runner, request):
     # The run's one record, where lakeFS's GC keeps its reports
     record = json.loads(fs.cat_file(store.fsspec_path(namespace, f"_lakefs/retention/gc/unified/"
                                                                  f"{again.run_id}/summary.json")))
-    assert record["phase"] == "swept" and record["engine"] == gc.engine and record["marked"]
+    assert record["phase"] == "swept" and record["runner"] == gc.runner_name and record["marked"]
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
@@ -195,7 +195,7 @@ def test_the_settings_reach_every_store(world, redis_client):
     h = history(lakefs, store, repo)
     prefix = "LAKEFS_JANITOR_GC__"
     fields = {k[len(prefix):].lower(): v for k, v in store.janitor_env().items() if k.startswith(prefix)}
-    gc = GCSettings(min_age="0s", engine="inprocess", store_timeout_seconds=30, **fields)
+    gc = GCSettings(min_age="0s", runner="threads", store_timeout_seconds=30, **fields)
     connection = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
                                   secret_access_key=ADMIN_SECRET_KEY)
     summary = execute(gc, GCRequest(repo), connection=connection, runs=GCRuns(redis_client, f"s-{uuid.uuid4().hex[:6]}"))
@@ -240,7 +240,7 @@ def test_a_savepoint_keeps_every_path_of_its_commit(world, runner, request):
     # `savepoint list` counts every object the savepoint alone keeps alive, tmp/ included
     prefix = "LAKEFS_JANITOR_GC__"
     fields = {k[len(prefix):].lower(): v for k, v in store.janitor_env().items() if k.startswith(prefix)}
-    settings = GCSettings(min_age="0s", engine="inprocess", store_timeout_seconds=30, **fields)
+    settings = GCSettings(min_age="0s", runner="threads", store_timeout_seconds=30, **fields)
     connection = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
                                   secret_access_key=ADMIN_SECRET_KEY)
     impact = savepoints.impacts(settings, connection, repo, names=["release-1"], min_age=timedelta(0))["release-1"]

@@ -24,7 +24,7 @@ import lakefs_sdk
 import pytest
 
 from tests.integration.conftest import commit
-from tests.integration.gc.test_gc_inprocess import rules
+from tests.integration.gc.test_gc_threads import rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, RedisServer, janitor_env
 from workers.gc.history import GCRuns
 from workers.gc.run import Busy, GCRequest, execute
@@ -125,7 +125,7 @@ def test_a_run_killed_at_any_moment_loses_nothing_and_the_next_run_converges(lak
     killed = reached = 0
     for attempt in range(KILLS):
         initial = data_keys(root)
-        proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--engine", "inprocess",
+        proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--runner", "threads",
                                  "--json"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         hit = wait_for(proc, point, root, rng, len(initial))
         proc.send_signal(signal.SIGKILL)
@@ -138,7 +138,7 @@ def test_a_run_killed_at_any_moment_loses_nothing_and_the_next_run_converges(lak
         if not data_keys(root) & lake.garbage:  # the killed run got to the end: nothing left to kill a run over
             break
     # The next run, at once (the dead run's lease is taken over on this host), completes.
-    result = subprocess.run([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--engine", "inprocess",
+    result = subprocess.run([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--runner", "threads",
                              "--json"], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"seed {SEED}: re-run after a kill at {point}: {result.stdout}{result.stderr}"
     assert lost(lakefs, lake) == []
@@ -157,7 +157,7 @@ def test_redis_going_away_mid_run_stops_it_clearly_and_the_next_run_converges(la
         env = janitor_env(lakefs_server, own.url)
         root = lakefs_server.dir / "block" / repo
         lake = build(lakefs, repo, random.Random(SEED), paths=60)
-        proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--engine", "inprocess"],
+        proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--runner", "threads"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         hit = wait_for(proc, "plan-write", root, random.Random(SEED), len(data_keys(root)))
         if hit:  # frozen as its plan is written, Redis taken away, resumed: the sweep's first check fails
@@ -173,7 +173,7 @@ def test_redis_going_away_mid_run_stops_it_clearly_and_the_next_run_converges(la
             assert "stopped before deleting more" in err, err
         assert lost(lakefs, lake) == [], f"seed {SEED}"
         own.start()
-        again = subprocess.run([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--engine", "inprocess"],
+        again = subprocess.run([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--runner", "threads"],
                                env=env, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stdout + again.stderr
         assert lost(lakefs, lake) == [] and not (data_keys(root) & lake.garbage)
@@ -303,7 +303,7 @@ def test_runs_beside_concurrent_writers_lose_nothing(lakefs, lakefs_server, repo
         for _ in range(ROUNDS):
             time.sleep(rng.uniform(0.2, 1.5))
             try:
-                s = execute(GCSettings(min_age="2s", lease_seconds=10, threads=4), GCRequest(repo, engine="inprocess"),
+                s = execute(GCSettings(min_age="2s", lease_seconds=10, threads=4), GCRequest(repo, runner="threads"),
                             connection=connection, runs=runs)
             except Busy:
                 continue
@@ -316,7 +316,7 @@ def test_runs_beside_concurrent_writers_lose_nothing(lakefs, lakefs_server, repo
     errors = [e for w in writers for e in w.errors]
     assert errors == [], f"seed {SEED}: {errors[:5]}"
     # One more run on the quiet lake, then everything that must survive reads back.
-    execute(GCSettings(min_age="2s", lease_seconds=10), GCRequest(repo, engine="inprocess"), connection=connection,
+    execute(GCSettings(min_age="2s", lease_seconds=10), GCRequest(repo, runner="threads"), connection=connection,
             runs=runs)
     checked, missing = 0, []
     refs = {b.id: b.commit_id for b in lakefs.call("branches", lakefs.branches.list_branches, repo,

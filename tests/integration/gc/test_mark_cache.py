@@ -179,7 +179,7 @@ def test_cached_runs_plan_what_uncached_marks_plan(any_runner_gc, lakefs, repo, 
     # unseen files go to the runner above this many, below it to the driver's threads: both ways, on both runners
     driver_reads = random.Random(seed).choice((0, 2, mark_source.DRIVER_READS))
     monkeypatch.setattr(mark_source, "DRIVER_READS", driver_reads)
-    print(f"mark cache test: seed {seed} ({any_runner_gc.engine}), {rounds} rounds, driver reads up to "
+    print(f"mark cache test: seed {seed} ({any_runner_gc.runner_name}), {rounds} rounds, driver reads up to "
           f"{driver_reads} files")
     stats = run_rounds(any_runner_gc, lakefs, repo, local_root, seed, rounds)
     print("ranges cached/read per run:", [(s.get("ranges_cached"), s.get("ranges_read")) for s in stats])

@@ -159,7 +159,7 @@ def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServ
         # Objects are collected as soon as nothing reaches them (no 24 h cutoff), in process; a hooked commit
         # makes a repository due for the commit trigger.
         env = janitor_env(lakefs_server, redis_server.url, LAKEFS_JANITOR_GC__MIN_AGE="0s",
-                          LAKEFS_JANITOR_GC__ENGINE="inprocess", LAKEFS_JANITOR_GC__TRIGGER_COMMITS="1")
+                          LAKEFS_JANITOR_GC__RUNNER="threads", LAKEFS_JANITOR_GC__TRIGGER_COMMITS="1")
         receiver = ReceiverServer(env).start()
         started.append(receiver)
         metrics_port = free_port()

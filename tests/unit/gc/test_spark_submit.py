@@ -78,7 +78,7 @@ def test_a_run_request_travels_to_the_job_whole():
     from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.request import ARGUMENTS, RunRequest  # noqa: PLC0415
 
-    own = {"engine": "spark", "range_partitions": 3, "address_partitions": 5,
+    own = {"runner": "spark", "range_partitions": 3, "address_partitions": 5,
            "lease": LeaseRef("redis://127.0.0.1:1/0", "k", "t", lease_ms=60_000, stale_ms=5_000)}
     assert set(ARGUMENTS) | set(own) == {f.name for f in fields(RunRequest)}
     request = RunRequest("repo", "sweep", now=datetime(2026, 11, 22, 15, 45, 4, 123456, tzinfo=UTC), run_id="r",

@@ -1,4 +1,5 @@
-"""Committed GC in process against a real lakeFS (local blockstore): what is kept, what goes, and the safety rules."""
+"""Committed GC on the thread runner against a real lakeFS (local blockstore): what is kept, what goes, and the safety
+rules."""
 
 from __future__ import annotations
 
