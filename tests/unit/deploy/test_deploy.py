@@ -24,7 +24,8 @@ from prometheus_client.metrics import MetricWrapperBase
 from workers.cli import main
 from workers.idle_clock.hooks_install import action_file
 from workers.metrics import Metrics
-from workers.settings import CONFIG_FILE_ENV, ENV_PREFIX, LakeFSConnection, Settings, load_settings
+from workers.settings import ENV_PREFIX, LakeFSConnection, Settings, load_settings
+from workers.settings_sources import CONFIG_FILE_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
