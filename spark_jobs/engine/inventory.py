@@ -153,7 +153,9 @@ def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: st
             if row_bucket != bucket or not key.startswith(base) or not latest or marker:
                 continue
             relative = key[len(base):]
-            if not relative or relative.endswith("/") or relative.startswith(METADATA_PREFIX) or relative == "dummy":
+            # what a listing lists: data/<slice>/… and the files directly at the root (the legacy layout)
+            listed = relative.startswith("data/") and relative.count("/") >= 2 or "/" not in relative
+            if not listed or relative.endswith("/") or relative.startswith(METADATA_PREFIX) or relative == "dummy":
                 continue
             if mtime is None:
                 raise InventoryError(f"{name}: {key} has no last-modified date; the report cannot say which "

@@ -39,6 +39,8 @@ ROWS = [
     ["lake", "repo/data/gabc/old-version", "v1", "false", "false", "9", WHEN, "e"],  # not the current version
     ["lake", "repo/data/gabc/deleted", "v2", "true", "true", "0", WHEN, "e"],  # a delete marker
     ["other", "repo/data/gabc/other-bucket", "", "true", "false", "3", WHEN, "e"],
+    ["lake", "repo/data/loose-file", "", "true", "false", "4", WHEN, "e"],  # not in a slice: a listing skips it
+    ["lake", "repo/exports/x.csv", "", "true", "false", "4", WHEN, "e"],  # neither data/ nor the root
 ]
 
 
