@@ -35,9 +35,8 @@ class SparkRunner:
         from spark_jobs.jobs.distribute import flat_map_units, per_unit  # noqa: PLC0415
 
         units = list(units)
-        if not units:
-            return []
-        return flat_map_units(self.sc, units, per_unit(make_context, fn), partitions=partitions).collect()
+        return (flat_map_units(self.sc, units, per_unit(make_context, fn), partitions=partitions).collect()
+                if units else [])  # no Spark job for no work
 
 
 class LeaseGuard:
