@@ -65,7 +65,8 @@ def _bucket_of(url: str) -> tuple[str, str]:
 
 def newest_report(reports: Namespace, folder: str) -> str:
     """The manifest of the newest complete report in an inventory configuration's folder: S3 writes
-    ``manifest.checksum`` after ``manifest.json``, so a report without it is still being written."""
+    ``manifest.checksum`` after ``manifest.json``, so a report without it is still being written (its presence is
+    what counts here; each data file is then checked against the manifest's size and MD5)."""
     folder = folder.strip("/")
     for name in sorted((n for n in reports.folders(folder) if _REPORT_FOLDER.match(n)), reverse=True):
         try:
@@ -116,7 +117,7 @@ def _rows(data: bytes, manifest: Manifest, name: str):
             marker = row[at["IsDeleteMarker"]].lower() == "true" if "IsDeleteMarker" in at else False
             size, modified = row[at["Size"]], row[at["LastModifiedDate"]]
             yield (row[at["Bucket"]], unquote_plus(row[at["Key"]]), int(size or 0),
-                   datetime.fromisoformat(modified.replace("Z", "+00:00")).timestamp() if modified else None,
+                   _seconds(datetime.fromisoformat(modified.replace("Z", "+00:00"))) if modified else None,
                    latest, marker)
         return
     import pyarrow.parquet as pq  # noqa: PLC0415
@@ -149,7 +150,14 @@ def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: st
     base = prefix.strip("/") + "/" if prefix.strip("/") else ""
     out = []
     for name, data in files.items():
-        for row_bucket, key, size, mtime, latest, marker in _rows(data, manifest, name):
+        try:
+            rows = list(_rows(data, manifest, name))
+        except InventoryError:
+            raise
+        except (ValueError, EOFError, OSError, csv.Error, ImportError) as exc:  # pyarrow's errors are ValueErrors
+            raise InventoryError(f"{name} (of {manifest.url}) is not a readable {manifest.file_format} report file: "
+                                 f"{type(exc).__name__}: {exc}") from None
+        for row_bucket, key, size, mtime, latest, marker in rows:
             if row_bucket != bucket or not key.startswith(base) or not latest or marker:
                 continue
             relative = key[len(base):]

@@ -109,3 +109,22 @@ def test_the_summary_says_how_the_namespace_was_found():
                              "report_time": "2026-11-20T10:00:00+00:00"})
     assert line == "listing: none, 5 objects from the S3 Inventory report of 2026-11-20T10:00:00+00:00 (1 files, " \
                    "s3://r/m.json)"
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    (csv_file([["lake", "repo/x", "", "true", "false", "abc", WHEN, "e"]]), "ValueError"),  # a size that is no number
+    (csv_file([["lake", "repo/x", "", "true", "false", "1", "yesterday", "e"]]), "ValueError"),
+    (gzip.compress(b'"lake","repo/x"')[:-6], "EOFError"),  # a truncated gzip
+    (b"\xff\xfe not text", "UnicodeDecodeError"),
+])
+def test_an_unreadable_report_file_is_an_inventory_error(data, says):
+    m = parse_manifest(manifest(), "s3://reports/m.json")
+    with pytest.raises(InventoryError, match=f"is not a readable CSV report file: {says}") as err:
+        namespace_objects(m, {"a.csv.gz": data}, bucket="lake", prefix="repo")
+    assert err.value.reason == "inventory"
+
+
+def test_a_csv_date_without_a_zone_is_utc(local_zone):
+    m = parse_manifest(manifest(), "s3://reports/m.json")
+    row = ["lake", "repo/x", "", "true", "false", "1", "2026-11-20T10:00:00", "e"]
+    assert namespace_objects(m, {"a": csv_file([row])}, bucket="lake", prefix="repo")[0].mtime == T
