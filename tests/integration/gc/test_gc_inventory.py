@@ -18,9 +18,7 @@ import pytest
 
 from spark_jobs.engine.context import GCError
 from tests.gc_engine import RUNNERS, Collector, runner_of
-from tests.integration.gc.test_gc_stores import data_keys, history, new_repo, put, read
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer
-from workers.lakefs.client import make_lakefs_for
+from tests.integration.gc.test_gc_stores import data_keys, history, new_repo, put, read, store_world
 
 REPORTS = "inventory-reports"
 SCHEMA = ["Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker", "Size", "LastModifiedDate", "ETag"]
@@ -28,18 +26,9 @@ SCHEMA = ["Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker", "Size", "L
 
 @pytest.fixture(scope="module")
 def s3_world() -> Iterator:
-    store = STORES["s3"]().start()
-    try:
-        server = LakeFSServer(store=store).start()
-    except BaseException:
-        store.cleanup()
-        raise
-    client = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
-    store.create_bucket(REPORTS)
-    yield store, server, client
-    client.close()
-    server.cleanup()
-    store.cleanup()
+    for world in store_world("s3"):
+        world[0].create_bucket(REPORTS)
+        yield world
 
 
 def write_report(store, *, source_bucket: str | None = None, created: float | None = None, alter: bool = False,

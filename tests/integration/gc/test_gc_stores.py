@@ -27,7 +27,12 @@ DAY = 86400
 @pytest.fixture(scope="module", params=sorted(STORES))
 def world(request) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
     """One store and a lakeFS on it, for the whole module per store."""
-    store = STORES[request.param]().start()
+    yield from store_world(request.param)
+
+
+def store_world(kind: str) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
+    """A store of ``kind`` and a lakeFS on it, stopped when the generator closes."""
+    store = STORES[kind]().start()
     try:
         server = LakeFSServer(store=store).start()
     except BaseException:
