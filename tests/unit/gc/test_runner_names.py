@@ -2,26 +2,19 @@
 deprecated spellings that still work and say so once; records older versions wrote read as new ones."""
 
 import logging
-import os
 
 import pytest
 from click.testing import CliRunner
 
 from spark_jobs.core.report import Summary, upgrade_record
+from tests.settings_env import LAKECTL, clean_env  # noqa: F401 (clean_env: autouse)
 from workers import settings as settings_module
 from workers.cli import main
 from workers.settings import SettingsError, load_settings
 
-LAKECTL = {"LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:8000/api/v1",
-           "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": "AKIA", "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": "s"}
-
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for key in list(os.environ):
-        if key.startswith(("LAKEFS_JANITOR_", "LAKECTL_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("HOME", str(tmp_path))
+def lakectl_env(clean_env, monkeypatch):  # noqa: F811 (the shared fixture, requested first)
     for k, v in LAKECTL.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(settings_module, "_warned", set())  # once per process: each test starts a new one

@@ -1,21 +1,10 @@
-import os
 
 import pytest
 
+from tests.settings_env import LAKECTL, clean_env  # noqa: F401 (clean_env: autouse)
 from workers.idle_clock.hooks_install import InstallError, action_file
 from workers.settings import SettingsError, load_settings
 from workers.uris import URIError, parse_branch_uri, parse_repository_uri
-
-LAKECTL = {"LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:8000/api/v1",
-           "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": "AKIA", "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": "s"}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for key in list(os.environ):
-        if key.startswith(("LAKEFS_JANITOR_", "LAKECTL_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("HOME", str(tmp_path))
 
 
 def test_lakectl_environment_is_read(monkeypatch):
