@@ -57,9 +57,11 @@ class Collector:
         return run_marked(self.api, self.storage, request, runner=self.runner)
 
     def run(self, repo: str, *, min_age: timedelta | None = timedelta(0), dry_run: bool = False,
-            now: datetime | None = None, max_deletions: int | None = None) -> tuple[Summary, Marked]:
+            now: datetime | None = None, max_deletions: int | None = None, listing: str = "auto",
+            **kw: Any) -> tuple[Summary, Marked]:
+        """``listing``: "auto" (incremental when the previous run's state allows) or "full"."""
         return self._go(repo, "dry-run" if dry_run else "full", min_age=min_age, now=now,
-                        max_deletions=max_deletions)
+                        max_deletions=max_deletions, listing=listing, **kw)
 
     def mark(self, repo: str, *, now: datetime | None = None, min_age: timedelta | None = timedelta(0),
              dry_run: bool = False, by_path: bool = False, prefix_depth: int = 2) -> Marked:

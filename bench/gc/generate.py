@@ -37,9 +37,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import lakefs_sdk
+
+from spark_jobs.core.slices import slice_name
 
 SLICE_EVERY = 50_000  # lakeFS starts a new data/<slice>/ every hour or 50,000 ids; one per 50,000 objects here
 
@@ -217,9 +219,14 @@ def _content(size: int) -> bytes:
     return uuid.uuid4().bytes * (size // 16) + uuid.uuid4().bytes[: size % 16]
 
 
+SLICES_FROM = datetime.now(UTC) - timedelta(days=30)  # when the first generated slice was opened
+
+
 def _slice_name(index: int, salt: str) -> str:
-    # Descending names like lakeFS's xid slices are not needed: the GC takes age from modification times.
-    return f"gbench{salt}{index // SLICE_EVERY:06d}"
+    # Named as lakeFS names them (descending xids), each opened an hour after the one before, from 30 days ago:
+    # an incremental GC run lists only the recent ones (spark_jobs/core/slices.py), as on a real namespace.
+    number = index // SLICE_EVERY
+    return slice_name(SLICES_FROM + timedelta(hours=number), salt.encode()[:5] + number.to_bytes(3, "big"))
 
 
 def stage_many(lakefs, *, repository_id: str, branch_id: str, paths: Iterable[str], writer,

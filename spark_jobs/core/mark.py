@@ -62,10 +62,11 @@ def range_commits(members: Iterable[tuple[str, bytes, str]], commits: Iterable[s
 
 
 def kept_addresses(entries: Iterable[tuple[str, Scope, Iterable[str]]], range_commits: Mapping[str, Iterable[str]],
-                   retention: ScopedRetention) -> set[str]:
+                   retention: ScopedRetention, *, live: dict[tuple[str, Scope], bool] | None = None) -> set[str]:
     """The addresses kept, from (range id, scope, addresses of that range's entries in that scope): those of a
-    range some retained commit of the scope holds."""
-    live: dict[tuple[str, Scope], bool] = {}
+    range some retained commit of the scope holds. ``live``, when given, is filled with each (range, scope)
+    unit's verdict (what an incremental run's state remembers)."""
+    live = {} if live is None else live
     kept: set[str] = set()
     for range_id, scope, addresses in entries:
         if (range_id, scope) not in live:

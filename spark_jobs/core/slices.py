@@ -56,6 +56,14 @@ def slice_time(name: str) -> datetime | None:
     return datetime.fromtimestamp(_YEAR_4000 - _TURNS * 2**32 - stored, UTC)
 
 
+def slice_name(opened: datetime, tag: bytes = b"") -> str:
+    """A partition name as lakeFS writes it for a partition opened at ``opened`` (``slice_time``'s inverse; the
+    other 8 bytes of the xid from ``tag``): for tests and benchmarks that lay out a namespace's history."""
+    stored = (_YEAR_4000 - _TURNS * 2**32 - int(opened.timestamp())) % 2**32
+    rest = (tag + bytes(8))[:8]
+    return base64.b32hexencode(stored.to_bytes(4, "big") + rest).decode().rstrip("=").lower()
+
+
 def slices_to_list(slices: Iterable[str], *, since: datetime, window: SliceWindow = SliceWindow()) -> list[str]:
     """The slices that can hold an object written at or after ``since``: every slice opened within
     ``window.reach`` before it or later, and every slice whose name is not a lakeFS partition."""

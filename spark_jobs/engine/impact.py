@@ -47,7 +47,7 @@ class _Still:
         graph = self.marked.graph
         if retention.by_path:
             metaranges = sorted({m for c in retention.bound().commits if (m := graph.metarange_of(c))})
-            still, _ = reached(self.files, graph, retention=retention, metaranges=metaranges)
+            still = reached(self.files, graph, retention=retention, metaranges=metaranges).kept
         else:
             still = set()
             for commit_id in retention.of(frozenset()).commits:

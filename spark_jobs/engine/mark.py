@@ -18,11 +18,12 @@ from datetime import UTC, datetime, timedelta
 from spark_jobs.core import sstable
 from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.cleaning import Scope, ScopedRetention
+from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.mark import kept_addresses, range_commits, versions_kept
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api, oldest_retained
-from spark_jobs.engine import mark_cache, report
+from spark_jobs.engine import incremental, mark_cache, report
 from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
 from spark_jobs.engine.inventory import read_inventory
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
@@ -31,11 +32,6 @@ from spark_jobs.engine.parallel import Runner, in_background
 from spark_jobs.engine.repository import Graph, read_uncommitted
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.stores import Namespace, StorageError
-
-
-def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:
-    """One slice of the namespace's listing (on executors or threads)."""
-    return ctx.ns.list_unit(unit)
 
 
 @dataclass
@@ -84,22 +80,33 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
         cached = None if loaded is None else Cached(loaded.memory, files)
         source: Source = files if cached is None else cached
-        kept, range_ids = reached(source, graph, retention=retention, metaranges=metaranges)
+        found = reached(source, graph, retention=retention, metaranges=metaranges)
+        range_ids = found.range_ids
         decision = retention.union() if retention.by_path else bound
         progress("ranges", len(range_ids))
-        if graph.cleaning:  # through the source, so that the cache remembers the ranges only keep_versions reads
-            kept |= versions(source, graph, heads=graph.heads)
+        # through the source, so that the cache remembers the ranges only keep_versions reads
+        by_versions = versions(source, graph, heads=graph.heads) if graph.cleaning else set()
         if graph.uncommitted_locations is None:  # asking now, after the commits, would reopen the race
             raise GCError("the mark needs lakeFS's staged entries asked for before its commits (a Graph from "
                           "load_graph)", "bad-arguments")
         uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
+        kept = found.kept | by_versions | uncommitted
+        previous = incremental.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
+                                    now=request.now, every=request.full_listing_every,
+                                    asked_full=request.listing == "full")
+        # the keys an incremental run asks for (a full run counts what they would have missed)
+        checked = incremental.would_check(previous.state, source, found.units) if previous.state else set()
         seconds["mark"] = time.monotonic() - t
         # What the files held is known now and nothing below changes it: the cache is written while the
         # namespace is listed (on a large store, the listing's time hides the write's)
         cache_written = in_background("gc-cache-write", write_cache, ctx.ns, cached, loaded, request=request,
                                       graph=graph) if record and cached is not None else None
         t = time.monotonic()
-        if request.inventory:
+        if previous.incremental and previous.state is not None:
+            changed = incremental.find_changed(previous.state, runner=runner, config=config, ctx=ctx,
+                                               checked=checked, kept=kept, partitions=request.address_partitions)
+            listed, listing = changed.objects, changed.listing
+        elif request.inventory:
             manifest, listed = read_inventory(request.inventory, ctx.ns)
             # what the report calls old enough was old enough when S3 wrote it (newer objects are not in it)
             report_time = datetime.fromtimestamp(manifest.created, UTC)
@@ -108,14 +115,18 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
                        "files": len(manifest.files), "objects": len(listed)}
         else:
             units = ctx.ns.list_units()
-            listed = runner.map_units(units, unit_list, config.open, partitions=request.address_partitions)
+            listed = runner.map_units(units, incremental.unit_list, config.open, partitions=request.address_partitions)
             listing = {"kind": "full", "slices": len(units) - 1, "objects": len(listed)}  # units: slices + the root
+        if not previous.incremental:
+            listing["reason"] = previous.full_because
         progress("objects listed", len(listed))
         seconds["list"] = time.monotonic() - t
         t = time.monotonic()
         # The subtraction and its safety rules (data keys only, nothing newer than the cutoff) are core's.
-        deleted, plan = plan_deletions(listed, kept | uncommitted, cutoff.timestamp(),
-                                       prefix_depth=request.prefix_depth)
+        deleted, plan = plan_deletions(listed, kept, cutoff.timestamp(), prefix_depth=request.prefix_depth)
+        if not previous.incremental and previous.state is not None:
+            # what the incremental rule would have missed since the previous run: the proof it holds (0)
+            listing["missed_by_incremental"] = incremental.missed(deleted, previous.state, checked)
         paths = paths_of(api, ctx, graph, keys={o.key for o in deleted}) if request.by_path else {}
         seconds["plan"] = time.monotonic() - t
         summary = Summary(
@@ -134,8 +145,16 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             how = cache_written.result()
             summary.cache.update({"written": how is not None, **({"write": how} if how else {})})
         if record:
+            if not request.dry_run:  # written first: a plan is whole only once its summary is
+                incremental.write_pending(ctx.ns, request.run_id, State(
+                    repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
+                    horizon=cutoff, listed_at=request.now,
+                    full_listing_at=(previous.state.full_listing_at if previous.incremental and previous.state
+                                     else request.now),
+                    units=found.units, versions=frozenset(by_versions - found.kept),
+                    staged=frozenset(uncommitted - found.kept - by_versions)))
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
-        return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept | uncommitted, listed,
+        return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept, listed,
                       cutoff.timestamp(), range_ids, uncommitted)
     except (StorageError, LakeFSApiError) as exc:
         raise GCError(str(exc), getattr(exc, "reason", "storage")) from exc
@@ -166,20 +185,31 @@ def in_key_order(spans: Iterable[Span]) -> list[str]:
     return list(dict.fromkeys(range_id for _, range_id in sorted(spans)))
 
 
-def reached(source: Source, graph: Graph, *, retention: ScopedRetention,
-            metaranges: list[str]) -> tuple[set[str], list[str]]:
-    """The addresses the retained commits keep (``metaranges``: those of ``retention.bound()``), and the ranges
-    read. Without path policies every entry of a retained commit's ranges is kept (each distinct data block
-    decoded once); with them, each entry only when its path's scope retains a commit holding the range."""
+@dataclass
+class Reached:
+    """What the retained commits keep: the addresses, the ranges read, and the (range, scope) units that keep
+    them (an incremental run's state)."""
+
+    kept: set[str]
+    range_ids: list[str]
+    units: frozenset[Unit]
+
+
+def reached(source: Source, graph: Graph, *, retention: ScopedRetention, metaranges: list[str]) -> Reached:
+    """What the retained commits keep (``metaranges``: those of ``retention.bound()``). Without path policies
+    every entry of a retained commit's ranges is kept (each distinct data block decoded once); with them, each
+    entry only when its path's scope retains a commit holding the range."""
     if not retention.by_path:
         range_ids = in_key_order(source.spans(metaranges))
-        return source.addresses(range_ids), range_ids
+        return Reached(source.addresses(range_ids), range_ids, units_of((r, ()) for r in range_ids))
     members = source.members(metaranges)
     range_ids = in_key_order({(key, range_id) for _, key, range_id in members})
     holding = range_commits(members, retention.bound().commits, metarange_of=graph.metarange_of)
     entries = source.scoped(range_ids, tuple(p for p in graph.cleaning if p.paths))
     retention.of(Scope())  # the branch-level decision is always part of the record
-    return kept_addresses(entries, holding, retention), range_ids
+    live: dict[tuple[str, Scope], bool] = {}
+    kept = kept_addresses(entries, holding, retention, live=live)
+    return Reached(kept, range_ids, units_of(unit for unit, alive in live.items() if alive))
 
 
 def versions(source: Source, graph: Graph, *, heads: dict[str, str]) -> set[str]:

@@ -41,6 +41,10 @@ class Source(Protocol):
     def addresses(self, range_ids: list[str]) -> set[str]:
         """The keys the ranges' entries point at."""
 
+    def former_addresses(self, range_ids: list[str]) -> set[str]:
+        """The keys of ranges no retained commit reaches any more (an incremental run's candidates): as
+        ``addresses``, but not remembered for the next run."""
+
     def scoped(self, range_ids: list[str], path_policies: tuple[CleaningPolicy, ...]) -> list[Scoped]:
         """The ranges' keys grouped by the scope of their paths (which of ``path_policies`` cover them)."""
 
@@ -123,6 +127,9 @@ class Files:
     def addresses(self, range_ids: list[str]) -> set[str]:
         return set(self.map(range_ids, unit_range_addresses))
 
+    def former_addresses(self, range_ids: list[str]) -> set[str]:
+        return self.addresses(range_ids)
+
     def scoped(self, range_ids: list[str], path_policies: tuple[CleaningPolicy, ...]) -> list[Scoped]:
         return self.map([(r, path_policies) for r in range_ids], unit_range_scoped)
 
@@ -164,6 +171,13 @@ class Cached:
         blocks, relative_key = self.memory.blocks, self.relative_key
         digests = dict.fromkeys(d for r in range_ids for d in self._blocks(r))
         return {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t)) is not None}
+
+    def former_addresses(self, range_ids: list[str]) -> set[str]:
+        held = [r for r in range_ids if r in self.memory.ranges]
+        blocks, relative_key = self.memory.blocks, self.relative_key
+        digests = dict.fromkeys(d for r in held for d in self.memory.ranges[r][1])
+        keys = {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t)) is not None}
+        return keys | self.files.addresses([r for r in range_ids if r not in self.memory.ranges])
 
     def scoped(self, range_ids: list[str], path_policies: tuple[CleaningPolicy, ...]) -> list[Scoped]:
         self._ranges(range_ids)

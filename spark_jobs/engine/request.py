@@ -12,6 +12,7 @@ from typing import Any
 from spark_jobs.engine.lease_watch import LeaseRef
 
 MODES = ("full", "mark", "sweep", "dry-run")
+LISTINGS = ("auto", "full")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class RunRequest:
     lease: LeaseRef | None = None  # checked before each batch of deletions (None: no lease, e.g. a benchmark)
     cache: bool = True  # the mark cache (engine/mark_cache.py); False: every range and metarange read
     inventory: str | None = None  # an S3 Inventory report's manifest.json, read instead of listing the namespace
+    # "auto": list only what changed since the previous run when its state is trusted and a full listing is not
+    # due (engine/incremental.py); "full": list the whole namespace (or read the inventory)
+    listing: str = "auto"
+    full_listing_every: timedelta = timedelta(days=7)  # how old the last full listing may be before another
 
     @property
     def dry_run(self) -> bool:
@@ -102,4 +107,6 @@ ARGUMENTS: dict[str, Argument] = {
     "metadata_from": Argument(choices=("storage", "lakefs")),
     "cache": Argument(_yes_no, _boolean),
     "inventory": Argument(),
+    "listing": Argument(choices=LISTINGS),
+    "full_listing_every": Argument(lambda age: str(age.total_seconds()), lambda text: timedelta(seconds=float(text))),
 }

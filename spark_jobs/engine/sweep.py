@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from spark_jobs.core.retention import commit_from_api
-from spark_jobs.engine import report
+from spark_jobs.engine import incremental, report
 from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
@@ -62,6 +62,16 @@ def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: Ope
     return reachable | uncommitted_addresses(api, ctx.ns, config.repository_id), len(new_ranges)
 
 
+def not_deleted(planned: list[str], sent: list[str], failed: list[str]) -> set[str]:
+    """The planned keys a sweep did not delete: those it did not send (spared by the re-check, over the cap) and
+    those that failed. A failure names its key first (``key: why``); when one cannot be matched to a key sent,
+    every key sent counts as not deleted (a key asked for again and found gone costs a request, not an object)."""
+    sent_set = set(sent)
+    failed_keys = {f.split(": ", 1)[0] for f in failed}
+    left = set(planned) - sent_set
+    return left | (sent_set if not failed_keys <= sent_set else failed_keys)
+
+
 def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, range_partitions: int = 50,
           address_partitions: int = 200, max_deletions: int | None = None,
           progress: Progress = lambda phase, count: None, lease: LeaseRef | None = None) -> report.Summary:
@@ -103,6 +113,8 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
         summary.seconds = {**summary.seconds, "sweep": round(time.monotonic() - started, 3)}
         summary.error = f"{len(failed)} objects could not be deleted, e.g. {failed[0]}" if failed else None
         progress("deleted", summary.swept)
+        # what this run leaves for the next one, with what it did not delete (so that nothing garbage is forgotten)
+        incremental.promote(ctx.ns, mark_id, not_deleted(plan.keys, doomed, failed))
         report.write_summary(ctx.ns, summary)
         if failed:
             raise GCError(summary.error, "storage-delete")

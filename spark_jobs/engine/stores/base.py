@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from spark_jobs.core.addresses import namespace_prefixes
-from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
+from spark_jobs.core.plan import METADATA_PREFIX, StoredObject, is_data_key
 from spark_jobs.engine.throttle import Throttled, ThrottleStats, Unreachable, shared_throttle
 
 # What the stores answer when they throttle or have a passing fault worth a retry at a lower rate
@@ -312,6 +312,26 @@ class Namespace:
                                                                       detail=True)).values()
         return [e for e in self._call("listing the root", lambda: self.fs.ls(self.root, detail=True, refresh=True))
                 if e.get("type") == "file"]
+
+    def stat(self, keys: Iterable[str]) -> list[StoredObject]:
+        """The data objects of ``keys`` that exist, each with its size and modification time (one request each,
+        in flight together up to the store's cap): how an incremental run finds what it did not list."""
+        keys = [k for k in keys if is_data_key(check_key(k))]
+        found = self._each(self._stat_one, keys)
+        return [o for o in found if o is not None]
+
+    def _stat_one(self, key: str) -> StoredObject | None:
+        try:
+            info = self._call(f"reading the size and time of {key}", lambda: self._info(key))
+        except FileNotFoundError:
+            return None
+        if info.get("type") == "directory":
+            return None
+        return StoredObject(key, int(info.get("size") or 0), _mtime(info))
+
+    def _info(self, key: str) -> dict[str, Any]:
+        """One object as fsspec describes it (size, a modification time); FileNotFoundError when it is gone."""
+        return self.fs.info(self.path(key))
 
     def list_data(self) -> Iterable[StoredObject]:
         """Every data object, unit by unit (the runners list units in parallel)."""

@@ -54,6 +54,19 @@ class S3Namespace(Namespace):
                 raise FileNotFoundError(key) from None
             raise
 
+    def _info(self, key: str) -> dict[str, Any]:
+        if self.s3 is None:
+            return super()._info(key)
+        bucket, _, name = self.path(key).partition("/")
+        try:
+            head = self.s3.head_object(Bucket=bucket, Key=name)
+        except Exception as exc:
+            if _client_error_code(exc) in ("NoSuchKey", "NoSuchBucket", "404", "NotFound"):
+                raise FileNotFoundError(key) from None
+            raise
+        return {"name": f"{bucket}/{name}", "size": head.get("ContentLength"), "type": "file",
+                "LastModified": head.get("LastModified")}
+
     def _write(self, key: str, path: str, data: bytes) -> None:
         if self.s3 is None:
             super()._write(key, path, data)

@@ -1,0 +1,152 @@
+"""The incremental run's I/O: the state a run leaves under ``_lakefs/`` (``core.incremental``), and how a run finds
+the objects that may have become garbage since without listing the namespace: the recent slices listed, the dead
+units' and the carried keys asked for one by one.
+
+The mark writes the state it would leave beside its plan (``pending_key``); the sweep, once it knows what it did
+not delete, stores it as the repository's state (``promote``). A dry run reads the state and writes none, so
+whatever it plans stays for the next real run to find.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from spark_jobs.core import report as core_report
+from spark_jobs.core.incremental import State, StateError, dead_ranges, decode, encode, why_full
+from spark_jobs.core.plan import StoredObject
+from spark_jobs.core.slices import slices_to_list
+from spark_jobs.engine.context import JobConfig, OpenContext
+from spark_jobs.engine.mark_source import Source
+from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.stores import Namespace, StorageError
+
+log = logging.getLogger(__name__)
+
+PREFIX = "_lakefs/retention/gc/janitor-incremental/v1"  # a name lakeFS never writes
+STATE_KEY = f"{PREFIX}/state.json.gz"
+STAT_BATCH = 500  # keys per unit of work when asking for objects one by one
+
+
+def pending_key(run_id: str) -> str:
+    """Where a plan keeps the state its sweep stores."""
+    return f"{core_report.run_dir(run_id)}/incremental-state.json.gz"
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The stored state, when it could be read, and why this run lists everything (None: it need not)."""
+
+    state: State | None
+    full_because: str | None
+
+    @property
+    def incremental(self) -> bool:
+        return self.full_because is None
+
+
+def load(ns: Namespace, *, repository_id: str, namespace: str, now: datetime, every: timedelta,
+         asked_full: bool) -> Previous:
+    problem = None
+    state = None
+    try:
+        state = decode(ns.read(STATE_KEY))
+    except StorageError as exc:
+        if "does not exist" not in str(exc):
+            problem = f"it is unreadable: {exc}"
+    except StateError as exc:
+        problem = str(exc)
+    reason = why_full(state, problem, repository_id=repository_id, namespace=namespace, now=now, every=every,
+                      asked=asked_full)
+    if state is not None and (state.repository_id != repository_id or state.namespace != namespace):
+        state = None  # nothing of another namespace's state is used, not even to count what it would miss
+    return Previous(state, reason)
+
+
+def write_pending(ns: Namespace, run_id: str, state: State) -> None:
+    ns.write(pending_key(run_id), encode(state))
+
+
+def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
+    """Store the state a swept plan left, with what the sweep did not delete. False when there is none to store
+    (a dry run's plan, a plan of an older version) or it could not be stored: the state stored before stays,
+    which is safe (it names more than needed) and costs the next run more requests, or a full listing."""
+    try:
+        pending = decode(ns.read(pending_key(run_id)))
+        ns.write(STATE_KEY, encode(pending.with_leftover(leftover)))
+        return True
+    except StorageError as exc:
+        if "does not exist" not in str(exc):
+            log.warning("GC plan %s: its incremental state was not stored (%s); the next run starts from the "
+                        "previous one", run_id, exc)
+        return False
+    except StateError as exc:
+        log.warning("GC plan %s: its incremental state is unusable (%s); the next run starts from the previous one",
+                    run_id, exc)
+        return False
+
+
+def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:
+    """One slice of the namespace's listing (on executors or threads)."""
+    return ctx.ns.list_unit(unit)
+
+
+def unit_stat(ctx: OpenContext, keys: list[str]) -> list[StoredObject]:
+    """The objects of ``keys`` that exist, with their sizes and times (on executors or threads)."""
+    return ctx.ns.stat(keys)
+
+
+def unit_of(key: str) -> str:
+    """The listing unit that holds ``key``: ``data/<slice>/`` or the root."""
+    if key.startswith("data/") and key.count("/") >= 2:
+        return "data/" + key.split("/", 2)[1] + "/"
+    return ""
+
+
+def recent_units(units: list[str], since: datetime) -> list[str]:
+    """Of a namespace's units (``Namespace.list_units``), the slices that can hold an object written at or after
+    ``since``, and the root (always: a legacy namespace keeps its objects there)."""
+    slices = [u for u in units if u]
+    names = {u[len("data/"):].rstrip("/"): u for u in slices}
+    recent = set(slices_to_list(names, since=since))
+    return [names[n] for n in names if n in recent] + [""]
+
+
+@dataclass
+class Changed:
+    """What an incremental run found: the objects listed and those asked for, and the record of how."""
+
+    objects: list[StoredObject]
+    listing: dict
+
+
+def would_check(state: State, source: Source, units_now: Iterable[tuple[str, tuple[str, ...]]]) -> set[str]:
+    """The keys an incremental run from ``state`` asks for one by one: the dead units' and the carried ones."""
+    return source.former_addresses(dead_ranges(state.units, units_now)) | state.carried()
+
+
+def find_changed(state: State, *, runner: Runner, config: JobConfig, ctx: OpenContext, checked: set[str],
+                 kept: set[str], partitions: int) -> Changed:
+    """The objects that may have become garbage since ``state``'s run: the recent slices' objects (listed), and of
+    ``checked`` (``would_check``) those still in the store and not kept now (asked for, a request each)."""
+    units = ctx.ns.list_units()
+    recent = recent_units(units, state.horizon)
+    listed = runner.map_units(recent, unit_list, config.open, partitions=partitions)
+    seen = {o.key for o in listed}
+    wanted = sorted(checked - kept - seen)
+    batches = [wanted[i:i + STAT_BATCH] for i in range(0, len(wanted), STAT_BATCH)]
+    found = runner.map_units(batches, unit_stat, config.open, partitions=partitions) if batches else []
+    listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
+               "slices": len(recent) - 1, "slices_total": len(units) - 1, "objects": len(listed),
+               "checked": len(wanted), "found_without_listing": len(found)}
+    return Changed(listed + found, listing)
+
+
+def missed(deleted: Iterable[StoredObject], state: State, checked: set[str]) -> int:
+    """Of what a full run deletes, how many objects an incremental run from ``state`` would not have found: not in
+    a slice it lists, not among the keys it checks (``would_check``). The proof the incremental rule holds: 0."""
+    units = {unit_of(o.key) for o in deleted}
+    recent = set(recent_units(sorted(units), state.horizon))
+    return sum(1 for o in deleted if unit_of(o.key) not in recent and o.key not in checked)
