@@ -35,8 +35,23 @@ class SparkRunner:
         from spark_jobs.jobs.distribute import flat_map_units, per_unit  # noqa: PLC0415
 
         units = list(units)
-        return (flat_map_units(self.sc, units, per_unit(make_context, fn), partitions=partitions).collect()
-                if units else [])  # no Spark job for no work
+        if not units:
+            return []  # no Spark job for no work
+        try:
+            return flat_map_units(self.sc, units, per_unit(make_context, fn), partitions=partitions).collect()
+        except Exception as exc:
+            raise executor_error(exc) from None
+
+
+def executor_error(exc: Exception) -> Exception:
+    """What failed on an executor, as the thread runner raises it: a store's error comes back from Py4J as text
+    (the task's Python traceback), and the run's callers classify store errors by type."""
+    import re  # noqa: PLC0415
+
+    from spark_jobs.engine.stores import StorageError  # noqa: PLC0415
+
+    found = re.search(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", str(exc))
+    return StorageError(found.group(1).strip()) if found else exc
 
 
 class LeaseGuard:
