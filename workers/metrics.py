@@ -74,6 +74,13 @@ class Metrics:
         self.gc_storage_backoffs = Counter("gc_storage_backoffs", "Times a store throttled the GC's sweep (SlowDown, "
                                            "503, ServerBusy) and its request rate backed off", ["repository"],
                                            namespace=NS, registry=r)
+        self.gc_runs_by_listing = Counter("gc_runs_by_listing", "GC marks by how they found the namespace's objects: "
+                                          "full (listed), incremental (what changed), inventory",
+                                          ["repository", "kind"], namespace=NS, registry=r)
+        self.gc_missed_by_incremental = Gauge(
+            "gc_missed_by_incremental_objects", "Of what the last full run deleted, objects an incremental run would "
+            "not have found (a skewed clock, a late write): the proof the incremental rule holds, 0",
+            ["repository"], namespace=NS, registry=r, multiprocess_mode="mostrecent")
         self.gc_failures = Counter("gc_failures", "GC runs that failed, by reason", ["repository", "reason"],
                                    namespace=NS, registry=r)
 

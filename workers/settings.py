@@ -165,9 +165,22 @@ class GCSettings(BaseModel):
     trigger_check_seconds: int = Field(default=60, gt=0, description="how often beat looks for due repositories")
     max_deletions_per_run: int = Field(default=1_000_000, gt=0, description="a run deletes at most this many "
                                        "objects; the rest waits for the next run")
+    full_listing_every: str = Field(default="7d", description="a run lists only what changed since the previous "
+                                    "one (its state under _lakefs/); the whole namespace is listed again when the "
+                                    "last full listing is this old, and on the first run, on `gc run --full` or "
+                                    "when the state cannot be trusted")
     inventory: dict[str, str] = Field(default_factory=dict, description="repository id -> an S3 Inventory report "
                                       "of its namespace's bucket (a manifest.json, or the configuration's folder: "
                                       "its newest complete report), read instead of listing the namespace")
+
+    @field_validator("full_listing_every")
+    @classmethod
+    def _full_listing_every(cls, value: str) -> str:
+        try:
+            parse_duration(value, allow_zero=True)
+        except ValueError as exc:
+            raise ValueError(f"gc.full_listing_every (LAKEFS_JANITOR_GC__FULL_LISTING_EVERY): {exc}") from None
+        return value
 
     @field_validator("inventory")
     @classmethod

@@ -114,13 +114,25 @@ def describe_cache(cache: dict) -> str:
 
 
 def describe_listing(listing: dict) -> str:
-    """One line on how the mark found the namespace's objects (empty for records without it, and for sweeps)."""
+    """How the mark found the namespace's objects, and why a full listing ran (empty for records without it, and
+    for sweeps)."""
+    if listing.get("kind") == "incremental":
+        return (f"listing: incremental since {listing.get('since', '?')[:19]} (run {listing.get('previous_run')}): "
+                f"{listing.get('objects', 0):,} objects in {listing.get('slices', 0):,} of "
+                f"{listing.get('slices_total', 0):,} slices and the root, {listing.get('found_without_listing', 0):,} "
+                f"found without listing ({listing.get('checked', 0):,} asked for)")
     if listing.get("kind") == "inventory":
-        return (f"listing: none, {listing.get('objects', 0):,} objects from the S3 Inventory report of "
+        line = (f"listing: none, {listing.get('objects', 0):,} objects from the S3 Inventory report of "
                 f"{listing.get('report_time', '?')} ({listing.get('files', 0):,} files, {listing.get('report')})")
-    if listing.get("kind") == "full":
-        return f"listing: full, {listing.get('objects', 0):,} objects in {listing.get('slices', 0):,} slices and the root"
-    return ""
+    elif listing.get("kind") == "full":
+        line = f"listing: full, {listing.get('objects', 0):,} objects in {listing.get('slices', 0):,} slices and the root"
+    else:
+        return ""
+    if listing.get("reason"):
+        line += f"; full because {listing['reason']}"
+    if listing.get("missed_by_incremental") is not None:
+        line += f"; {listing['missed_by_incremental']:,} deleted objects an incremental run would have missed"
+    return line
 
 
 def run_dir(run_id: str) -> str:

@@ -29,7 +29,8 @@ def dry_mark(api: LakeFSApi, api_config: LakeFSApiConfig, storage: StorageConfig
     with cyclic_gc.paused():
         graph, storage = load_graph(api, repository_id, now=now, storage=storage, cleaning=cleaning)
         config = JobConfig(api_config, storage, repository_id)
-        request = RunRequest(repository_id, "dry-run", now=now, run_id="preview", min_age=min_age)
+        # a full listing: what a policy or a branch would free is measured by the sizes of what is kept now
+        request = RunRequest(repository_id, "dry-run", now=now, run_id="preview", min_age=min_age, listing="full")
         return mark(api, runner, config, request=request, graph=graph, record=False), config
 
 

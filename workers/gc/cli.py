@@ -105,6 +105,10 @@ def _inventory(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return value
 
 
+full_option = click.option(
+    "--full", is_flag=True,
+    help="List the whole namespace (or read --inventory) even when the previous run's state allows listing only "
+         "what changed; the summary counts what the incremental runs since the last full one missed (should be 0).")
 inventory_option = click.option(
     "--inventory", default=None, metavar="URL", callback=_inventory,
     help="Read the namespace's objects from this S3 Inventory report (its manifest.json, or the configuration's "
@@ -162,20 +166,23 @@ def gc() -> None:
 @click.option("--plan", "plan_id", default=None, help="Execute exactly this stored plan (a `gc plan` id) instead of "
                                                       "marking anew; the sweep's re-check still applies.")
 @click.option("--no-cache", is_flag=True, help="Read every range and metarange, not what the mark cache remembers.")
+@full_option
 @inventory_option
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
 def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, runner: str | None,
-            dry_run: bool, plan_id: str | None, no_cache: bool, inventory: str | None, as_json: bool) -> None:
-    """Mark what retained commits and staged entries reach, then delete the rest (exit 0 only on success)."""
+            dry_run: bool, plan_id: str | None, no_cache: bool, full: bool, inventory: str | None,
+            as_json: bool) -> None:
+    """Mark what retained commits and staged entries reach, then delete the rest (exit 0 only on success).
+    A run lists only what changed since the previous one, and the whole namespace every gc.full_listing_every."""
     chosen = runner or rt.settings.gc.runner
-    if plan_id and (dry_run or min_age or now_text or no_cache or inventory):
-        raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age, --now, --no-cache and "
+    if plan_id and (dry_run or min_age or now_text or no_cache or inventory or full):
+        raise click.UsageError("--plan executes a stored plan: --dry-run, --min-age, --now, --no-cache, --full and "
                                "--inventory do not apply")
     request = GCRequest(repository, "sweep" if plan_id else "run", mark_id=plan_id,
                         now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
-                        dry_run=dry_run, runner=chosen, cache=not no_cache, inventory=inventory)
+                        dry_run=dry_run, runner=chosen, cache=not no_cache, inventory=inventory, full=full)
     _print_summary(_go(rt, request, as_json), as_json)
 
 
@@ -188,16 +195,17 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
                                       "objects had in lakeFS, like Hudi's `clean showpartitions`; reads the "
                                       "expired history to name them).")
 @runner_option(RUNNER_HELP)
+@full_option
 @inventory_option
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
 def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: int | None,
-             runner: str | None, inventory: str | None, as_json: bool) -> None:
+             runner: str | None, full: bool, inventory: str | None, as_json: bool) -> None:
     """Mark only: store the plan (its id is the mark id for `gc sweep`) and show what it would delete."""
     request = GCRequest(repository, "plan", now=parse_now(now_text) if now_text else None, min_age=_min_age(min_age),
                         prefix_depth=by_prefix or 2, by_path=by_prefix is not None,
-                        runner=runner or rt.settings.gc.runner, inventory=inventory)
+                        runner=runner or rt.settings.gc.runner, inventory=inventory, full=full)
     summary = _go(rt, request, as_json)
     _print_summary(summary, as_json, by_prefix is not None)
     if not as_json:

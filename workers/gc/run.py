@@ -47,6 +47,7 @@ class GCRequest:
     by_path: bool = False  # name what a plan deletes by path prefix (reads the expired history too)
     cache: bool = True  # the mark cache; False (--no-cache): every range and metarange read
     inventory: str | None = None  # an S3 Inventory report read instead of a listing (default: gc.inventory's)
+    full: bool = False  # list the whole namespace even when the previous run's state allows an incremental run
 
 
 def api_config(connection: LakeFSConnection, timeout: float = 30.0) -> LakeFSApiConfig:
@@ -71,7 +72,9 @@ def run_request(gc: GCSettings, request: GCRequest, runner: str, *, lease: Lease
                       min_age=min_age_of(gc, request.min_age), max_deletions=gc.max_deletions_per_run,
                       prefix_depth=request.prefix_depth, by_path=request.by_path, runner=runner,
                       metadata_from=gc.metadata_source, lease=lease, cache=request.cache,
-                      inventory=request.inventory or gc.inventory.get(request.repository_id))
+                      inventory=request.inventory or gc.inventory.get(request.repository_id),
+                      listing="full" if request.full else "auto",
+                      full_listing_every=parse_duration(gc.full_listing_every))
 
 
 def spark_ready(spark: SparkSettings | None) -> bool:
@@ -207,6 +210,10 @@ def _observe(metrics: Metrics, repo: str, request: GCRequest, summary: Summary) 
         metrics.gc_last_success.labels(repo).set(time.time())
     if request.mode != "sweep":
         metrics.gc_objects_too_new.labels(repo).inc(summary.too_new)
+        listing = summary.listing or {}
+        metrics.gc_runs_by_listing.labels(repo, listing.get("kind", "full")).inc()
+        if listing.get("missed_by_incremental") is not None:
+            metrics.gc_missed_by_incremental.labels(repo).set(listing["missed_by_incremental"])
 
 
 def repository_impact(gc: GCSettings, connection: LakeFSConnection, repository_id: str, *,
@@ -215,7 +222,7 @@ def repository_impact(gc: GCSettings, connection: LakeFSConnection, repository_i
     now = datetime.now(UTC)
     api = api_config(connection)
     run = RunRequest(repository_id, "dry-run", now=now, min_age=min_age_of(gc, min_age),
-                     metadata_from=gc.metadata_source)
+                     metadata_from=gc.metadata_source, listing="full")  # the sizes of what is kept: all listed
     _, marked = run_marked(api, storage_config(gc), run, runner=ThreadRunner(gc.threads))
     client = LakeFSApi(api)
     try:

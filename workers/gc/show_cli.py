@@ -64,11 +64,20 @@ def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None
     for r in history:
         oldest = _oldest_cell(r.get("oldest_retained") or {})
         rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[5:16].replace("T", " "),
-                     r.get("mode", ""), "yes" if r.get("success") else f"no: {r.get('reason', '')}",
+                     _mode_cell(r), "yes" if r.get("success") else f"no: {r.get('reason', '')}",
                      _policies_cell(r.get("policies") or []), oldest or "-", _deleted_cell(r),
                      _bytes_cell(r), _cache_cell(r.get("cache") or {}), f"{r.get('seconds', 0):.1f}")
     # a pipe gets 100 columns too (cells wrap past that), not the 200 other output gets
     console.print(rows, width=min(console.width, 100) if not console.is_terminal else None)
+
+
+LISTING_SHORT = {"full": "full", "incremental": "incr", "inventory": "inv"}
+
+
+def _mode_cell(record: dict) -> str:
+    """The mode and how the mark found the objects: run/incr, run/full, plan/inv (details: `gc show ... RUN_ID`)."""
+    kind = LISTING_SHORT.get((record.get("listing") or {}).get("kind", ""))
+    return f"{record.get('mode', '')}/{kind}" if kind else record.get("mode", "")
 
 
 def _policies_cell(policies: list[str]) -> str:
