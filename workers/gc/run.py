@@ -74,7 +74,7 @@ def run_request(gc: GCSettings, request: GCRequest, runner: str, *, lease: Lease
                       metadata_from=gc.metadata_source, lease=lease, cache=request.cache,
                       inventory=request.inventory or gc.inventory.get(request.repository_id),
                       listing="full" if request.full else "auto",
-                      full_listing_every=parse_duration(gc.full_listing_every))
+                      full_listing_every=parse_duration(gc.full_listing_every, allow_zero=True))
 
 
 def spark_ready(spark: SparkSettings | None) -> bool:

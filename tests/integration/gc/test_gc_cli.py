@@ -190,3 +190,26 @@ def test_a_plan_and_a_record_an_older_version_wrote_still_read(cli, repo, lakefs
     assert (runs[0]["run_id"], runs[0]["runner"], runs[0]["runner_reason"]) == (
         "old", "threads", "3 ranges at the branch HEADs (<= 100)") and "engine" not in runs[0]
     assert "old" in cli("gc", "show", f"lakefs://{repo}").output
+
+
+def test_full_and_incremental_runs_from_the_cli(cli, repo, lakefs, monkeypatch):
+    history(lakefs, repo)
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    first = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s").output
+    assert "listing: full" in first and "full because no previous run's state" in first
+    second = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s").output
+    assert "listing: incremental since" in second and "found without listing" in second
+    forced = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--full").output
+    assert "full because a full listing was asked for (--full)" in forced
+    assert "0 deleted objects an incremental run would have missed" in forced
+    monkeypatch.setenv("LAKEFS_JANITOR_GC__FULL_LISTING_EVERY", "0s")
+    due = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s").output
+    assert "GC__FULL_LISTING_EVERY" in due
+    shown = cli("gc", "show", f"lakefs://{repo}").output
+    assert "run/incr" in shown and "run/full" in shown
+    monkeypatch.setenv("LAKEFS_JANITOR_GC__FULL_LISTING_EVERY", "weekly")
+    bad = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", expect_exit=1).output
+    assert "gc.full_listing_every" in bad
+    monkeypatch.delenv("LAKEFS_JANITOR_GC__FULL_LISTING_EVERY")
+    assert "do not apply" in cli("gc", "run", f"lakefs://{repo}", "--plan", "x", "--full", expect_exit=2).output
