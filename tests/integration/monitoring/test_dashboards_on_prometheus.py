@@ -159,7 +159,8 @@ def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServ
         # Objects are collected as soon as nothing reaches them (no 24 h cutoff), in process; a hooked commit
         # makes a repository due for the commit trigger.
         env = janitor_env(lakefs_server, redis_server.url, LAKEFS_JANITOR_GC__MIN_AGE="0s",
-                          LAKEFS_JANITOR_GC__RUNNER="threads", LAKEFS_JANITOR_GC__TRIGGER_COMMITS="1")
+                          LAKEFS_JANITOR_GC__RUNNER="threads", LAKEFS_JANITOR_GC__TRIGGER_COMMITS="1",
+                          LAKEFS_JANITOR_GC__FULL_LISTING_EVERY="0s")
         receiver = ReceiverServer(env).start()
         started.append(receiver)
         metrics_port = free_port()
@@ -231,6 +232,9 @@ def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServ
         eventually(lambda: scraped_since(prometheus, seen), timeout=30)
         swept = task("gc.tasks.run_repository", lake)
         assert swept["success"] and swept["deleted"] == 1, (swept, runs.history(lake))
+        # GC__FULL_LISTING_EVERY=0s: a full run after one that left its state counts what incremental runs missed
+        assert task("gc.tasks.run_repository", lake)["success"]
+        assert worker_metric(worker, f'lakefs_janitor_gc_missed_by_incremental_objects{{repository="{lake}"}}')
         # GC failures: a repository without GC rules (skipped, reason no-rules), one lakeFS does not have.
         assert "skipped" in task("gc.tasks.run_repository", vetoing)
         missing = f"gone-{uuid.uuid4().hex[:8]}"
