@@ -17,14 +17,17 @@ one included (it names more); a state that cannot be trusted as a whole means a 
 
 from __future__ import annotations
 
+import array
+import base64
 import gzip
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 FORMAT = 1
+_LITTLE = array.array("i", [1]).tobytes() == (1).to_bytes(4, "little")
 Unit = tuple[str, tuple[str, ...]]  # (range id, the ids of the path policies of its scope, sorted)
 
 
@@ -44,7 +47,24 @@ class State:
     versions: frozenset[str] = frozenset()  # keys kept by keep_versions and by no unit
     staged: frozenset[str] = frozenset()  # keys only staged entries kept
     leftover: frozenset[str] = frozenset()  # keys planned for deletion and not deleted
+    # How the run mapped addresses to keys (the namespace's prefixes): another mapping, another set of keys
+    key_prefixes: tuple[str, ...] = ()
+    # With a kept index (core.kept_index; only without path policies and keep_versions): its SHA-256 and size,
+    # and the retained metaranges' ranges (indices into ``range_ids``), so that the next run reads only new ones
+    index_sha256: str | None = None
+    index_slot: str = ""
+    index_keys: int = 0
+    metaranges: tuple[tuple[str, tuple[int, ...]], ...] = ()
     format: int = field(default=FORMAT)
+
+    @property
+    def range_ids(self) -> list[str]:
+        """The live ranges, sorted (what ``metaranges`` indexes)."""
+        return sorted({r for r, _ in self.units})
+
+    def metarange_ranges(self) -> dict[str, list[str]]:
+        ids = self.range_ids
+        return {m: [ids[i] for i in indices] for m, indices in self.metaranges}
 
     def carried(self) -> set[str]:
         """The keys a next run checks one by one, whatever changed."""
@@ -73,6 +93,9 @@ def encode(state: State) -> bytes:
         "full_listing_at": state.full_listing_at.isoformat(),
         "units": sorted([r, list(s)] for r, s in state.units),
         "versions": sorted(state.versions), "staged": sorted(state.staged), "leftover": sorted(state.leftover),
+        "key_prefixes": list(state.key_prefixes), "index_sha256": state.index_sha256, "index_keys": state.index_keys,
+        "index_slot": state.index_slot,
+        "metaranges": {m: base64.b64encode(_int32s(indices)).decode() for m, indices in state.metaranges},
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()
@@ -98,9 +121,37 @@ def decode(data: bytes) -> State:
             horizon=_time(body["horizon"]), listed_at=_time(body["listed_at"]),
             full_listing_at=_time(body["full_listing_at"]),
             units=frozenset((str(r), tuple(str(p) for p in s)) for r, s in body["units"]),
-            versions=_keys(body["versions"]), staged=_keys(body["staged"]), leftover=_keys(body["leftover"]))
+            versions=_keys(body["versions"]), staged=_keys(body["staged"]), leftover=_keys(body["leftover"]),
+            key_prefixes=tuple(str(p) for p in body["key_prefixes"]),
+            index_sha256=None if body["index_sha256"] is None else str(body["index_sha256"]),
+            index_keys=int(body["index_keys"]), index_slot=str(body["index_slot"]),
+            metaranges=tuple(sorted((str(m), _indices(text, len({r for r, _ in body["units"]})))
+                                    for m, text in body["metaranges"].items())))
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"a field is missing or malformed ({type(exc).__name__}: {exc})") from None
+
+
+def metarange_indices(metaranges: Mapping[str, Iterable[str]], range_ids: list[str]) -> tuple:
+    """``State.metaranges`` from metarange id -> its range ids (each among ``range_ids``, sorted)."""
+    position = {r: i for i, r in enumerate(range_ids)}
+    return tuple(sorted((m, tuple(position[r] for r in ranges)) for m, ranges in metaranges.items()))
+
+
+def _int32s(values: Iterable[int]) -> bytes:
+    data = array.array("i", values)
+    if not _LITTLE:
+        data.byteswap()
+    return data.tobytes()
+
+
+def _indices(text: str, units: int) -> tuple[int, ...]:
+    data = array.array("i")
+    data.frombytes(base64.b64decode(text, validate=True))
+    if not _LITTLE:
+        data.byteswap()
+    if any(i < 0 or i >= units for i in data):
+        raise ValueError("a metarange names a range the state does not hold")
+    return tuple(data)
 
 
 def _time(text: str) -> datetime:
@@ -117,7 +168,7 @@ def _keys(values: list) -> frozenset[str]:
 
 
 def why_full(state: State | None, problem: str | None, *, repository_id: str, namespace: str, now: datetime,
-             every: timedelta, asked: bool) -> str | None:
+             every: timedelta, asked: bool, key_prefixes: tuple[str, ...] | None = None) -> str | None:
     """Why this run must list the whole namespace (None: an incremental run may start from ``state``).
     ``problem``: why the stored state could not be read (None when it was read, or there was none)."""
     if asked:
@@ -129,6 +180,9 @@ def why_full(state: State | None, problem: str | None, *, repository_id: str, na
     if state.repository_id != repository_id or state.namespace != namespace:
         return (f"the previous run's state is of lakefs://{state.repository_id} at {state.namespace}, not of this "
                 f"repository's namespace {namespace}")
+    if key_prefixes is not None and state.key_prefixes != tuple(key_prefixes):
+        return (f"the previous run mapped addresses to keys under {list(state.key_prefixes)}, this one under "
+                f"{list(key_prefixes)} (the local blockstore's folder changed?)")
     if state.horizon > now or state.listed_at > now:
         return (f"the previous run ({state.run_id}) is dated after this one ({state.listed_at.isoformat()}): a "
                 "clock went back, or this run is dated in the past")

@@ -9,11 +9,13 @@ whatever it plans stays for the next real run to find.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from spark_jobs.core import kept_index
 from spark_jobs.core import report as core_report
 from spark_jobs.core.incremental import State, StateError, dead_ranges, decode, encode, why_full
 from spark_jobs.core.plan import StoredObject
@@ -27,12 +29,23 @@ log = logging.getLogger(__name__)
 
 PREFIX = "_lakefs/retention/gc/janitor-incremental/v1"  # a name lakeFS never writes
 STATE_KEY = f"{PREFIX}/state.json.gz"
+# The kept index goes to the slot the stored state does not name, then the state: a run killed in between leaves
+# the stored state and its index whole
+INDEX_SLOTS = ("a", "b")
 STAT_BATCH = 500  # keys per unit of work when asking for objects one by one
 
 
 def pending_key(run_id: str) -> str:
     """Where a plan keeps the state its sweep stores."""
     return f"{core_report.run_dir(run_id)}/incremental-state.json.gz"
+
+
+def pending_index_key(run_id: str) -> str:
+    return f"{core_report.run_dir(run_id)}/incremental-kept-index.parquet"
+
+
+def index_key(slot: str) -> str:
+    return f"{PREFIX}/kept-index-{slot}.parquet"
 
 
 @dataclass(frozen=True)
@@ -48,7 +61,7 @@ class Previous:
 
 
 def load(ns: Namespace, *, repository_id: str, namespace: str, now: datetime, every: timedelta,
-         asked_full: bool) -> Previous:
+         asked_full: bool, key_prefixes: tuple[str, ...] | None = None) -> Previous:
     problem = None
     state = None
     try:
@@ -59,13 +72,17 @@ def load(ns: Namespace, *, repository_id: str, namespace: str, now: datetime, ev
     except StateError as exc:
         problem = str(exc)
     reason = why_full(state, problem, repository_id=repository_id, namespace=namespace, now=now, every=every,
-                      asked=asked_full)
+                      asked=asked_full, key_prefixes=key_prefixes)
     if state is not None and (state.repository_id != repository_id or state.namespace != namespace):
         state = None  # nothing of another namespace's state is used, not even to count what it would miss
     return Previous(state, reason)
 
 
-def write_pending(ns: Namespace, run_id: str, state: State) -> None:
+def write_pending(ns: Namespace, run_id: str, state: State, *, index: bytes | None = None) -> None:
+    """The state (and kept index) this plan's sweep stores; the index first, named by the state."""
+    if index is not None:
+        ns.write(pending_index_key(run_id), index)
+        state = replace(state, index_sha256=hashlib.sha256(index).hexdigest())
     ns.write(pending_key(run_id), encode(state))
 
 
@@ -75,6 +92,13 @@ def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
     which is safe (it names more than needed) and costs the next run more requests, or a full listing."""
     try:
         pending = decode(ns.read(pending_key(run_id)))
+        if pending.index_sha256:
+            index = ns.read(pending_index_key(run_id))
+            if hashlib.sha256(index).hexdigest() != pending.index_sha256:
+                raise StateError("its kept index does not match its digest")
+            slot = _other_slot(ns)
+            ns.write(index_key(slot), index)
+            pending = replace(pending, index_slot=slot)
         ns.write(STATE_KEY, encode(pending.with_leftover(leftover)))
         return True
     except StorageError as exc:
@@ -86,6 +110,29 @@ def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
         log.warning("GC plan %s: its incremental state is unusable (%s); the next run starts from the previous one",
                     run_id, exc)
         return False
+
+
+def _other_slot(ns: Namespace) -> str:
+    """The index slot the stored state does not name (its index stays whole until the new state names the other)."""
+    try:
+        current = decode(ns.read(STATE_KEY)).index_slot
+    except (StorageError, StateError):
+        current = ""
+    return INDEX_SLOTS[1] if current == INDEX_SLOTS[0] else INDEX_SLOTS[0]
+
+
+def read_index(ns: Namespace, state: State):
+    """The kept index the state names (an Arrow table), or the reason it cannot be used."""
+    try:
+        data = ns.read(index_key(state.index_slot))
+    except StorageError as exc:
+        return None, f"its kept index is unreadable: {exc}"
+    if hashlib.sha256(data).hexdigest() != state.index_sha256:
+        return None, "its kept index is not the one it names"
+    try:
+        return kept_index.decode(data), None
+    except kept_index.IndexError_ as exc:
+        return None, f"its kept index: {exc}"
 
 
 def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:

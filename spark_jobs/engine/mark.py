@@ -15,10 +15,10 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from spark_jobs.core import sstable
+from spark_jobs.core import kept_index, sstable
 from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.cleaning import Scope, ScopedRetention
-from spark_jobs.core.incremental import State, Unit, units_of
+from spark_jobs.core.incremental import State, Unit, metarange_indices, units_of
 from spark_jobs.core.mark import kept_addresses, range_commits, versions_kept
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
@@ -27,6 +27,7 @@ from spark_jobs.engine import incremental, mark_cache, report
 from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
 from spark_jobs.engine.inventory import read_inventory
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
+from spark_jobs.engine.lean_mark import lean_mark
 from spark_jobs.engine.mark_source import Cached, Files, Source, Span
 from spark_jobs.engine.parallel import Runner, in_background
 from spark_jobs.engine.repository import Graph, read_uncommitted
@@ -75,48 +76,82 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         progress("commits", len(bound.commits))
         seconds = {"commits": time.monotonic() - started}
         t = time.monotonic()
-        loaded = mark_cache.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
-                                 preload=preload) if request.cache else None
-        files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
-        cached = None if loaded is None else Cached(loaded.memory, files)
-        source: Source = files if cached is None else cached
-        found = reached(source, graph, retention=retention, metaranges=metaranges)
-        range_ids = found.range_ids
-        decision = retention.union() if retention.by_path else bound
-        progress("ranges", len(range_ids))
-        # through the source, so that the cache remembers the ranges only keep_versions reads
-        by_versions = versions(source, graph, heads=graph.heads) if graph.cleaning else set()
         if graph.uncommitted_locations is None:  # asking now, after the commits, would reopen the race
             raise GCError("the mark needs lakeFS's staged entries asked for before its commits (a Graph from "
                           "load_graph)", "bad-arguments")
-        uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
-        kept = found.kept | by_versions | uncommitted
         previous = incremental.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
                                     now=request.now, every=request.full_listing_every,
-                                    asked_full=request.listing == "full")
-        # the keys an incremental run asks for (a full run counts what they would have missed)
-        checked = incremental.would_check(previous.state, source, found.units) if previous.state else set()
-        seconds["mark"] = time.monotonic() - t
-        # What the files held is known now and nothing below changes it: the cache is written while the
-        # namespace is listed (on a large store, the listing's time hides the write's)
-        cache_written = in_background("gc-cache-write", write_cache, ctx.ns, cached, loaded, request=request,
-                                      graph=graph) if record and cached is not None else None
-        t = time.monotonic()
-        if previous.incremental and previous.state is not None:
-            changed = incremental.find_changed(previous.state, runner=runner, config=config, ctx=ctx,
-                                               checked=checked, kept=kept, partitions=request.address_partitions)
-            listed, listing = changed.objects, changed.listing
-        elif request.inventory:
-            manifest, listed = read_inventory(request.inventory, ctx.ns)
-            # what the report calls old enough was old enough when S3 wrote it (newer objects are not in it)
-            report_time = datetime.fromtimestamp(manifest.created, UTC)
-            cutoff = min(cutoff, report_time - min_age)
-            listing = {"kind": "inventory", "report": manifest.url, "report_time": report_time.isoformat(),
-                       "files": len(manifest.files), "objects": len(listed)}
+                                    asked_full=request.listing == "full", key_prefixes=tuple(ctx.prefixes))
+        # Without path policies and keep_versions an entry's fate is its range's: a kept index then says what is
+        # still reached, and only what changed is read
+        unscoped = not retention.by_path and not any(p.keep_versions for p in graph.cleaning)
+        index, lean_refused = None, None
+        if previous.incremental and previous.state is not None and previous.state.index_sha256 and unscoped:
+            index, lean_refused = incremental.read_index(ctx.ns, previous.state)
+        pending_index = None  # the kept index this run leaves (an Arrow table)
+        if index is not None:
+            if preload is not None:
+                preload.cancel()
+            uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
+            lean = lean_mark(previous.state, index, runner=runner, config=config, ctx=ctx, metaranges=metaranges,
+                             uncommitted=uncommitted, range_partitions=request.range_partitions,
+                             address_partitions=request.address_partitions)
+            found = Reached(lean.committed, lean.range_ids, lean.units)
+            by_versions: set[str] = set()
+            kept = found.kept | uncommitted
+            listed, listing, checked = lean.objects, lean.listing, set()
+            cache_state = {"state": "unused", "reason": "an incremental run with a kept index reads only the "
+                                                        "ranges that changed"}
+            pending_index = lean.index
+            retained_ranges = lean.metaranges
+            seconds["mark"] = time.monotonic() - t
         else:
-            units = ctx.ns.list_units()
-            listed = runner.map_units(units, incremental.unit_list, config.open, partitions=request.address_partitions)
-            listing = {"kind": "full", "slices": len(units) - 1, "objects": len(listed)}  # units: slices + the root
+            loaded = mark_cache.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
+                                     preload=preload) if request.cache else None
+            files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
+            cached = None if loaded is None else Cached(loaded.memory, files)
+            source: Source = files if cached is None else cached
+            found = reached(source, graph, retention=retention, metaranges=metaranges)
+            progress("ranges", len(found.range_ids))
+            # through the source, so that the cache remembers the ranges only keep_versions reads
+            by_versions = versions(source, graph, heads=graph.heads) if graph.cleaning else set()
+            uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
+            kept = found.kept | by_versions | uncommitted
+            # the keys an incremental run asks for (a full run counts what they would have missed)
+            checked = incremental.would_check(previous.state, source, found.units) if previous.state else set()
+            retained_ranges = {}
+            if record and not request.dry_run and unscoped and cached is not None:
+                # the next run's kept index, from the cache's blocks (each distinct block's keys once, times the
+                # number of live ranges that hold it)
+                pending_index = kept_index.build(cached.key_counts(found.range_ids))
+                retained_ranges = {m: source.range_ids_of(m) for m in metaranges}
+            seconds["mark"] = time.monotonic() - t
+            cache_state = {"state": "off"} if cached is None else {**loaded.stats, **cached.stats()}
+            # What the files held is known now and nothing below changes it: the cache is written while the
+            # namespace is listed (on a large store, the listing's time hides the write's)
+            cache_written = in_background("gc-cache-write", write_cache, ctx.ns, cached, loaded, request=request,
+                                          graph=graph) if record and cached is not None else None
+            t = time.monotonic()
+            if previous.incremental and previous.state is not None:
+                changed = incremental.find_changed(previous.state, runner=runner, config=config, ctx=ctx,
+                                                   checked=checked, kept=kept, partitions=request.address_partitions)
+                listed, listing = changed.objects, changed.listing
+                if lean_refused:
+                    listing["kept_index_refused"] = lean_refused
+            elif request.inventory:
+                manifest, listed = read_inventory(request.inventory, ctx.ns)
+                # what the report calls old enough was old enough when S3 wrote it (newer objects are not in it)
+                report_time = datetime.fromtimestamp(manifest.created, UTC)
+                cutoff = min(cutoff, report_time - min_age)
+                listing = {"kind": "inventory", "report": manifest.url, "report_time": report_time.isoformat(),
+                           "files": len(manifest.files), "objects": len(listed)}
+            else:
+                units = ctx.ns.list_units()
+                listed = runner.map_units(units, incremental.unit_list, config.open,
+                                          partitions=request.address_partitions)
+                listing = {"kind": "full", "slices": len(units) - 1, "objects": len(listed)}  # slices + the root
+        range_ids = found.range_ids
+        decision = retention.union() if retention.by_path else bound
         if not previous.incremental:
             listing["reason"] = previous.full_because
         progress("objects listed", len(listed))
@@ -140,7 +175,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(), commits=len(graph.commits),
             lakefs_retained_commits=len(graph.lakefs_retained), metaranges=len(metaranges), ranges=len(range_ids),
             uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()},
-            cache={"state": "off"} if cached is None else {**loaded.stats, **cached.stats()}, listing=listing)
+            cache=cache_state, listing=listing)
         if cache_written is not None:
             how = cache_written.result()
             summary.cache.update({"written": how is not None, **({"write": how} if how else {})})
@@ -152,7 +187,11 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
                     full_listing_at=(previous.state.full_listing_at if previous.incremental and previous.state
                                      else request.now),
                     units=found.units, versions=frozenset(by_versions - found.kept),
-                    staged=frozenset(uncommitted - found.kept - by_versions)))
+                    staged=frozenset(uncommitted - found.kept - by_versions), key_prefixes=tuple(ctx.prefixes),
+                    index_keys=0 if pending_index is None else len(pending_index),
+                    metaranges=metarange_indices(retained_ranges, sorted({r for r, _ in found.units}))
+                    if pending_index is not None else ()),
+                    index=None if pending_index is None else kept_index.encode(pending_index))
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
         return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept, listed,
                       cutoff.timestamp(), range_ids, uncommitted)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from spark_jobs.core import sstable
+from spark_jobs.core import kept_index, sstable
 from spark_jobs.core.addresses import key_mapper
 from spark_jobs.core.cleaning import CleaningPolicy, Scope
 from spark_jobs.core.mark import keys_in_range, scope_of
@@ -171,6 +171,24 @@ class Cached:
         blocks, relative_key = self.memory.blocks, self.relative_key
         digests = dict.fromkeys(d for r in range_ids for d in self._blocks(r))
         return {k for d in digests for _, a, t in blocks[d] if (k := relative_key(a, t)) is not None}
+
+    def key_counts(self, range_ids: list[str]) -> dict[int, int]:
+        """The kept index's counts (``core.kept_index``) for ``range_ids``: each key's hash -> how many entries of
+        those ranges point at it. Each distinct block's keys are mapped and hashed once, then counted once per
+        range that holds the block."""
+        self._ranges(range_ids)
+        holders: dict[bytes, int] = {}
+        for range_id in range_ids:
+            for digest in self._blocks(range_id):
+                holders[digest] = holders.get(digest, 0) + 1
+        counts: dict[int, int] = {}
+        blocks, relative_key, key_hash = self.memory.blocks, self.relative_key, kept_index.key_hash
+        for digest, times in holders.items():
+            for _, address, kind in blocks[digest]:
+                if (key := relative_key(address, kind)) is not None:
+                    h = key_hash(key)
+                    counts[h] = counts.get(h, 0) + times
+        return counts
 
     def former_addresses(self, range_ids: list[str]) -> set[str]:
         held = [r for r in range_ids if r in self.memory.ranges]

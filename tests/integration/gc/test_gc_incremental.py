@@ -27,7 +27,7 @@ import pytest
 from spark_jobs.core.incremental import decode, encode
 from spark_jobs.core.slices import slice_name
 from spark_jobs.engine.context import GCError
-from spark_jobs.engine.incremental import STATE_KEY
+from spark_jobs.engine.incremental import STATE_KEY, index_key
 from tests.gc_engine import RUNNERS
 from tests.integration.gc.test_gc_stores import collector, data_keys, store_world
 from workers.lakefs.errors import LakeFSError
@@ -214,7 +214,7 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, request)
         _, full = gc.run(lake.repo, dry_run=True, listing="full", now=now)
         marked = gc.mark(lake.repo, now=now)
         listing = marked.summary.listing
-        assert listing["kind"] == "incremental", listing
+        assert listing["kind"] == "incremental" and listing["kept_index"] > 0, listing  # the lean mark
         assert planned(marked) == planned(full), (day, planned(marked) ^ planned(full))
         before, reachable = lake.keys(), lake.reachable()
         cap = 2 if day in (2, 4) else None
@@ -281,7 +281,14 @@ def test_when_the_state_cannot_be_trusted_the_run_lists_everything(world, reques
     assert "no previous run" in again.listing["reason"], again.listing
     ok, _ = gc.run(lake.repo)
     assert ok.listing["kind"] == "incremental" and ok.listing["previous_run"] == again.run_id
+    assert "kept_index" in ok.listing  # the first run built the index, this one used it
     state_file = lake.store.fsspec_path(lake.namespace, STATE_KEY)
+    stored = decode(lake.fs.cat_file(state_file))
+    index_file = lake.store.fsspec_path(lake.namespace, index_key(stored.index_slot))
+    lake.fs.pipe_file(index_file, lake.fs.cat_file(index_file)[:-7])  # a damaged index: the whole mark instead
+    without, _ = gc.run(lake.repo)
+    assert without.listing["kind"] == "incremental" and "kept_index" not in without.listing
+    assert "kept index" in without.listing["kept_index_refused"], without.listing
     whole = lake.fs.cat_file(state_file)
     lake.fs.pipe_file(state_file, whole[: len(whole) // 2])  # torn
     torn, _ = gc.run(lake.repo)

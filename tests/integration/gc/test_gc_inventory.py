@@ -89,8 +89,10 @@ def test_a_run_from_an_inventory_report(s3_world, runner, request):
     assert read(lakefs, repo, h["c1"], "tables/t1/a.txt") == 410 and read(lakefs, repo, "main", "staged.txt") == b"s2"
     assert read(lakefs, repo, "main", "late.txt") == b"late-2" and fs.cat_file(sibling) == b"not ours"
 
-    listing_run, _ = gc._go(repo, "full", min_age=timedelta(0))  # a listing then finds the late garbage
-    assert listing_run.swept == 1 and listing_run.listing["kind"] == "full"
+    # the next run lists what changed since the report's horizon, and so finds the late garbage
+    listing_run, _ = gc._go(repo, "full", min_age=timedelta(0))
+    assert listing_run.swept == 1 and listing_run.listing["kind"] == "incremental", listing_run.listing
+    assert listing_run.listing["since"] == summary.cutoff_time  # the report's time minus min-age
 
 
 def test_a_report_that_cannot_be_trusted_deletes_nothing(s3_world, request):

@@ -1,0 +1,79 @@
+"""An incremental run's mark from the previous run's kept index: what retained commits keep is never computed for
+the whole lake, only for what changed.
+
+The live ranges come from the retained metaranges (those the previous run already knew from its state, the new
+ones read); the ranges that died and those that appeared since are read whole, and their entries, subtracted and
+added, bring the kept index up to date (``core.kept_index``). Then every key the run must judge — the dead ranges'
+keys, the keys carried over, the recent slices' objects, the staged entries — is looked up in it: kept when some
+live range still holds it, or a staged entry does. Used only without path policies and keep_versions (an entry's
+fate then depends on its range alone); every other run goes through the whole mark (``engine.mark``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_jobs.core import kept_index, sstable
+from spark_jobs.core.addresses import relative_key
+from spark_jobs.core.incremental import State, Unit, units_of
+from spark_jobs.core.plan import StoredObject
+from spark_jobs.engine.context import JobConfig, OpenContext
+from spark_jobs.engine.incremental import STAT_BATCH, recent_units, unit_list, unit_stat
+from spark_jobs.engine.parallel import Runner
+
+
+def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[tuple[str, list[str]]]:
+    return [(metarange_id, sstable.metarange_range_ids(ctx.read_metarange(metarange_id)))]
+
+
+def unit_range_keys(ctx: OpenContext, range_id: str) -> list[tuple[str, list[str]]]:
+    """Every entry's key of one range, an entry met twice counted twice (no block skipped: the index counts
+    entries per range)."""
+    keys = []
+    for address, kind in sstable.range_addresses(ctx.read_range(range_id)):
+        key = relative_key(address, kind, ctx.prefixes)
+        if key is not None:
+            keys.append(key)
+    return [(range_id, keys)]
+
+
+@dataclass
+class LeanMark:
+    objects: list[StoredObject]  # listed and found: the run's candidates
+    committed: set[str]  # of the keys judged, those a live range holds
+    range_ids: list[str]  # the live ranges
+    units: frozenset[Unit]
+    metaranges: dict[str, list[str]]  # retained metarange -> its ranges
+    index: object  # the kept index, up to date (an Arrow table)
+    listing: dict
+
+
+def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: OpenContext, metaranges: list[str],
+              uncommitted: set[str], range_partitions: int, address_partitions: int) -> LeanMark:
+    known = state.metarange_ranges()
+    missing = [m for m in metaranges if m not in known]
+    read = dict(runner.map_units(missing, unit_metarange_ranges, config.open, partitions=range_partitions))
+    by_metarange = {m: known[m] if m in known else read[m] for m in metaranges}
+    live = sorted({r for ranges in by_metarange.values() for r in ranges})
+    before = set(state.range_ids)
+    dead, new = sorted(before - set(live)), sorted(set(live) - before)
+    entries = dict(runner.map_units(dead + new, unit_range_keys, config.open, partitions=range_partitions))
+    index = kept_index.apply(index, kept_index.delta_of([kept_index.range_counts(entries[r]) for r in dead],
+                                                        [kept_index.range_counts(entries[r]) for r in new]))
+    units = ctx.ns.list_units()
+    recent = recent_units(units, state.horizon)
+    listed = runner.map_units(recent, unit_list, config.open, partitions=address_partitions)
+    seen = {o.key for o in listed}
+    dead_keys = {k for r in dead for k in entries[r]}
+    carried = state.carried()
+    hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
+    held = kept_index.holds(index, hashes.values())
+    committed = {k for k, h in hashes.items() if h in held}
+    wanted = sorted((dead_keys | carried) - committed - uncommitted - seen)
+    batches = [wanted[i:i + STAT_BATCH] for i in range(0, len(wanted), STAT_BATCH)]
+    found = runner.map_units(batches, unit_stat, config.open, partitions=address_partitions)
+    listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
+               "slices": len(recent) - 1, "slices_total": len(units) - 1, "objects": len(listed),
+               "checked": len(wanted), "found_without_listing": len(found), "kept_index": len(index),
+               "ranges_dead": len(dead), "ranges_new": len(new), "metaranges_read": len(missing)}
+    return LeanMark(listed + found, committed, live, units_of((r, ()) for r in live), by_metarange, index, listing)
