@@ -91,9 +91,11 @@ class BulkMetadataOnly(MetadataOnly):
     ``processes`` spawned processes with ``connections`` each. ``stage_many`` uses ``many`` when a writer has it."""
 
     def __init__(self, storage_namespace: str, endpoint: str, access_key: str, secret_key: str, *,
-                 processes: int = 3, connections: int = 16, spawn_above: int = 2000, files_in=None) -> None:
+                 processes: int = 3, connections: int = 16, spawn_above: int = 2000, files_in=None,
+                 files_age: float = 3 * 86400) -> None:
         super().__init__(storage_namespace)
         self.files_in = files_in  # (store, storage namespace) of local disk or versitygw: an empty file per address
+        self.files_age = files_age  # seconds: how old the files look
         self.spawn_above = spawn_above  # fewer objects are staged from this process (threads only)
         self.endpoint = endpoint
         self.auth = "Basic " + base64.b64encode(f"{access_key}:{secret_key}".encode()).decode()
@@ -113,7 +115,7 @@ class BulkMetadataOnly(MetadataOnly):
                 pool.starmap(_stage_http, [(target, jobs[i:i + per], self.connections)
                                            for i in range(0, len(jobs), per)])
         if self.files_in is not None:
-            touch_files(*self.files_in, [a[len(self.namespace) + 1:] for a in addresses])
+            touch_files(*self.files_in, [a[len(self.namespace) + 1:] for a in addresses], age_seconds=self.files_age)
         return addresses
 
 

@@ -136,8 +136,10 @@ def measure(world: World, runner: str, timed: int) -> dict[str, Any]:
 
 
 # --- the parent -------------------------------------------------------------------------------------------------
-def grow(world: World, namespace: str, sizes: list[int], writer: BulkMetadataOnly, salt: str, progress=print):
-    """Yields (size, seconds it took) after each growth step of the one repository."""
+def grow(world: World, namespace: str, sizes: list[int], writer: BulkMetadataOnly, salt: str, progress=print, *,
+         newest: timedelta = timedelta(hours=1)):
+    """Yields (size, seconds it took) after each growth step of the one repository; the last step's commit is
+    dated ``newest`` ago, each earlier one 100 days before the next."""
     import lakefs_sdk  # noqa: PLC0415
 
     world.lakefs.repositories.create_repository(lakefs_sdk.RepositoryCreation(
@@ -150,7 +152,7 @@ def grow(world: World, namespace: str, sizes: list[int], writer: BulkMetadataOnl
         stage_many(world.lakefs, repository_id=REPO, branch_id="main", paths=paths, writer=writer, salt=salt,
                    start_index=have)
         staged = time.monotonic() - started
-        date = datetime.now(UTC) - timedelta(days=100 * (len(sizes) - 1 - step), hours=1)
+        date = datetime.now(UTC) - timedelta(days=100 * (len(sizes) - 1 - step)) - newest
         _commit(world.lakefs, REPO, "main", f"{size} objects", date)
         have = size
         took = time.monotonic() - started

@@ -27,6 +27,8 @@ BENCHMARKS = {
     "gc_scale": ("bench/gc/scale_bench.py", ["--quick"], 300, "gc-scale*"),
     # GC cold and warm runs (mark cache), local disk and versitygw, both runners
     "gc_cache": ("bench/gc/cache_bench.py", ["--quick"], 420, "gc-cache*"),
+    # GC daily runs (issue 28): the incremental run against the full one after a day's commits (local disk, threads)
+    "gc_daily": ("bench/gc/daily_bench.py", ["--quick"], 240, "gc-daily*"),
 }
 
 
