@@ -38,7 +38,8 @@ Checks (a failure exits 1 and writes nothing): every run succeeds; the increment
 "incremental", the full one kind "full" with nothing missed by the incremental rule; both plan exactly the day's
 garbage (the versions the day's commits replaced or deleted, as lakeFS addressed them, and the uploads); the real
 incremental run deletes exactly that, and those objects are gone from the store.
-Writes bench/results/gc-daily.json and .md (``--output`` elsewhere; ``--quick`` writes nothing).
+Writes bench/results/gc-daily.json and .md (``--output`` elsewhere; ``--quick`` writes nothing), and after each
+runner's measurements what is measured so far to gc-daily.partial.json (removed at the end).
 """
 
 from __future__ import annotations
@@ -522,6 +523,9 @@ def main() -> int:
                     by_runner = results["stores"][kind][size] = {}
                     for runner in runners:
                         by_runner[runner] = bench_runner(world, day, runner, size, args)
+                        if output:  # what is measured so far, in case a later step fails or is stopped
+                            partial = output.with_suffix(".partial.json")
+                            partial.write_text(json.dumps(results, indent=2, default=str) + "\n")
             finally:
                 world.close()
     except CheckFailed as exc:
@@ -535,6 +539,7 @@ def main() -> int:
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(results, indent=2, default=str) + "\n")
+        output.with_suffix(".partial.json").unlink(missing_ok=True)
         output.with_suffix(".md").write_text("\n".join(
             [f"# bench/gc daily runs (issue 28) — {results['date']} (git {results['git']})", *lines, ""]))
     return 0
