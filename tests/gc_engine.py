@@ -64,9 +64,9 @@ class Collector:
                         max_deletions=max_deletions, listing=listing, **kw)
 
     def mark(self, repo: str, *, now: datetime | None = None, min_age: timedelta | None = timedelta(0),
-             dry_run: bool = False, by_path: bool = False, prefix_depth: int = 2) -> Marked:
+             dry_run: bool = False, by_path: bool = False, prefix_depth: int = 2, listing: str = "auto") -> Marked:
         _, marked = self._go(repo, "dry-run" if dry_run else "mark", now=now or datetime.now(UTC), min_age=min_age,
-                             by_path=by_path, prefix_depth=prefix_depth)
+                             by_path=by_path, prefix_depth=prefix_depth, listing=listing)
         return marked
 
     def sweep(self, repo: str, run_id: str, *, max_deletions: int | None = None) -> Summary:

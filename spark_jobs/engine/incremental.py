@@ -23,7 +23,7 @@ from spark_jobs.core.slices import slices_to_list
 from spark_jobs.engine.context import JobConfig, OpenContext
 from spark_jobs.engine.mark_source import Source
 from spark_jobs.engine.parallel import Runner
-from spark_jobs.engine.stores import Namespace, StorageError
+from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,16 @@ def load(ns: Namespace, *, repository_id: str, namespace: str, now: datetime, ev
     if state is not None and (state.repository_id != repository_id or state.namespace != namespace):
         state = None  # nothing of another namespace's state is used, not even to count what it would miss
     return Previous(state, reason)
+
+
+def left_an_index(storage: StorageConfig) -> bool:
+    """Whether the namespace's stored state names a kept index (read before the run loads its history, to skip
+    reading the mark cache it will not need); False when it cannot be read yet (a local blockstore whose folder is
+    learnt from lakeFS)."""
+    try:
+        return bool(decode(open_namespace(storage).read(STATE_KEY)).index_sha256)
+    except (StorageError, StateError):
+        return False
 
 
 def write_pending(ns: Namespace, run_id: str, state: State, *, index: bytes | None = None) -> None:

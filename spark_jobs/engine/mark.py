@@ -86,7 +86,9 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         # still reached, and only what changed is read
         unscoped = not retention.by_path and not any(p.keep_versions for p in graph.cleaning)
         index, lean_refused = None, None
-        if previous.incremental and previous.state is not None and previous.state.index_sha256 and unscoped:
+        # (--no-cache reads every file: the kept index, a cache too, is not used either)
+        if previous.incremental and previous.state is not None and previous.state.index_sha256 and unscoped \
+                and request.cache:
             index, lean_refused = incremental.read_index(ctx.ns, previous.state)
         pending_index = None  # the kept index this run leaves (an Arrow table)
         if index is not None:
@@ -167,7 +169,10 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         summary = Summary(
             run_id=request.run_id, repository_id=request.repository_id, success=True,
             start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
-            deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits), kept_objects=plan.kept,
+            deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits),
+            # an incremental run does not see every kept object: it counts the keys kept (the index's, or the set's)
+            kept_objects=plan.kept if listing["kind"] != "incremental" else (
+                len(pending_index) + len(uncommitted - found.kept) if index is not None else len(kept)),
             candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
             by_path=by_path_prefix(deleted, paths, request.prefix_depth) if request.by_path else {},
             oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
@@ -283,6 +288,6 @@ def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) 
 def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:
     """What both runners must agree on: the deleted set and the decision's fields (not the run id, the runner,
     nor timings)."""
-    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache"}
+    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache", "listing"}
     fields = summary.as_dict()
     return {"deleted": sorted(deleted), **{k: fields[k] for k in sorted(fields) if k not in skip}}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core.mark import unique_range_ids
 from spark_jobs.core.report import Summary
-from spark_jobs.engine import cyclic_gc, mark_cache
+from spark_jobs.engine import cyclic_gc, incremental, mark_cache
 from spark_jobs.engine.context import GCError, JobConfig, Progress
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.mark import Marked, mark
@@ -60,8 +60,12 @@ def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Ru
             namespace = api.repository(request.repository_id)["storage_namespace"]
             # the mark cache and the listing of _lakefs/ that checks it (both history-sized) are read while lakeFS
             # answers for the history
+            # (not when the previous run left a kept index: an incremental run then reads no cache at all)
             preload = mark_cache.Preload.start(replace(storage, namespace=namespace),
-                                               repository_id=request.repository_id) if request.cache else None
+                                               repository_id=request.repository_id) \
+                if request.cache and not (request.listing == "auto" and
+                                          incremental.left_an_index(replace(storage, namespace=namespace))) \
+                else None
             graph, storage = load_graph(api, request.repository_id, now=now, storage=storage, namespace=namespace)
             config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
             mark_id = request.run_id or new_run_id(now)

@@ -115,13 +115,22 @@ def wait_for(proc: subprocess.Popen, point: str, root: Path, rng: random.Random,
     return False
 
 
-@pytest.mark.parametrize("point", ["walk", "plan-write", "mid-sweep"])
+@pytest.mark.parametrize(("point", "listing"), [("walk", "full"), ("plan-write", "full"), ("mid-sweep", "full"),
+                                                ("walk", "incremental"), ("mid-sweep", "incremental")])
 def test_a_run_killed_at_any_moment_loses_nothing_and_the_next_run_converges(lakefs, lakefs_server, repo, env,
-                                                                            redis_client, point):
+                                                                            redis_client, point, listing):
     rng = random.Random(f"{SEED}-{point}")
     root = lakefs_server.dir / "block" / repo
     lake = build(lakefs, repo, rng)
     runs = GCRuns(redis_client, "lakefs-janitor")
+    if listing == "incremental":
+        # a complete run while every commit is retained leaves its state; then v1 expires, and the runs killed
+        # are incremental ones (each killed one leaves that state as it was)
+        rules(lakefs, repo, default=100)
+        first = subprocess.run([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--runner", "threads"],
+                               env=env, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0 and "listing: full" in first.stdout, first.stdout + first.stderr
+        rules(lakefs, repo, default=7)
     killed = reached = 0
     for attempt in range(KILLS):
         initial = data_keys(root)
@@ -141,13 +150,15 @@ def test_a_run_killed_at_any_moment_loses_nothing_and_the_next_run_converges(lak
     result = subprocess.run([*CLI, "gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--runner", "threads",
                              "--json"], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"seed {SEED}: re-run after a kill at {point}: {result.stdout}{result.stderr}"
+    if listing == "incremental":  # (a full series' killed run may have completed, and left a state)
+        assert json.loads(result.stdout)["listing"]["kind"] == "incremental", result.stdout
     assert lost(lakefs, lake) == []
     assert not (data_keys(root) & lake.garbage), f"seed {SEED}: the re-run left garbage"
     history = runs.history(repo)
     assert history[0]["success"] is True
     if any(e.get("reason") == "died" for e in history):
         assert "stopped renewing its lease" in next(e for e in history if e.get("reason") == "died")["error"]
-    print(f"RELIABILITY killed-{point}: runs {killed + 1}, kills {killed} (point reached {reached}), read back "
+    print(f"RELIABILITY killed-{point} ({listing} runs): runs {killed + 1}, kills {killed} (point reached {reached}), read back "
           f"{len(lake.must_survive)}, lost 0, failed re-runs 0")
 
 

@@ -131,8 +131,8 @@ def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rou
         listed = {c: reached_keys(lakefs, repo, [c]) for c in set(history.commits) | set(history.heads().values())}
         before = {k for keys in listed.values() for k in keys if present(local_root, repo, k)}
         now = datetime.now(UTC)
-        reference = replace(any_runner_gc, cache=False).mark(repo, now=now, min_age=timedelta(0))
-        summary, marked = any_runner_gc.run(repo, now=now, min_age=timedelta(0))
+        reference = replace(any_runner_gc, cache=False).mark(repo, now=now, min_age=timedelta(0), listing="full")
+        summary, marked = any_runner_gc.run(repo, now=now, min_age=timedelta(0), listing="full")  # the whole mark
         where = f"seed {seed}, round {round_} after {changes}: {summary.cache}"
         assert summary.success, where
         assert reference.summary.cache == {"state": "off"}, where
@@ -152,8 +152,8 @@ def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rou
         assert not missing, where
         stats.append(summary.cache)
     # Once more on the state the last run left, at its `now`: everything the mark needs comes from the cache
-    marked = any_runner_gc.mark(repo, now=now, min_age=timedelta(0))
-    reference = replace(any_runner_gc, cache=False).mark(repo, now=now, min_age=timedelta(0))
+    marked = any_runner_gc.mark(repo, now=now, min_age=timedelta(0), listing="full")
+    reference = replace(any_runner_gc, cache=False).mark(repo, now=now, min_age=timedelta(0), listing="full")
     assert plan_fingerprint(marked.summary, [o.key for o in marked.deleted]) == plan_fingerprint(
         reference.summary, [o.key for o in reference.deleted]), f"seed {seed}, unchanged"
     cache = marked.summary.cache
@@ -285,10 +285,10 @@ def test_the_cache_is_never_swept_and_drops_what_is_not_reached(gc, lakefs, repo
     for _ in range(4):
         history.commit_on("main")
     rules(lakefs, repo, 100)
-    gc.run(repo, min_age=timedelta(0))
+    gc.run(repo, min_age=timedelta(0), listing="full")  # the whole mark, whose cache this is about
     first = load(namespace, repository_id=repo, namespace=f"local://{repo}").memory
     rules(lakefs, repo, 1)  # only HEAD's ranges are reached now
-    summary, marked = gc.run(repo, min_age=timedelta(0))
+    summary, marked = gc.run(repo, min_age=timedelta(0), listing="full")
     second = load(namespace, repository_id=repo, namespace=f"local://{repo}").memory
     assert set(second.ranges) == set(marked.ranges) < set(first.ranges)
     assert not [o for o in marked.listed if o.key.startswith("_lakefs")]
@@ -368,9 +368,9 @@ def test_the_cli_says_what_came_from_the_cache(cli, lakefs, repo):
     for i in range(3):
         History(lakefs, repo, random.Random(i)).commit_on("main")
     rules(lakefs, repo, 1)
-    first = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s").output
+    first = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--full").output
     assert "(no cache yet)" in first and "metaranges read" in first, first
-    second = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s").output
+    second = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--full").output
     assert "mark cache: 1 ranges and 1 metaranges from the cache, 0 ranges and 0 metaranges read" in second, second
     off = cli("gc", "run", f"lakefs://{repo}", "--min-age", "0s", "--no-cache").output
     assert "mark cache: off (--no-cache)" in off, off
