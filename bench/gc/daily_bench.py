@@ -342,8 +342,17 @@ def requests_of(m: dict[str, Any], kind: str, store: str) -> dict[str, int]:
     return {"list": listing.get("slices", 0) + 2, "head": listing.get("checked", 0), "counted": 0}
 
 
+def ranges_read(m: dict[str, Any]) -> int:
+    """The ranges an incremental run read: those that died and those that appeared since the previous run (the
+    kept index's lean mark); 0 when the record does not say."""
+    listing = m["incremental"]["listing"]
+    return int(listing.get("ranges_dead", 0)) + int(listing.get("ranges_new", 0))
+
+
 def figures(results: dict[str, Any]) -> dict[str, Any]:
-    """Ratios, growth, per-object and per-request costs and the 1B projection, per store and runner."""
+    """Ratios, growth, per-object, per-range and per-request costs and the 1B projection, per store and runner."""
+    a = results["args"]
+    changed_paths = a["commits"] * (a["overwrites"] + a["deletes"])
     out: dict[str, Any] = {}
     for store, by_size in results["stores"].items():
         sizes = sorted(by_size, key=int)
@@ -359,44 +368,45 @@ def figures(results: dict[str, Any]) -> dict[str, Any]:
                                  "incremental_s": {n: x["incremental"]["median"] for n, x in at.items()},
                                  "full_s": {n: x["full"]["median"] for n, x in at.items()},
                                  "incremental_peak_mib": {n: x["incremental"]["peak_mib"] for n, x in at.items()},
-                                 "full_peak_mib": {n: x["full"]["peak_mib"] for n, x in at.items()}}
+                                 "full_peak_mib": {n: x["full"]["peak_mib"] for n, x in at.items()},
+                                 "ranges_read": {n: ranges_read(x) for n, x in at.items()},
+                                 "ranges_at_head": {n: x["full"]["ranges"] for n, x in at.items()}}
+            full_objects = full["listing"].get("objects") or hi
+            # the full run: its cost per object (the slope between the sizes when there are two and it is one)
+            per_object_run = full["median"] / hi
+            per_object_list = full["phases"].get("list", 0.0) / full_objects
+            # the incremental run: its cost per range read (the lean mark reads the dead and the new ranges)
+            per_range = inc["median"] / max(1, ranges_read(m))
+            per_mib = None
             if hi != lo:
                 f["incremental_growth"] = at[hi]["incremental"]["median"] / at[lo]["incremental"]["median"]
+                f["full_growth"] = at[hi]["full"]["median"] / at[lo]["full"]["median"]
                 f["growth_sizes"] = [lo, hi]
-            full_objects = full["listing"].get("objects") or hi
-            # per listed object: the full run's list phase over what it listed; the whole full run per object (slope
-            # between the sizes when there are two)
-            per_object_list = full["phases"].get("list", 0.0) / full_objects
-            per_object_run = full["median"] / hi
-            mark_per_object = inc["phases"].get("mark", 0.0) / hi
-            if hi != lo:  # the slope between the sizes, when it is one (a tiny run's noise can make it negative)
                 slope = (at[hi]["full"]["median"] - at[lo]["full"]["median"]) / (hi - lo)
                 per_object_run = slope if slope > 0 else per_object_run
-                slope = (at[hi]["incremental"]["phases"].get("mark", 0.0)
-                         - at[lo]["incremental"]["phases"].get("mark", 0.0)) / (hi - lo)
-                mark_per_object = slope if slope > 0 else mark_per_object
-            req = requests_of(m, "incremental", store)
-            n_requests = req["list"] + req["head"]
-            inc_listed = inc["listing"].get("objects", 0)
-            inc_list_s = inc["phases"].get("list", 0.0)
-            per_request = max(0.0, inc_list_s - inc_listed * per_object_list) / max(1, n_requests)
-            changed = inc_listed + inc["listing"].get("found_without_listing", 0)
-            per_changed = (inc_list_s + inc["phases"].get("plan", 0.0)) / max(1, changed)
+                d_ranges = ranges_read(at[hi]) - ranges_read(at[lo])
+                slope = (at[hi]["incremental"]["median"] - at[lo]["incremental"]["median"]) / max(1, d_ranges)
+                per_range = slope if slope > 0 and d_ranges > 0 else per_range
+                per_mib = ((at[hi]["incremental"]["peak_mib"] - at[lo]["incremental"]["peak_mib"]) / (hi - lo))
+            requests = {k: requests_of(m, k, store) for k in ("incremental", "full")}
+            # At 1e9 objects with the same day's change: the full run lists 1e9 objects; the incremental one lists
+            # and asks for what it did here (the same slices, objects and HEADs) and reads the ranges the change
+            # touches: at most 2 per changed path (the dead and the new), here every range of the HEAD twice.
+            ranges_1b = min(2 * changed_paths, 2 * m["full"]["ranges"] * 1e9 / hi)
+            inc_1b = inc["median"] + max(0.0, ranges_1b - ranges_read(m)) * per_range
             f.update({
-                "per_object_list_us": 1e6 * per_object_list, "per_object_run_us": 1e6 * per_object_run,
-                "per_request_ms": 1e3 * per_request, "per_changed_object_us": 1e6 * per_changed,
-                "mark_per_object_us": 1e6 * mark_per_object,
-                "requests_incremental": req, "requests_full": requests_of(m, "full", store),
-                "changed_objects": changed,
+                "per_object_run_us": 1e6 * per_object_run, "per_object_list_us": 1e6 * per_object_list,
+                "per_range_read_ms": 1e3 * per_range, "requests": requests,
+                "incremental_peak_kib_per_object": None if per_mib is None else 1024 * per_mib,
                 "projection_1b": {
-                    "full_s": per_object_run * 1e9,
-                    "incremental_listing_s": changed * per_changed + n_requests * per_request,
-                    "incremental_mark_s": mark_per_object * 1e9,
-                    "incremental_s": changed * per_changed + n_requests * per_request + mark_per_object * 1e9,
-                    "assumes": f"the same day's change ({changed:,} objects listed or asked for, {n_requests:,} "
-                               f"listing and HEAD requests) on a lake of 1e9 objects; full = the full run's "
-                               f"measured cost per object x 1e9; incremental = changed x per-changed-object cost + "
-                               f"requests x per-request cost + the mark's measured cost per object x 1e9"}})
+                    "full_s": per_object_run * 1e9, "incremental_s": inc_1b, "ranges_read": ranges_1b,
+                    "incremental_peak_gib": None if per_mib is None else
+                    (at[hi]["incremental"]["peak_mib"] + per_mib * (1e9 - hi)) / 1024,
+                    "assumes": f"the same day's change ({changed_paths} paths overwritten or deleted at random, "
+                               f"the same slices listed and keys asked for) on a lake of 1e9 objects: full = the "
+                               f"full run's cost per object x 1e9; incremental = the run at {hi:,} + the extra "
+                               f"ranges read ({ranges_1b:,.0f} instead of {ranges_read(m)}) x the cost per range "
+                               f"read; memory: the incremental run's peak grown at its measured MiB per object"}})
             out[f"{store}/{runner}"] = f
     return out
 
@@ -441,33 +451,45 @@ def report_lines(results: dict[str, Any]) -> list[str]:
                     f"{max(inc['other_cpu_cores']):.2f} / {max(full['other_cpu_cores']):.2f} |")
     figs = results.get("figures", {})
     if figs:
-        out += ["", "Figures (growth = incremental time at the largest size / at the smallest, goal <= 2 from 100k to "
-                "1M; costs from the largest size):", "",
-                "| store / runner | **incremental growth** | full µs per object (run) | list µs per object (full run) | "
-                "mark µs per object | per request ms (incremental list phase) | per changed object µs |",
-                "|---|---:|---:|---:|---:|---:|---:|"]
+        out += ["", "Figures: growth = time at the largest size / at the smallest (goal for the incremental run <= 2 "
+                "from 100k to 1M); costs at the largest size (per object: the full run's slope between the sizes "
+                "when there are two; per range read: the incremental run's, the same way).", "",
+                "| store / runner | sizes | **incremental growth** | full growth | incremental / full by size | "
+                "ranges read by the incremental run (ranges at HEAD) | full µs per object | list µs per object "
+                "(full run) | incremental ms per range read | incremental peak KiB per object |",
+                "|---|---|---:|---:|---|---|---:|---:|---:|---:|"]
         for key, f in figs.items():
-            growth = f"**{f['incremental_growth']:.2f}** ({f['growth_sizes'][0]:,} -> {f['growth_sizes'][1]:,})" \
-                if "incremental_growth" in f else "—"
-            out.append(f"| {key} | {growth} | {f['per_object_run_us']:.1f} | {f['per_object_list_us']:.1f} | "
-                       f"{f['mark_per_object_us']:.2f} | {f['per_request_ms']:.2f} | "
-                       f"{f['per_changed_object_us']:.0f} |")
-        out += ["", "**Projection to 1B objects** (arithmetic on the measured costs above, not a measurement; "
-                "the same day's change):", "",
-                "| store / runner | full run | incremental: the change (listed + asked for, requests) | "
-                "incremental: the mark (lake-sized) | incremental total | incremental / full |",
-                "|---|---:|---:|---:|---:|---:|"]
+            sizes = sorted(f["ratio_by_size"], key=int)
+            growth = f"**{f['incremental_growth']:.2f}**" if "incremental_growth" in f else "—"
+            full_growth = f"{f['full_growth']:.2f}" if "full_growth" in f else "—"
+            kib = f["incremental_peak_kib_per_object"]
+            ratios = " / ".join(f"{f['ratio_by_size'][n]:.3f}" for n in sizes)
+            read = " / ".join(f"{f['ranges_read'][n]} ({f['ranges_at_head'][n]})" for n in sizes)
+            out.append(f"| {key} | {' / '.join(f'{int(n):,}' for n in sizes)} | {growth} | {full_growth} | "
+                       f"{ratios} | {read} | {f['per_object_run_us']:.1f} | {f['per_object_list_us']:.1f} | "
+                       f"{f['per_range_read_ms']:.1f} | {'—' if kib is None else f'{kib:.2f}'} |")
+        out += ["", "**Projection to 1B objects** — arithmetic on the measured costs above, not a measurement "
+                "(the same day's change; see each line's assumptions in the JSON):", "",
+                "| store / runner | full run | incremental run | ranges the incremental run reads | incremental / full "
+                "| incremental peak memory |", "|---|---:|---:|---:|---:|---:|"]
         for key, f in figs.items():
             p = f["projection_1b"]
-            out.append(f"| {key} | {_h(p['full_s'])} | {_h(p['incremental_listing_s'])} | "
-                       f"{_h(p['incremental_mark_s'])} | {_h(p['incremental_s'])} | "
-                       f"{p['incremental_s'] / p['full_s']:.4f} |")
+            gib = p.get("incremental_peak_gib")
+            out.append(f"| {key} | {_h(p['full_s'])} | {_h(p['incremental_s'])} | {p['ranges_read']:,.0f} | "
+                       f"{p['incremental_s'] / p['full_s']:.5f} | {'—' if gib is None else f'{gib:,.0f} GiB'} |")
     return out
+
+
+def write_md(results: dict[str, Any], output: Path) -> None:
+    output.with_suffix(".md").write_text("\n".join(
+        [f"# bench/gc daily runs (issue 28) — {results['date']} (git {results['git']})", *report_lines(results), ""]))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--render", type=Path, help="recompute the figures and write the .md of a results JSON; "
+                                                    "stop")
     parser.add_argument("--stores", default="local,s3")
     parser.add_argument("--runners", default="threads,spark")
     parser.add_argument("--sizes", default="100000,1000000")
@@ -488,6 +510,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         return child(json.loads(args.child))
+    if args.render:
+        results = json.loads(args.render.read_text(), object_hook=lambda d: d)
+        results["figures"] = figures(results)
+        args.render.write_text(json.dumps(results, indent=2, default=str) + "\n")
+        write_md(results, args.render)
+        print(args.render.with_suffix(".md").read_text())
+        return 0
     if args.quick:  # the quick mode's sizes, unless given
         parser.set_defaults(**QUICK)
         args = parser.parse_args()
@@ -540,8 +569,7 @@ def main() -> int:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(results, indent=2, default=str) + "\n")
         output.with_suffix(".partial.json").unlink(missing_ok=True)
-        output.with_suffix(".md").write_text("\n".join(
-            [f"# bench/gc daily runs (issue 28) — {results['date']} (git {results['git']})", *lines, ""]))
+        write_md(results, output)
     return 0
 
 
