@@ -618,6 +618,30 @@ def range_blocks(data: bytes, *, seen_blocks: set[bytes], verify_checksums: bool
     return digests, new
 
 
+def range_block_digests(data: bytes, *, verify_checksums: bool = True) -> list[bytes]:
+    """The digest of every data block of a range file, in order (``range_blocks``'s), none of them decoded."""
+    table = _Table(data, verify_checksums=verify_checksums)
+    _expect_type(table, b"ranges")
+    return [_blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
+            for offset, size in table.data_handles()]
+
+
+def range_block_addresses(data: bytes, wanted: set[bytes], *,
+                          verify_checksums: bool = True) -> list[tuple[bytes, list[tuple[str, int]]]]:
+    """(digest, [(address, address_type)]) of the data blocks of a range file whose digest is in ``wanted``, only
+    those decoded."""
+    table = _Table(data, verify_checksums=verify_checksums)
+    _expect_type(table, b"ranges")
+    out: list[tuple[bytes, list[tuple[str, int]]]] = []
+    for offset, size in table.data_handles():
+        digest = _blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
+        if digest in wanted:
+            addresses: list[tuple[str, int]] = []
+            _block_addresses(table.block((offset, size)), addresses)
+            out.append((digest, addresses))
+    return out
+
+
 def _block_entries_fast(b: bytes, out: list[tuple[bytes, str, int, int]]) -> None:
     """range_entries for one block: _block_addresses's walk plus the key (prefix-decompressed, trailer stripped)
     and the size; an entry of another shape goes through _block_entries + decode_entry."""

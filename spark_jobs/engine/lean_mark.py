@@ -26,15 +26,48 @@ def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[tuple[str
     return [(metarange_id, sstable.metarange_range_ids(ctx.read_metarange(metarange_id)))]
 
 
-def unit_range_keys(ctx: OpenContext, range_id: str) -> list[tuple[str, list[str]]]:
-    """Every entry's key of one range, an entry met twice counted twice (no block skipped: the index counts
-    entries per range)."""
-    keys = []
-    for address, kind in sstable.range_addresses(ctx.read_range(range_id)):
-        key = relative_key(address, kind, ctx.prefixes)
-        if key is not None:
-            keys.append(key)
-    return [(range_id, keys)]
+def unit_range_digests(ctx: OpenContext, range_id: str) -> list[tuple[str, list[bytes]]]:
+    """The digests of one range's data blocks (none decoded)."""
+    return [(range_id, sstable.range_block_digests(ctx.read_range(range_id)))]
+
+
+def unit_block_keys(ctx: OpenContext, unit: tuple[str, frozenset[bytes]]) -> list[tuple[bytes, list[str]]]:
+    """The keys of the wanted blocks of one range (only those decoded)."""
+    range_id, wanted = unit
+    out = []
+    for digest, addresses in sstable.range_block_addresses(ctx.read_range(range_id), set(wanted)):
+        out.append((digest, [k for a, t in addresses if (k := relative_key(a, t, ctx.prefixes)) is not None]))
+    return out
+
+
+def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str],
+                   partitions: int) -> tuple[dict[int, int], set[str]]:
+    """The kept index's change from the ranges that died and appeared, and the keys whose count went down.
+    A new version of a range repeats most data blocks of the one before byte for byte, so a block held as often
+    by the new ranges as by the dead ones changes no count: only the others are decoded."""
+    digests = dict(runner.map_units(dead + new, unit_range_digests, config.open, partitions=partitions))
+    net: dict[bytes, int] = {}
+    holder: dict[bytes, str] = {}
+    for sign, ranges in ((-1, dead), (1, new)):
+        for range_id in ranges:
+            for digest in digests[range_id]:
+                net[digest] = net.get(digest, 0) + sign
+                holder.setdefault(digest, range_id)
+    changed = {d for d, n in net.items() if n}
+    by_range: dict[str, set[bytes]] = {}
+    for digest in changed:
+        by_range.setdefault(holder[digest], set()).add(digest)
+    units = [(r, frozenset(ds)) for r, ds in sorted(by_range.items())]
+    delta: dict[int, int] = {}
+    gone: set[str] = set()
+    for digest, keys in runner.map_units(units, unit_block_keys, config.open, partitions=partitions):
+        times = net[digest]
+        for key in keys:
+            h = kept_index.key_hash(key)
+            delta[h] = delta.get(h, 0) + times
+            if times < 0:
+                gone.add(key)
+    return {h: n for h, n in delta.items() if n}, gone
 
 
 @dataclass
@@ -57,14 +90,12 @@ def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: Op
     live = sorted({r for ranges in by_metarange.values() for r in ranges})
     before = set(state.range_ids)
     dead, new = sorted(before - set(live)), sorted(set(live) - before)
-    entries = dict(runner.map_units(dead + new, unit_range_keys, config.open, partitions=range_partitions))
-    index = kept_index.apply(index, kept_index.delta_of([kept_index.range_counts(entries[r]) for r in dead],
-                                                        [kept_index.range_counts(entries[r]) for r in new]))
+    delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, partitions=range_partitions)
+    index = kept_index.apply(index, delta)
     units = ctx.ns.list_units()
     recent = recent_units(units, state.horizon)
     listed = runner.map_units(recent, unit_list, config.open, partitions=address_partitions)
     seen = {o.key for o in listed}
-    dead_keys = {k for r in dead for k in entries[r]}
     carried = state.carried()
     hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
     held = kept_index.holds(index, hashes.values())

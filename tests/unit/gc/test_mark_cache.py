@@ -369,3 +369,23 @@ def test_the_preload_runs_on_daemon_threads_and_hands_over_errors():
 
     with pytest.raises(KeyError):
         in_background("t", boom).result(10)
+
+
+def test_block_digests_and_chosen_blocks_agree_with_the_whole_range():
+    """What the lean mark reads of a changed range: every block's digest without decoding, then the chosen blocks'
+    addresses only."""
+    checked = 0
+    for path in sorted(FIXTURES.glob("*.sst")):
+        data = path.read_bytes()
+        if sstable.read_properties(data).get("type") != b"ranges":
+            continue
+        digests, new = sstable.range_blocks(data, seen_blocks=set())
+        assert sstable.range_block_digests(data) == digests
+        chosen = set(digests[::2])
+        got = sstable.range_block_addresses(data, chosen)
+        assert [d for d, _ in got] == [d for d, _ in new if d in chosen]
+        assert [a for _, addresses in got for a in addresses] == [
+            (address, kind) for d, entries in new if d in chosen for _, address, kind, _ in entries]
+        assert sstable.range_block_addresses(data, set()) == []
+        checked += 1
+    assert checked
