@@ -18,7 +18,8 @@ Per size, store and runner:
 1. **Setup** (untimed): one real run (``listing="full"``, not dry) in a child process: it deletes whatever is
    garbage and leaves the state the next run starts from (``_lakefs/…/janitor-incremental``).
 2. **Each round** (``--rounds``), a simulated day: ``--commits`` commits (untimed), each overwriting ``--overwrites``
-   and deleting ``--deletes`` objects at random paths, the new versions in a slice of their own named as lakeFS
+   and deleting ``--deletes`` objects at random paths (``--pattern tail``: among the newest 50,000 paths, those of
+   one table, so that the day touches one or two ranges), the new versions in a slice of their own named as lakeFS
    names a slice opened now, their files dated now; plus ``--uploads`` files written into a recent slice and never
    staged (uncommitted garbage: the GC runs with min age 0). Then two **dry** runs on the same state, each in a
    fresh child process (one untimed warm-up run of the same kind, then the timed one; ``--no-warmup``: only the
@@ -70,6 +71,7 @@ from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, ThrottlingProxy  
 
 QUICK = {"stores": "local", "runners": "threads", "sizes": "1500,4000", "rounds": 2, "commits": 3,
          "overwrites": 5, "deletes": 3, "uploads": 4, "warmup": False}
+TAIL = 50_000  # --pattern tail: the paths of tables/t0/ among the newest TAIL paths
 COMMITS_DATED = timedelta(days=90)  # before the 30 days the rules keep, even on the first simulated day
 
 
@@ -198,8 +200,13 @@ class Day:
         garbage: set[str] = set()
         started = time.monotonic()
         new_objects = 0
+        if a.pattern == "tail":  # the newest paths of one table (tables/t0/): what a day's compaction touches
+            start = max(0, self.size - TAIL)
+            pool = range(start - start % 10, self.size, 10)
+        else:  # anywhere in the lake
+            pool = range(self.size)
         for c in range(a.commits):
-            alive = [i for i in self.rng.sample(range(self.size), min(self.size, 3 * (a.overwrites + a.deletes)))
+            alive = [i for i in self.rng.sample(pool, min(len(pool), 3 * (a.overwrites + a.deletes)))
                      if i not in self.gone]
             over = [_base_path(i) for i in alive[:a.overwrites]]
             dead = alive[a.overwrites:a.overwrites + a.deletes]
@@ -393,6 +400,8 @@ def figures(results: dict[str, Any]) -> dict[str, Any]:
             # and asks for what it did here (the same slices, objects and HEADs) and reads the ranges the change
             # touches: at most 2 per changed path (the dead and the new), here every range of the HEAD twice.
             ranges_1b = min(2 * changed_paths, 2 * m["full"]["ranges"] * 1e9 / hi)
+            if a.get("pattern") == "tail":  # the change touches the same few ranges however large the lake
+                ranges_1b = ranges_read(m)
             inc_1b = inc["median"] + max(0.0, ranges_1b - ranges_read(m)) * per_range
             f.update({
                 "per_object_run_us": 1e6 * per_object_run, "per_object_list_us": 1e6 * per_object_list,
@@ -402,7 +411,8 @@ def figures(results: dict[str, Any]) -> dict[str, Any]:
                     "full_s": per_object_run * 1e9, "incremental_s": inc_1b, "ranges_read": ranges_1b,
                     "incremental_peak_gib": None if per_mib is None else
                     (at[hi]["incremental"]["peak_mib"] + per_mib * (1e9 - hi)) / 1024,
-                    "assumes": f"the same day's change ({changed_paths} paths overwritten or deleted at random, "
+                    "assumes": f"the same day's change ({changed_paths} paths overwritten or deleted "
+                               f"{'in one table' if a.get('pattern') == 'tail' else 'at random'}, "
                                f"the same slices listed and keys asked for) on a lake of 1e9 objects: full = the "
                                f"full run's cost per object x 1e9; incremental = the run at {hi:,} + the extra "
                                f"ranges read ({ranges_1b:,.0f} instead of {ranges_read(m)}) x the cost per range "
@@ -423,8 +433,10 @@ def _h(seconds: float) -> str:
 
 def report_lines(results: dict[str, Any]) -> list[str]:
     a = results["args"]
-    out = ["", f"Daily run: {a['commits']} commits x ({a['overwrites']} overwrites + {a['deletes']} deletes) at random "
-           f"paths + {a['uploads']} uploads never committed, then a dry incremental run and a dry full run on the same "
+    where = ("among the newest paths of one table (tables/t0/)" if a.get("pattern") == "tail"
+             else "at random paths")
+    out = ["", f"Daily run: {a['commits']} commits x ({a['overwrites']} overwrites + {a['deletes']} deletes) {where}"
+           f" + {a['uploads']} uploads never committed, then a dry incremental run and a dry full run on the same "
            f"state, each in a fresh child ({'a warm-up run, then the timed one' if a['warmup'] else 'one timed run'}), "
            f"alternating; median of {a['rounds']} rounds. Peak = resident memory of the child's tree (MiB; driver + "
            "JVM + Python workers for Spark).", "",
@@ -500,6 +512,9 @@ def main() -> int:
     parser.add_argument("--overwrites", type=int, default=30, help="paths overwritten per commit")
     parser.add_argument("--deletes", type=int, default=10, help="paths deleted per commit")
     parser.add_argument("--uploads", type=int, default=20, help="files never committed, per day")
+    parser.add_argument("--pattern", choices=["random", "tail"], default="random",
+                        help="which paths a day overwrites and deletes: anywhere (random), or among the newest "
+                             f"{TAIL:,} paths of one table (tail: a table's latest partitions)")
     parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
                         help="an untimed run of the same kind before each timed one, in its child")
     parser.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
