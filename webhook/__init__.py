@@ -14,7 +14,7 @@ from workers.settings import Settings
 def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
                registry: CollectorRegistry | None = None, services: Services | None = None) -> Flask:
     # Imported here so that importing the package has no side effects and no cycles.
-    from webhook import cleaning_api, errors, health, policy_api, receiver  # noqa: PLC0415
+    from webhook import cleaning_api, errors, health, object_lifecycle_api, policy_api, receiver  # noqa: PLC0415
 
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.webhook_max_body_bytes
@@ -29,4 +29,5 @@ def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
     app.register_blueprint(health.bp)
     app.register_blueprint(policy_api.bp)
     app.register_blueprint(cleaning_api.bp)
+    app.register_blueprint(object_lifecycle_api.bp)
     return app

@@ -59,10 +59,12 @@ def as_caller(view: Callable) -> Callable:
 
 
 def policy_routes(bp: Blueprint, document: PolicyDocument, *, locks: Callable[[Services], EditLocks],
-                  parse: Callable[[LakeFS, str, Any], list | Response]) -> None:
-    """``/policies`` on the blueprint: GET answers the document with its ETag; PUT replaces it and DELETE clears it,
-    under the domain's ``locks(services).edit_lock(repository)`` (which its other writers hold too) and the
-    request's If-Match (412 with the current ETag when the document moved on).
+                  parse: Callable[[LakeFS, str, Any], list | Response], path: str = "/policies",
+                  shape: str = '{"policies": [...]}') -> None:
+    """``path`` on the blueprint (``/policies`` unless said; ``shape`` names the body a PUT takes): GET answers the
+    document with its ETag; PUT replaces it and DELETE clears it, under the domain's
+    ``locks(services).edit_lock(repository)`` (which its other writers hold too) and the request's If-Match (412
+    with the current ETag when the document moved on).
     ``parse(lakefs, repository, body)`` turns a PUT's JSON into policies, or answers instead (a 400 that names
     every mistake, a preview)."""
 
@@ -79,17 +81,17 @@ def policy_routes(bp: Blueprint, document: PolicyDocument, *, locks: Callable[[S
         response.headers["ETag"] = exc.current
         return response
 
-    @bp.get("/policies")
+    @bp.get(path)
     @as_caller
     def get(lakefs: LakeFS, repository: str):
         return answer(document.get(lakefs, repository))
 
-    @bp.put("/policies")
+    @bp.put(path)
     @as_caller
     def put(lakefs: LakeFS, repository: str):
         body = request.get_json(silent=True)
         if body is None:
-            return error_response(400, "body must be JSON: {\"policies\": [...]}")
+            return error_response(400, f"body must be JSON: {shape}")
         policies = parse(lakefs, repository, body)
         if isinstance(policies, Response):
             return policies
@@ -99,7 +101,7 @@ def policy_routes(bp: Blueprint, document: PolicyDocument, *, locks: Callable[[S
         except StaleETag as exc:
             return stale(exc)
 
-    @bp.delete("/policies")
+    @bp.delete(path)
     @as_caller
     def delete(lakefs: LakeFS, repository: str):
         try:

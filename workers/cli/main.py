@@ -12,6 +12,7 @@ from workers.branch_lifecycle import cli as branch_lifecycle_cli
 from workers.cli_common import Runtime, friendly_errors, pass_runtime
 from workers.gc import cli as gc_cli
 from workers.idle_clock import cli as idle_clock_cli
+from workers.object_lifecycle import cli as object_lifecycle_cli
 from workers.settings_sources import CONFIG_FILE_ENV
 
 
@@ -45,7 +46,8 @@ def serve(rt: Runtime, bind: str, workers: int, threads: int) -> None:
     os.execve(sys.executable, args, env)
 
 
-for _command in (*idle_clock_cli.COMMANDS, *branch_lifecycle_cli.COMMANDS, *gc_cli.COMMANDS):
+for _command in (*idle_clock_cli.COMMANDS, *branch_lifecycle_cli.COMMANDS, *gc_cli.COMMANDS,
+                 *object_lifecycle_cli.COMMANDS):
     main.add_command(_command)
 
 

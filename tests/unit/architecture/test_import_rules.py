@@ -17,7 +17,7 @@ SHARED = ("workers.settings", "workers.settings_sources", "workers.uris", "worke
           "workers.lakefs", "workers.scripts", "workers.services", "workers.task_base", "workers.cli_common")
 # What a hook changes spans domains (the idle clock, GC's commit count): only the receiver may use it.
 HOOKS = "workers.hook_record"
-DOMAINS = ("workers.idle_clock", "workers.branch_lifecycle", "workers.gc")
+DOMAINS = ("workers.idle_clock", "workers.branch_lifecycle", "workers.gc", "workers.object_lifecycle")
 # The wiring puts the domains together (the Celery app, the click group): it imports them, never the reverse.
 WIRING = ("workers.celery", "workers.cli")
 # A domain may build on another only in this direction (a lifecycle run looks at a branch as the reconciler does).

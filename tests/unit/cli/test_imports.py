@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
-EXPECTED = ["branch-lifecycle", "branches", "gc", "hooks", "reconcile", "serve"]
+EXPECTED = ["branch-lifecycle", "branches", "gc", "hooks", "object-lifecycle", "reconcile", "serve"]
 
 
 @pytest.mark.parametrize("module", ["workers.gc.cli", "workers.idle_clock.cli", "workers.branch_lifecycle.cli",
-                                    "workers.gc.savepoint_cli", "workers.gc.policy_cli", "workers.gc.show_cli", "workers.cli",
+                                    "workers.gc.savepoint_cli", "workers.gc.policy_cli", "workers.gc.show_cli",
+                                    "workers.object_lifecycle.cli", "workers.cli",
                                     "workers.cli.main"])
 def test_a_command_module_imports_first(module):
     code = f"import sys, {module}, workers.cli.main; print(sorted(sys.modules['workers.cli.main'].main.commands))"

@@ -1,0 +1,1 @@
+"""Object lifecycle: rules that expire committed objects by path and age on the branches they name."""
