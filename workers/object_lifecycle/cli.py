@@ -95,11 +95,13 @@ def listing_prefixes(rules: list[Rule]) -> list[str]:
     return kept
 
 
-def branch_objects(lakefs: LakeFS, repository: str, branch: str, *, prefixes: list[str]) -> Iterator[ObjectInfo]:
-    """Every object of the branch under the prefixes (paginated listings, 1,000 a page; no per-object request)."""
+def branch_objects(lakefs: LakeFS, repository: str, branch: str, *, prefixes: list[str],
+                   amount: int = 1000) -> Iterator[ObjectInfo]:
+    """Every object of the branch under the prefixes (paginated listings, ``amount`` a page; no per-object
+    request)."""
     for prefix in prefixes:
         for stat in lakefs.paginate_json(f"list objects of {branch}", lakefs.objects.list_objects_with_http_info,
-                                         repository, branch, prefix=prefix, user_metadata=False):
+                                         repository, branch, prefix=prefix, user_metadata=False, amount=amount):
             if stat.get("path_type", "object") == "object":
                 yield ObjectInfo(stat["path"], datetime.fromtimestamp(stat["mtime"], UTC), stat.get("size_bytes") or 0)
 
@@ -160,7 +162,7 @@ def preview_cmd(rt: Runtime, target: str, now_text: str | None, depth: int, as_j
             click.echo(f"lakefs://{repository}/{e.branch_id}: no enabled rule selects this branch")
             continue
         click.echo(f"lakefs://{repository}/{e.branch_id}: {e.objects:,} object{'s' if e.objects != 1 else ''}, "
-                   f"{e.bytes:,} bytes would expire (rules {', '.join(e.rule_ids)})")
+                   f"{e.bytes:,} byte{'s' if e.bytes != 1 else ''} would expire (rules {', '.join(e.rule_ids)})")
 
 
 COMMANDS = (object_lifecycle,)
