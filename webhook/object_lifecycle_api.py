@@ -12,7 +12,7 @@ from flask import Blueprint, request
 from webhook.errors import error_response
 from webhook.policy_views import policy_routes
 from workers.object_lifecycle.rules import RulesValidationError, needing_confirmation, parse_rules
-from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords
+from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords, StoredRulesInvalid
 
 if TYPE_CHECKING:
     from workers.lakefs.client import LakeFS
@@ -26,7 +26,11 @@ def _parse(lakefs: LakeFS, repository: str, document: Any):
     except RulesValidationError as exc:
         return error_response(400, "invalid object lifecycle rules", details=[e.document() for e in exc.errors])
     if request.args.get("yes", "").lower() not in ("1", "true", "yes"):
-        sweeping = needing_confirmation(rules, RULES.get(lakefs, repository).policies)
+        try:
+            stored = RULES.get(lakefs, repository).policies
+        except StoredRulesInvalid:
+            stored = []  # a PUT without If-Match replaces what cannot be read
+        sweeping = needing_confirmation(rules, stored)
         if sweeping:
             ids = ", ".join(repr(r.id) for r in sweeping)
             return error_response(400, f"rules {ids} would expire every object older than their max_age on the "

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import click
-import yaml
 
 from spark_jobs.core.durations import format_duration
 from workers.cli_common import (
@@ -22,10 +23,12 @@ from workers.cli_common import (
     short_time,
     table,
 )
+from workers.document_text import DocumentTextError, load_document_text
 from workers.lakefs.client import LakeFS
+from workers.lakefs.documents import Stored
 from workers.object_lifecycle.evaluation import Evaluation, ObjectInfo, applicable_rules, evaluate
 from workers.object_lifecycle.rules import Rule, RulesValidationError, needing_confirmation, parse_rules
-from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords
+from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords, StoredRulesInvalid
 from workers.uris import URIError, parse_uri
 
 
@@ -56,7 +59,12 @@ _RULES.add_get_and_clear(rules_group, get_help="Print the repository's rules (JS
 def set_cmd(rt: Runtime, repository: str, path: str, yes: bool, force: bool, if_match: str | None) -> None:
     """Replace the rules; prints the canonical list. The file is checked whole before lakeFS is contacted."""
     rules = _load(path)
-    stored = RULES.get(rt.lakefs, repository)
+    try:
+        stored = RULES.get(rt.lakefs, repository)
+    except StoredRulesInvalid:
+        if not force:
+            raise
+        stored = Stored([], "")  # --force replaces what cannot be read; every rule is confirmed as new
     sweeping = needing_confirmation(rules, stored.policies)
     if sweeping and not yes:
         names = ", ".join(repr(r.id) for r in sweeping)
@@ -65,20 +73,18 @@ def set_cmd(rt: Runtime, repository: str, path: str, yes: bool, force: bool, if_
             "the branches it selects (paths [\"**\"] with no exclusion); nothing was stored. Run again with --yes "
             "to confirm, or narrow the paths (\"!keep/**\" excludes)")
     # The ETag read for the confirmation is the precondition (so what was confirmed is what is replaced).
-    _RULES.write(rt, repository, rules, force=force, if_match=if_match or stored.etag)
+    _RULES.write(rt, repository, rules, force=force, if_match=if_match or stored.etag or None)
 
 
 def _load(path: str) -> list[Rule]:
     try:
-        text = click.get_text_stream("stdin").read() if path == "-" else click.open_file(path).read()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read {path}: {exc}") from None
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise click.ClickException(f"{path} is not JSON or YAML: {exc}") from None
-    try:
-        return parse_rules(document)
+        return parse_rules(load_document_text(text, expected="a mapping with a 'rules' list"))
+    except DocumentTextError as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
     except RulesValidationError as exc:
         raise click.ClickException(f"{path}: invalid object lifecycle rules:\n{exc}") from None
 

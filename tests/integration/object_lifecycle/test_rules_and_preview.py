@@ -12,6 +12,7 @@ from tests.integration.conftest import commit, create_branch, upload
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
 from workers.object_lifecycle.cli import branch_objects
 from workers.object_lifecycle.rules import parse_rules
+from workers.object_lifecycle.store import RULES as RULES_DOCUMENT
 from workers.object_lifecycle.store import get_rules, set_rules
 
 AUTH = (ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
@@ -73,9 +74,33 @@ def test_bad_rules_are_refused_naming_rule_and_field_and_nothing_changes(cli, la
     assert 'rules[1] (id "old-logs") id: duplicate id' in out
     not_yaml = tmp_path / "x.yaml"
     not_yaml.write_text("rules: [\n")
-    assert "not JSON or YAML" in cli("object-lifecycle", "rules", "set", f"lakefs://{repo}", "-f", str(not_yaml),
-                                     expect_exit=1).output
+    assert "line 2, column 1: invalid YAML" in cli("object-lifecycle", "rules", "set", f"lakefs://{repo}", "-f",
+                                                   str(not_yaml), expect_exit=1).output
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("rules:\n  - id: r\n    branches: [dev]\n    paths: [a/**]\n    max_age: 1d\n    max_age: 1y\n")
+    assert 'line 6, column 5: invalid YAML: duplicate key "max_age"' in cli(
+        "object-lifecycle", "rules", "set", f"lakefs://{repo}", "-f", str(twice), expect_exit=1).output
     assert get_rules(lakefs, repo) == before
+
+
+def test_an_unusable_stored_document_is_replaced_only_with_force(cli, env, lakefs, repo, tmp_path):
+    RULES_DOCUMENT.write(lakefs, repo, {"rules": [{"id": "x", "paths": "not a list"}]})  # written around us
+    out = cli("object-lifecycle", "rules", "get", f"lakefs://{repo}", expect_exit=1).output
+    assert "unusable" in out and 'rules[0] (id "x") branches: required' in out and "--force" in out
+    path = write(tmp_path, RULES)
+    assert "unusable" in cli("object-lifecycle", "rules", "set", f"lakefs://{repo}", "-f", path, expect_exit=1).output
+    cli("object-lifecycle", "rules", "set", f"lakefs://{repo}", "-f", path, "--force")
+    assert [r.id for r in get_rules(lakefs, repo).policies] == ["old-logs", "raw"]
+    # Standard input works as a file.
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from workers.cli import main  # noqa: PLC0415
+
+    one = json.dumps({"rules": RULES["rules"][:1]})
+    result = CliRunner().invoke(main, ["object-lifecycle", "rules", "set", f"lakefs://{repo}", "-f", "-"], input=one,
+                                env=env)
+    assert result.exit_code == 0, result.output
+    assert [r.id for r in get_rules(lakefs, repo).policies] == ["old-logs"]
 
 
 def test_a_rule_expiring_everything_needs_yes_once(cli, lakefs, repo, tmp_path):
