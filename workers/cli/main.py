@@ -21,7 +21,7 @@ from workers.settings_sources import CONFIG_FILE_ENV
               help="YAML settings file (env: LAKEFS_JANITOR_CONFIG).")
 @click.version_option(package_name="lakefs-janitor")
 def main(config_file: str | None) -> None:
-    """Branch lifecycle, idle clock and garbage collection for lakeFS."""
+    """Branch lifecycle, object lifecycle, idle clock and garbage collection for lakeFS."""
     if config_file:
         os.environ[CONFIG_FILE_ENV] = config_file
 

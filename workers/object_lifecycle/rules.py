@@ -3,7 +3,8 @@
 A rule names branches (globs; the default branch only when its name is listed literally), paths (globs over the
 object's path in lakeFS, as in the cleaning policies' ``paths:``: ``*`` within a folder, ``**`` any number of
 folders, ``!`` to exclude), a ``max_age`` since the object was last written on the branch (its lakeFS mtime), a
-``status`` and a description. An object expires when any enabled rule selects it.
+``status`` and a description. An object expires when any enabled rule selects it. lakeFS Enterprise's spelling
+(``prefix``, ``expire_after_days``) is accepted too and stored in ours.
 
     rules:
       - id: raw-ingest
@@ -32,6 +33,7 @@ from spark_jobs.core.durations import DurationError, format_duration, parse_dura
 _ID = re.compile(r"^\w[-\w.]{0,63}\Z")
 _WILDCARD = re.compile(r"[*?\[]")
 FIELDS = ("id", "branches", "paths", "max_age", "status", "description")
+ENTERPRISE_FIELDS = ("prefix", "expire_after_days")  # lakeFS Enterprise's ObjectLifecycleRule, accepted too
 _EXAMPLE = '{"rules": [{"id": "old-logs", "branches": ["main"], "paths": ["logs/**"], "max_age": "30d"}]}'
 
 
@@ -149,7 +151,7 @@ class Rule(BaseModel):
         return mtime + self.max_age
 
     def listing_prefixes(self) -> tuple[str, ...]:
-        """The folders every path it selects starts with ("" for anywhere): what a listing must cover."""
+        """The prefixes every path it selects starts with one of ("" for anywhere): what a listing must cover."""
         return tuple(literal_prefix(g) for g in self.includes)
 
 
@@ -164,12 +166,10 @@ def _path_regexes(paths: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[s
 
 
 def literal_prefix(glob: str) -> str:
-    """The folders of a path glob before its first wildcard (a glob with no wildcard: itself)."""
+    """The text of a path glob before its first wildcard: every path it matches starts with it (lakeFS lists by
+    such a plain string prefix)."""
     match = _WILDCARD.search(glob)
-    if match is None:
-        return glob
-    head = glob[:match.start()]
-    return head[:head.rfind("/") + 1]
+    return glob if match is None else glob[:match.start()]
 
 
 # --- the document ------------------------------------------------------------------------------------------
@@ -220,6 +220,11 @@ def parse_rules(document: object) -> list[Rule]:
             errors.append(RuleError(index, None, None, f"expected a mapping with {', '.join(FIELDS[:4])}, got "
                                                        f"{_kind(item)}"))
             continue
+        if any(k in item for k in ENTERPRISE_FIELDS):
+            item, problems = _from_enterprise(item)
+            errors += [RuleError(index, rule_id, f, m) for f, m in problems]
+            if item is None:
+                continue
         try:
             rules.append(Rule.model_validate(item))
         except ValidationError as exc:
@@ -245,6 +250,35 @@ def _rule_items(document: object, errors: list[RuleError]) -> list[Any]:
         errors.append(RuleError(None, None, "rules", f"expected a list of rules, got {got}"))
         return []
     return items
+
+
+def _from_enterprise(item: dict[str, Any]) -> tuple[dict[str, Any] | None, list[tuple[str | None, str]]]:
+    """lakeFS Enterprise's ``{id, branches, prefix, expire_after_days, description}`` as our fields: a prefix is a
+    plain string prefix of the path ("logs/2024" also takes "logs/2024-01/x"), a whole number of days the age.
+    Returns the rule in our fields (None when it has problems) and the problems, as (field, message)."""
+    ours = sorted(k for k in ("paths", "max_age", "status") if k in item)
+    if ours:
+        return None, [(None, f"mixes two forms: {', '.join(ours)} with prefix/expire_after_days (lakeFS "
+                             "Enterprise); use one form per rule")]
+    converted = {k: v for k, v in item.items() if k not in ENTERPRISE_FIELDS}
+    problems: list[tuple[str | None, str]] = []
+    prefix = item.get("prefix")
+    if not isinstance(prefix, str):
+        problems.append(("prefix", f"expected a path prefix (a string, \"\" for every path), got {_kind(prefix)}"))
+    elif prefix.startswith("/"):
+        problems.append(("prefix", f"{_quote(prefix)}: lakeFS paths have no leading '/'; write "
+                                   f"{_quote(prefix.lstrip('/'))}"))
+    elif _WILDCARD.search(prefix):
+        problems.append(("prefix", f"{_quote(prefix)}: a prefix is taken literally; for globs write paths: instead"))
+    else:
+        converted["paths"] = (["**"] if not prefix else [f"{prefix}**"] if prefix.endswith("/")
+                              else [f"{prefix}*", f"{prefix}*/**"])
+    days = item.get("expire_after_days")
+    if not isinstance(days, int) or isinstance(days, bool) or days < 1:
+        problems.append(("expire_after_days", f"expected a whole number of days ≥ 1, got {_quote(days)}"))
+    else:
+        converted["max_age"] = timedelta(days=days)
+    return (None if problems else converted), problems
 
 
 def _valid_id(item: object) -> str | None:

@@ -213,3 +213,11 @@ def test_preview_table_shows_every_branch(cli, lakefs, repo):
     out = cli("object-lifecycle", "preview", f"lakefs://{repo}", "--now", later).output
     assert f"lakefs://{repo}/feature-1: 1 object, 1 byte would expire (rules old-logs, raw)" in out
     assert f"lakefs://{repo}/main: 1 object, 1 byte would expire (rules old-logs)" in out
+
+
+def test_the_enterprise_body_is_accepted_at_the_enterprise_path(receiver, repo):
+    body = {"rules": [{"id": "ent", "branches": ["main"], "prefix": "logs/", "expire_after_days": 30}]}
+    put = requests.put(url(receiver, repo), json=body, auth=AUTH, timeout=10)
+    assert put.status_code == 200, put.text
+    assert put.json() == {"rules": [{"id": "ent", "branches": ["main"], "paths": ["logs/**"], "max_age": "4w2d",
+                                     "status": "enabled"}]}

@@ -131,3 +131,34 @@ def test_a_rule_expiring_everything_needs_confirmation_once():
     assert needing_confirmation([everything, narrow], [everything]) == []  # stored so already: confirmed
     longer = everything.model_copy(update={"max_age": timedelta(days=90)})
     assert needing_confirmation([longer], [everything]) == [longer]  # a change is confirmed again
+
+
+def test_the_lakefs_enterprise_spelling_is_accepted_and_stored_in_ours():
+    rules = parse_rules({"rules": [
+        {"id": "e", "branches": ["main"], "prefix": "logs/2024", "expire_after_days": 30, "description": "d"},
+        {"id": "f", "branches": ["x"], "prefix": "tmp/", "expire_after_days": 1},
+        {"id": "g", "branches": ["x"], "prefix": "", "expire_after_days": 2}]})
+    assert canonical(rules)["rules"] == [
+        {"id": "e", "branches": ["main"], "paths": ["logs/2024*", "logs/2024*/**"], "max_age": "4w2d",
+         "status": "enabled", "description": "d"},
+        {"id": "f", "branches": ["x"], "paths": ["tmp/**"], "max_age": "1d", "status": "enabled"},
+        {"id": "g", "branches": ["x"], "paths": ["**"], "max_age": "2d", "status": "enabled"}]
+    e = rules[0]  # a prefix is a plain string prefix, as in lakeFS
+    assert [e.selects_path(p) for p in ("logs/2024", "logs/2024-01/x", "logs/2024/a/b", "logs/202", "log")] == [
+        True, True, True, False, False]
+    assert e.listing_prefixes() == ("logs/2024", "logs/2024") and rules[2].expires_everything()
+
+
+@pytest.mark.parametrize(("item", "field", "says"), [
+    ({"prefix": "/a", "expire_after_days": 1}, "prefix", "no leading '/'"),
+    ({"prefix": "a*", "expire_after_days": 1}, "prefix", "taken literally"),
+    ({"prefix": 3, "expire_after_days": 1}, "prefix", "got a number"),
+    ({"expire_after_days": 1}, "prefix", "got null"),
+    ({"prefix": "a", "expire_after_days": 0}, "expire_after_days", "≥ 1"),
+    ({"prefix": "a", "expire_after_days": "7"}, "expire_after_days", "≥ 1"),
+    ({"prefix": "a"}, "expire_after_days", "≥ 1"),
+    ({"prefix": "a", "expire_after_days": 1, "max_age": "1d"}, None, "mixes two forms"),
+])
+def test_enterprise_mistakes_name_rule_and_field(item, field, says):
+    (found,) = errors_of([{"id": "ent", "branches": ["main"], **item}])
+    assert found.startswith('rules[0] (id "ent")' + (f" {field}: " if field else ": ")) and says in found, found
