@@ -149,7 +149,8 @@ def preview_cmd(rt: Runtime, target: str, now_text: str | None, depth: int, as_j
     for branch in branches:
         applying = applicable_rules(rules, branch, is_default=branch == default)
         objects = branch_objects(rt.lakefs, repository, branch, prefixes=listing_prefixes(applying)) if applying else iter(())
-        results.append(evaluate(rules, objects, branch_id=branch, is_default=branch == default, now=now, depth=depth))
+        results.append(evaluate(rules, objects, branch_id=branch, is_default=branch == default, now=now, depth=depth,
+                                keep_expired=False))
     if as_json:
         click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(), "depth": depth,
                                "branches": [e.document() for e in results]}, indent=2))

@@ -85,8 +85,9 @@ def prefix_of(path: str, depth: int) -> str:
 
 
 def evaluate(rules: Sequence[Rule], objects: Iterable[ObjectInfo], *, branch_id: str, is_default: bool,
-             now: datetime, depth: int = 1) -> Evaluation:
-    """What the rules expire on the branch as of ``now``, grouped per rule and per prefix of ``depth`` folders."""
+             now: datetime, depth: int = 1, keep_expired: bool = True) -> Evaluation:
+    """What the rules expire on the branch as of ``now``, grouped per rule and per prefix of ``depth`` folders;
+    without ``keep_expired`` only the counts (a preview of millions of objects holds no list of them)."""
     applying = applicable_rules(rules, branch_id, is_default=is_default)
     result = Evaluation(branch_id, now, tuple(r.id for r in applying), by_rule={r.id: Tally() for r in applying})
     if not applying:
@@ -98,7 +99,8 @@ def evaluate(rules: Sequence[Rule], objects: Iterable[ObjectInfo], *, branch_id:
         prefix = prefix_of(obj.path, depth)
         expiring = tuple(r.id for r in selecting if r.due_at(obj.mtime) <= now)
         if expiring:
-            result.expired.append(Expiry(obj.path, obj.size, obj.mtime, expiring))
+            if keep_expired:
+                result.expired.append(Expiry(obj.path, obj.size, obj.mtime, expiring))
             result.objects += 1
             result.bytes += obj.size
             for rule_id in expiring:

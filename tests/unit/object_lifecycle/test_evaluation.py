@@ -108,6 +108,9 @@ def test_against_the_oracle(seed):
     assert {r: (t.objects, t.bytes) for r, t in got.by_rule.items() if t.objects} == expected_rules
     assert {k: (t.objects, t.bytes) for k, t in got.by_prefix.items() if t.objects} == expected_groups
     assert {r: t.next_due for r, t in got.by_rule.items() if t.next_due} == next_due
+    counts_only = evaluate(rules, objects, branch_id=branch, is_default=default, now=NOW, depth=depth,
+                           keep_expired=False)
+    assert counts_only.expired == [] and counts_only.document() == got.document()
 
 
 def test_overlapping_rules_the_default_branch_and_next_due():
