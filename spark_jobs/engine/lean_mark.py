@@ -11,6 +11,7 @@ fate then depends on its range alone); every other run goes through the whole ma
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from spark_jobs.core import kept_index, sstable
@@ -31,20 +32,20 @@ def unit_range_digests(ctx: OpenContext, range_id: str) -> list[tuple[str, list[
     return [(range_id, sstable.range_block_digests(ctx.read_range(range_id)))]
 
 
-def unit_block_keys(ctx: OpenContext, unit: tuple[str, frozenset[bytes]]) -> list[tuple[bytes, list[str]]]:
-    """The keys of the wanted blocks of one range (only those decoded)."""
+def unit_block_addresses(ctx: OpenContext, unit: tuple[str, frozenset[bytes]]) \
+        -> list[tuple[bytes, list[tuple[str, int]]]]:
+    """(digest, [(address, address type)]) of the wanted blocks of one range (only those decoded)."""
     range_id, wanted = unit
-    out = []
-    for digest, addresses in sstable.range_block_addresses(ctx.read_range(range_id), set(wanted)):
-        out.append((digest, [k for a, t in addresses if (k := relative_key(a, t, ctx.prefixes)) is not None]))
-    return out
+    return sstable.range_block_addresses(ctx.read_range(range_id), set(wanted))
 
 
-def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str],
+def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str], prefixes: tuple[str, ...],
                    partitions: int) -> tuple[dict[int, int], set[str]]:
     """The kept index's change from the ranges that died and appeared, and the keys whose count went down.
     A new version of a range repeats most data blocks of the one before byte for byte, so a block held as often
-    by the new ranges as by the dead ones changes no count: only the others are decoded."""
+    by the new ranges as by the dead ones changes no count: only the others are decoded. Of those (a change
+    early in a range shifts the blocks after it), the entries the dead and the new blocks share cancel out, and
+    only the rest is mapped to keys and hashed."""
     digests = dict(runner.map_units(dead + new, unit_range_digests, config.open, partitions=partitions))
     net: dict[bytes, int] = {}
     holder: dict[bytes, str] = {}
@@ -53,21 +54,38 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
             for digest in digests[range_id]:
                 net[digest] = net.get(digest, 0) + sign
                 holder.setdefault(digest, range_id)
-    changed = {d for d, n in net.items() if n}
     by_range: dict[str, set[bytes]] = {}
-    for digest in changed:
-        by_range.setdefault(holder[digest], set()).add(digest)
+    for digest, times in net.items():
+        if times:
+            by_range.setdefault(holder[digest], set()).add(digest)
     units = [(r, frozenset(ds)) for r, ds in sorted(by_range.items())]
+    count: dict[tuple[str, int], int] = {}
+    for digest, addresses in runner.map_units(units, unit_block_addresses, config.open, partitions=partitions):
+        times = net[digest]
+        for entry in addresses:
+            count[entry] = count.get(entry, 0) + times
     delta: dict[int, int] = {}
     gone: set[str] = set()
-    for digest, keys in runner.map_units(units, unit_block_keys, config.open, partitions=partitions):
-        times = net[digest]
-        for key in keys:
+    for (address, kind), times in count.items():
+        if times and (key := relative_key(address, kind, prefixes)) is not None:
             h = kept_index.key_hash(key)
             delta[h] = delta.get(h, 0) + times
             if times < 0:
                 gone.add(key)
     return {h: n for h, n in delta.items() if n}, gone
+
+
+class _Clock:
+    """Seconds per step of the lean mark, for the record (where a daily run's time goes)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def __call__(self, step: str) -> None:
+        now = time.monotonic()
+        self.laps[step] = round(now - self._last, 3)
+        self._last = now
 
 
 @dataclass
@@ -83,6 +101,7 @@ class LeanMark:
 
 def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: OpenContext, metaranges: list[str],
               uncommitted: set[str], range_partitions: int, address_partitions: int) -> LeanMark:
+    clock = _Clock()
     known = state.metarange_ranges()
     missing = [m for m in metaranges if m not in known]
     read = dict(runner.map_units(missing, unit_metarange_ranges, config.open, partitions=range_partitions))
@@ -90,21 +109,29 @@ def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: Op
     live = sorted({r for ranges in by_metarange.values() for r in ranges})
     before = set(state.range_ids)
     dead, new = sorted(before - set(live)), sorted(set(live) - before)
-    delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, partitions=range_partitions)
+    clock("metaranges")
+    delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, prefixes=tuple(ctx.prefixes),
+                                      partitions=range_partitions)
+    clock("changed blocks")
     index = kept_index.apply(index, delta)
+    clock("index update")
     units = ctx.ns.list_units()
     recent = recent_units(units, state.horizon)
     listed = runner.map_units(recent, unit_list, config.open, partitions=address_partitions)
+    clock("recent slices")
     seen = {o.key for o in listed}
     carried = state.carried()
     hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
     held = kept_index.holds(index, hashes.values())
     committed = {k for k, h in hashes.items() if h in held}
     wanted = sorted((dead_keys | carried) - committed - uncommitted - seen)
+    clock("lookup")
     batches = [wanted[i:i + STAT_BATCH] for i in range(0, len(wanted), STAT_BATCH)]
     found = runner.map_units(batches, unit_stat, config.open, partitions=address_partitions)
+    clock("asked for")
     listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
                "slices": len(recent) - 1, "slices_total": len(units) - 1, "objects": len(listed),
                "checked": len(wanted), "found_without_listing": len(found), "kept_index": len(index),
-               "ranges_dead": len(dead), "ranges_new": len(new), "metaranges_read": len(missing)}
+               "ranges_dead": len(dead), "ranges_new": len(new), "metaranges_read": len(missing),
+               "seconds": clock.laps}
     return LeanMark(listed + found, committed, live, units_of((r, ()) for r in live), by_metarange, index, listing)

@@ -94,7 +94,9 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         if index is not None:
             if preload is not None:
                 preload.cancel()
+            seconds["index read"] = time.monotonic() - t
             uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
+            seconds["uncommitted"] = time.monotonic() - t - seconds["index read"]
             lean = lean_mark(previous.state, index, runner=runner, config=config, ctx=ctx, metaranges=metaranges,
                              uncommitted=uncommitted, range_partitions=request.range_partitions,
                              address_partitions=request.address_partitions)
