@@ -221,3 +221,17 @@ def test_the_enterprise_body_is_accepted_at_the_enterprise_path(receiver, repo):
     assert put.status_code == 200, put.text
     assert put.json() == {"rules": [{"id": "ent", "branches": ["main"], "paths": ["logs/**"], "max_age": "4w2d",
                                      "status": "enabled"}]}
+
+
+def test_set_validates_the_file_before_contacting_lakefs(env, tmp_path):
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from workers.cli import main  # noqa: PLC0415
+
+    bad = tmp_path / "r.yaml"
+    bad.write_text("rules: [{id: r, branches: [dev], paths: ['a/**'], max_age: '-1d'}]\n")
+    down = {**env, "LAKECTL_SERVER_ENDPOINT_URL": "http://127.0.0.1:9"}
+    result = CliRunner().invoke(main, ["object-lifecycle", "rules", "set", "lakefs://some-repo", "-f", str(bad)],
+                                env=down)
+    assert result.exit_code == 1 and 'rules[0] (id "r") max_age' in result.output
+    assert "unreachable" not in result.output
