@@ -40,7 +40,7 @@ def unit_block_addresses(ctx: OpenContext, unit: tuple[str, frozenset[bytes]]) \
 
 
 def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str], prefixes: tuple[str, ...],
-                   partitions: int) -> tuple[dict[int, int], set[str]]:
+                   partitions: int, tally: dict[str, int] | None = None) -> tuple[dict[int, int], set[str]]:
     """The kept index's change from the ranges that died and appeared, and the keys whose count went down.
     A new version of a range repeats most data blocks of the one before byte for byte, so a block held as often
     by the new ranges as by the dead ones changes no count: only the others are decoded. Of those (a change
@@ -60,10 +60,14 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
             by_range.setdefault(holder[digest], set()).add(digest)
     units = [(r, frozenset(ds)) for r, ds in sorted(by_range.items())]
     count: dict[tuple[str, int], int] = {}
-    for digest, addresses in runner.map_units(units, unit_block_addresses, config.open, partitions=partitions):
+    decoded = runner.map_units(units, unit_block_addresses, config.open, partitions=partitions)
+    for digest, addresses in decoded:
         times = net[digest]
         for entry in addresses:
             count[entry] = count.get(entry, 0) + times
+    if tally is not None:
+        tally.update(blocks=len(net), blocks_decoded=len(decoded), entries_decoded=sum(len(a) for _, a in decoded),
+                     entries_changed=sum(1 for n in count.values() if n))
     delta: dict[int, int] = {}
     gone: set[str] = set()
     for (address, kind), times in count.items():
@@ -110,8 +114,9 @@ def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: Op
     before = set(state.range_ids)
     dead, new = sorted(before - set(live)), sorted(set(live) - before)
     clock("metaranges")
+    tally: dict[str, int] = {}
     delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, prefixes=tuple(ctx.prefixes),
-                                      partitions=range_partitions)
+                                      partitions=range_partitions, tally=tally)
     clock("changed blocks")
     index = kept_index.apply(index, delta)
     clock("index update")
@@ -133,5 +138,5 @@ def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: Op
                "slices": len(recent) - 1, "slices_total": len(units) - 1, "objects": len(listed),
                "checked": len(wanted), "found_without_listing": len(found), "kept_index": len(index),
                "ranges_dead": len(dead), "ranges_new": len(new), "metaranges_read": len(missing),
-               "seconds": clock.laps}
+               **tally, "seconds": clock.laps}
     return LeanMark(listed + found, committed, live, units_of((r, ()) for r in live), by_metarange, index, listing)
