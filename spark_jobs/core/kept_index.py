@@ -100,21 +100,3 @@ def decode(data: bytes):
     if len(table) and pc.min(table["count"]).as_py() <= 0:
         raise IndexError_("it counts a key held by no range")
     return table
-
-
-def range_counts(keys: Iterable[str]) -> dict[int, int]:
-    """hash -> how many entries of one range point at the key."""
-    out: dict[int, int] = {}
-    for key in keys:
-        h = key_hash(key)
-        out[h] = out.get(h, 0) + 1
-    return out
-
-
-def delta_of(dead: Iterable[Mapping[int, int]], new: Iterable[Mapping[int, int]]) -> dict[int, int]:
-    """The change of count from the ranges that died (subtracted) and those that appeared (added)."""
-    out: dict[int, int] = {}
-    for counts, sign in [(c, -1) for c in dead] + [(c, 1) for c in new]:
-        for h, n in counts.items():
-            out[h] = out.get(h, 0) + sign * n
-    return {h: n for h, n in out.items() if n}

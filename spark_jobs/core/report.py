@@ -159,6 +159,16 @@ def retained_key(run_id: str) -> str:
     return f"{run_dir(run_id)}/retained.json"
 
 
+def pending_state_key(run_id: str) -> str:
+    """The incremental state the plan's sweep stores (``engine.incremental.promote``); absent from dry runs."""
+    return f"{run_dir(run_id)}/incremental-state.json.gz"
+
+
+def pending_index_key(run_id: str) -> str:
+    """The kept index beside it, when the mark left one."""
+    return f"{run_dir(run_id)}/incremental-kept-index.parquet"
+
+
 def deleted_parquet(addresses: list[str], sizes: list[int]) -> bytes:
     import pyarrow as pa  # noqa: PLC0415 - only when a report is written
     import pyarrow.parquet as pq  # noqa: PLC0415

@@ -2,7 +2,7 @@
 the objects that may have become garbage since without listing the namespace: the recent slices listed, the dead
 units' and the carried keys asked for one by one.
 
-The mark writes the state it would leave beside its plan (``pending_key``); the sweep, once it knows what it did
+The mark writes the state it would leave beside its plan (``core.report.pending_state_key``); the sweep, once it knows what it did
 not delete, stores it as the repository's state (``promote``). A dry run reads the state and writes none, so
 whatever it plans stays for the next real run to find.
 """
@@ -33,15 +33,6 @@ STATE_KEY = f"{PREFIX}/state.json.gz"
 # the stored state and its index whole
 INDEX_SLOTS = ("a", "b")
 STAT_BATCH = 500  # keys per unit of work when asking for objects one by one
-
-
-def pending_key(run_id: str) -> str:
-    """Where a plan keeps the state its sweep stores."""
-    return f"{core_report.run_dir(run_id)}/incremental-state.json.gz"
-
-
-def pending_index_key(run_id: str) -> str:
-    return f"{core_report.run_dir(run_id)}/incremental-kept-index.parquet"
 
 
 def index_key(slot: str) -> str:
@@ -91,9 +82,9 @@ def left_an_index(storage: StorageConfig) -> bool:
 def write_pending(ns: Namespace, run_id: str, state: State, *, index: bytes | None = None) -> None:
     """The state (and kept index) this plan's sweep stores; the index first, named by the state."""
     if index is not None:
-        ns.write(pending_index_key(run_id), index)
+        ns.write(core_report.pending_index_key(run_id), index)
         state = replace(state, index_sha256=hashlib.sha256(index).hexdigest())
-    ns.write(pending_key(run_id), encode(state))
+    ns.write(core_report.pending_state_key(run_id), encode(state))
 
 
 def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
@@ -101,9 +92,9 @@ def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
     (a dry run's plan, a plan of an older version) or it could not be stored: the state stored before stays,
     which is safe (it names more than needed) and costs the next run more requests, or a full listing."""
     try:
-        pending = decode(ns.read(pending_key(run_id)))
+        pending = decode(ns.read(core_report.pending_state_key(run_id)))
         if pending.index_sha256:
-            index = ns.read(pending_index_key(run_id))
+            index = ns.read(core_report.pending_index_key(run_id))
             if hashlib.sha256(index).hexdigest() != pending.index_sha256:
                 raise StateError("its kept index does not match its digest")
             slot = _other_slot(ns)
@@ -179,6 +170,41 @@ class Changed:
     listing: dict
 
 
+@dataclass
+class Recent:
+    """The recent slices of a namespace, listed (``list_recent``)."""
+
+    objects: list[StoredObject]
+    slices: int  # listed
+    slices_total: int
+
+    @property
+    def keys(self) -> set[str]:
+        return {o.key for o in self.objects}
+
+
+def list_recent(state: State, *, runner: Runner, config: JobConfig, ctx: OpenContext, partitions: int) -> Recent:
+    """The objects of the slices that can hold an object written since ``state``'s horizon, and of the root."""
+    units = ctx.ns.list_units()
+    recent = recent_units(units, state.horizon)
+    listed = runner.map_units(recent, unit_list, config.open, partitions=partitions)
+    return Recent(listed, len(recent) - 1, len(units) - 1)
+
+
+def ask_for(wanted: list[str], *, runner: Runner, config: JobConfig, partitions: int) -> list[StoredObject]:
+    """Of ``wanted``, the objects still in the store, with their sizes and times (a request each, in batches)."""
+    batches = [wanted[i:i + STAT_BATCH] for i in range(0, len(wanted), STAT_BATCH)]
+    return runner.map_units(batches, unit_stat, config.open, partitions=partitions)
+
+
+def changed(state: State, recent: Recent, *, wanted: list[str], found: list[StoredObject], **record) -> Changed:
+    """The candidates of an incremental run and its record (``Summary.listing``)."""
+    listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
+               "slices": recent.slices, "slices_total": recent.slices_total, "objects": len(recent.objects),
+               "checked": len(wanted), "found_without_listing": len(found), **record}
+    return Changed(recent.objects + found, listing)
+
+
 def would_check(state: State, source: Source, units_now: Iterable[tuple[str, tuple[str, ...]]]) -> set[str]:
     """The keys an incremental run from ``state`` asks for one by one: the dead units' and the carried ones."""
     return source.former_addresses(dead_ranges(state.units, units_now)) | state.carried()
@@ -188,17 +214,10 @@ def find_changed(state: State, *, runner: Runner, config: JobConfig, ctx: OpenCo
                  kept: set[str], partitions: int) -> Changed:
     """The objects that may have become garbage since ``state``'s run: the recent slices' objects (listed), and of
     ``checked`` (``would_check``) those still in the store and not kept now (asked for, a request each)."""
-    units = ctx.ns.list_units()
-    recent = recent_units(units, state.horizon)
-    listed = runner.map_units(recent, unit_list, config.open, partitions=partitions)
-    seen = {o.key for o in listed}
-    wanted = sorted(checked - kept - seen)
-    batches = [wanted[i:i + STAT_BATCH] for i in range(0, len(wanted), STAT_BATCH)]
-    found = runner.map_units(batches, unit_stat, config.open, partitions=partitions) if batches else []
-    listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
-               "slices": len(recent) - 1, "slices_total": len(units) - 1, "objects": len(listed),
-               "checked": len(wanted), "found_without_listing": len(found)}
-    return Changed(listed + found, listing)
+    recent = list_recent(state, runner=runner, config=config, ctx=ctx, partitions=partitions)
+    wanted = sorted(checked - kept - recent.keys)
+    return changed(state, recent, wanted=wanted,
+                   found=ask_for(wanted, runner=runner, config=config, partitions=partitions))
 
 
 def missed(deleted: Iterable[StoredObject], state: State, checked: set[str]) -> int:

@@ -19,7 +19,7 @@ from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.context import JobConfig, OpenContext
-from spark_jobs.engine.incremental import STAT_BATCH, recent_units, unit_list, unit_stat
+from spark_jobs.engine.incremental import ask_for, changed, list_recent
 from spark_jobs.engine.parallel import Runner
 
 
@@ -120,23 +120,18 @@ def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: Op
     clock("changed blocks")
     index = kept_index.apply(index, delta)
     clock("index update")
-    units = ctx.ns.list_units()
-    recent = recent_units(units, state.horizon)
-    listed = runner.map_units(recent, unit_list, config.open, partitions=address_partitions)
+    recent = list_recent(state, runner=runner, config=config, ctx=ctx, partitions=address_partitions)
     clock("recent slices")
-    seen = {o.key for o in listed}
+    seen = recent.keys
     carried = state.carried()
     hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
     held = kept_index.holds(index, hashes.values())
     committed = {k for k, h in hashes.items() if h in held}
     wanted = sorted((dead_keys | carried) - committed - uncommitted - seen)
     clock("lookup")
-    batches = [wanted[i:i + STAT_BATCH] for i in range(0, len(wanted), STAT_BATCH)]
-    found = runner.map_units(batches, unit_stat, config.open, partitions=address_partitions)
+    found = ask_for(wanted, runner=runner, config=config, partitions=address_partitions)
     clock("asked for")
-    listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
-               "slices": len(recent) - 1, "slices_total": len(units) - 1, "objects": len(listed),
-               "checked": len(wanted), "found_without_listing": len(found), "kept_index": len(index),
-               "ranges_dead": len(dead), "ranges_new": len(new), "metaranges_read": len(missing),
-               **tally, "seconds": clock.laps}
-    return LeanMark(listed + found, committed, live, units_of((r, ()) for r in live), by_metarange, index, listing)
+    result = changed(state, recent, wanted=wanted, found=found, kept_index=len(index), ranges_dead=len(dead),
+                     ranges_new=len(new), metaranges_read=len(missing), **tally, seconds=clock.laps)
+    return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange, index,
+                    result.listing)
