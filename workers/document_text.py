@@ -30,7 +30,7 @@ def _load_json_or_yaml(text: str) -> object:
     try:
         return json.loads(text, object_pairs_hook=_unique_keys)
     except _DuplicateKey as e:
-        _fail(f"duplicate key {_quote(e.args[0])}: each field may appear once per mapping")
+        _fail(f"duplicate key {quote_value(e.args[0])}: each field may appear once per mapping")
     except json.JSONDecodeError as json_error:
         try:  # flow-style YAML such as `[{patterns: [a]}]` also starts with a bracket
             return yaml.load(text, Loader=_StrictLoader)
@@ -80,10 +80,21 @@ class _StrictLoader(yaml.SafeLoader):
                 continue  # the base class reports unhashable keys itself
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {_quote(key)}", key_node.start_mark)
+                    None, None, f"duplicate key {quote_value(key)}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
-def _quote(value: object) -> str:
+def quote_value(value: object) -> str:
+    """A value of a document as it appears in a message (JSON, so a string shows its quotes)."""
     return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def kind_of(value: object) -> str:
+    """What a value of a document is, in a person's words (for "expected a list, got a string")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    names = {str: "a string", int: "a number", float: "a number", list: "a list", dict: "a mapping"}
+    return next((name for t, name in names.items() if isinstance(value, t)), type(value).__name__)

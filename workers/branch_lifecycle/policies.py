@@ -19,6 +19,7 @@ from datetime import timedelta
 from wcmatch import fnmatch
 
 from spark_jobs.core.durations import DurationError, format_duration, parse_duration, parse_seconds
+from workers.document_text import kind_of, quote_value
 
 # fnmatch, not globmatch: `*` also crosses `/`. lakeFS branch ids are [\w-]+ so a `/` never occurs and the
 # choice is moot for matching; fnmatch simply keeps the semantics "a pattern is matched against a name".
@@ -104,7 +105,7 @@ def _policy_items(document: object, errors: list[PolicyError]) -> list[object]:
     if isinstance(document, list):
         return document
     if not isinstance(document, dict):
-        message = f"expected a mapping with a 'policies' list, or a list of policies; got {_kind(document)}"
+        message = f"expected a mapping with a 'policies' list, or a list of policies; got {kind_of(document)}"
         errors.append(PolicyError(None, None, message))
         return []
     for key in document:
@@ -112,7 +113,7 @@ def _policy_items(document: object, errors: list[PolicyError]) -> list[object]:
             errors.append(PolicyError(None, str(key), "unknown field; the top level holds only 'policies'"))
     items = document.get("policies")
     if not isinstance(items, list):
-        got = "nothing" if "policies" not in document else _kind(items)
+        got = "nothing" if "policies" not in document else kind_of(items)
         errors.append(PolicyError(None, "policies", f"expected a list of policies, got {got}"))
         return []
     return items
@@ -128,7 +129,7 @@ def _parse_one(
         errors.append(PolicyError(index, field, message))
 
     if not isinstance(item, dict):
-        add(None, f"expected a mapping with patterns and max_age/max_idle_age, got {_kind(item)}")
+        add(None, f"expected a mapping with patterns and max_age/max_idle_age, got {kind_of(item)}")
         return None, None
     shape = _shape_of(item, add)
     if shape is None:
@@ -169,13 +170,13 @@ def _parse_id(value: object, add: _Add) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        add("id", f"expected a string, got {_kind(value)}")
+        add("id", f"expected a string, got {kind_of(value)}")
     elif not value:
         add("id", "must not be empty; omit it to have one assigned")
     elif len(value) > _MAX_ID_LENGTH:
-        add("id", f"{_quote(value)} is {len(value)} characters long; at most {_MAX_ID_LENGTH} are allowed")
+        add("id", f"{quote_value(value)} is {len(value)} characters long; at most {_MAX_ID_LENGTH} are allowed")
     elif any(c.isspace() for c in value):
-        add("id", f"{_quote(value)} contains whitespace, which is not allowed")
+        add("id", f"{quote_value(value)} contains whitespace, which is not allowed")
     else:
         return value
     return None
@@ -187,10 +188,10 @@ def _parse_patterns(value: object, key: str, default_branch: str | None, add: _A
         add(key, f"required: a list of at least one glob pattern, e.g. {example}")
         return ()
     if isinstance(value, str):
-        add(key, f"expected a list of patterns, got a string; write [{_quote(value)}]")
+        add(key, f"expected a list of patterns, got a string; write [{quote_value(value)}]")
         return ()
     if not isinstance(value, (list, tuple)):
-        add(key, f"expected a list of patterns, got {_kind(value)}")
+        add(key, f"expected a list of patterns, got {kind_of(value)}")
         return ()
     if not value:
         add(key, f"at least one pattern is required, e.g. {example}")
@@ -203,14 +204,14 @@ def _parse_patterns(value: object, key: str, default_branch: str | None, add: _A
 
 def _pattern_problem(pattern: object, default_branch: str | None) -> str | None:
     if not isinstance(pattern, str):
-        return f"expected a string, got {_kind(pattern)}"
+        return f"expected a string, got {kind_of(pattern)}"
     if not pattern:
         return "must not be empty"
     problem = _glob_syntax_problem(pattern)
     if problem:
-        return f"{_quote(pattern)} is not a valid glob: {problem}"
+        return f"{quote_value(pattern)} is not a valid glob: {problem}"
     if default_branch is not None and fnmatch.fnmatch(default_branch, pattern, flags=_GLOB_FLAGS):
-        return (f"{_quote(pattern)} matches the default branch {_quote(default_branch)}, which is always exempt; "
+        return (f"{quote_value(pattern)} matches the default branch {quote_value(default_branch)}, which is always exempt; "
                 "patterns must not match it")
     return None
 
@@ -257,7 +258,7 @@ def _parse_threshold(item: dict[object, object], key: str, shape: _Shape, add: _
 
 def _parse_description(value: object, add: _Add) -> str | None:
     if value is not None and not isinstance(value, str):
-        add("description", f"expected a string, got {_kind(value)}")
+        add("description", f"expected a string, got {kind_of(value)}")
         return None
     return value
 
@@ -268,7 +269,7 @@ def _check_unique_ids(ids: Sequence[str | None], errors: list[PolicyError]) -> N
         if policy_id is None:
             continue
         if policy_id in first_use:
-            message = f"duplicate id {_quote(policy_id)}: policies[{first_use[policy_id]}] already uses it"
+            message = f"duplicate id {quote_value(policy_id)}: policies[{first_use[policy_id]}] already uses it"
             errors.append(PolicyError(index, "id", message))
         else:
             first_use[policy_id] = index
@@ -353,16 +354,3 @@ def _whole_seconds(td: timedelta) -> int:
 
 def _json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _quote(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, default=repr)
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    names = {str: "a string", int: "a number", float: "a number", list: "a list", dict: "a mapping"}
-    return next((name for t, name in names.items() if isinstance(value, t)), type(value).__name__)

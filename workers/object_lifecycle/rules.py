@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from spark_jobs.core.cleaning import path_glob
 from spark_jobs.core.durations import DurationError, format_duration, parse_duration
+from workers.document_text import kind_of, quote_value
 
 # lakeFS-ish: what lakeFS accepts as a branch id ([\w-]+, not starting with '-'), plus '.', at most 64 characters.
 _ID = re.compile(r"^\w[-\w.]{0,63}\Z")
@@ -55,7 +56,7 @@ class Rule(BaseModel):
     @classmethod
     def _id(cls, value: Any) -> str:
         if not isinstance(value, str) or not _ID.match(value):
-            raise ValueError(f"{_quote(value)} is not a valid id: 1-64 characters of letters, digits, '_', '-' "
+            raise ValueError(f"{quote_value(value)} is not a valid id: 1-64 characters of letters, digits, '_', '-' "
                              "and '.', not starting with '-' or '.'")
         return value
 
@@ -65,9 +66,9 @@ class Rule(BaseModel):
         items = _string_list(value, 'branch globs such as ["main", "ingest-*"]')
         for glob in items:
             if any(c.isspace() or c == "/" for c in glob):
-                raise ValueError(f"{_quote(glob)}: branch ids have no whitespace and no '/'")
+                raise ValueError(f"{quote_value(glob)}: branch ids have no whitespace and no '/'")
             if (problem := _bracket_problem(glob)) is not None:
-                raise ValueError(f"{_quote(glob)}: {problem}")
+                raise ValueError(f"{quote_value(glob)}: {problem}")
         _no_repeats(items)
         return tuple(items)
 
@@ -78,14 +79,14 @@ class Rule(BaseModel):
         for glob in items:
             bare = glob.removeprefix("!")
             if not bare:
-                raise ValueError(f"{_quote(glob)}: '!' must be followed by the path glob it excludes")
+                raise ValueError(f"{quote_value(glob)}: '!' must be followed by the path glob it excludes")
             if bare.startswith("/"):
-                raise ValueError(f"{_quote(glob)}: lakeFS paths have no leading '/'; write {_quote(bare.lstrip('/'))}")
+                raise ValueError(f"{quote_value(glob)}: lakeFS paths have no leading '/'; write {quote_value(bare.lstrip('/'))}")
             if any("**" in s and s != "**" for s in bare.split("/")):
-                raise ValueError(f"{_quote(glob)}: '**' spans folders only as a whole segment ('a/**/b', 'a/**'); "
+                raise ValueError(f"{quote_value(glob)}: '**' spans folders only as a whole segment ('a/**/b', 'a/**'); "
                                  "use '*' inside a name")
             if (problem := _bracket_problem(bare)) is not None:
-                raise ValueError(f"{_quote(glob)}: {problem}")
+                raise ValueError(f"{quote_value(glob)}: {problem}")
         _no_repeats(items)
         if all(g.startswith("!") for g in items):
             raise ValueError('only exclusions (\'!…\'): name the paths the rule expires, e.g. ["**", "!keep/**"]')
@@ -107,7 +108,7 @@ class Rule(BaseModel):
     @classmethod
     def _status(cls, value: Any) -> str:
         if value not in ("enabled", "disabled"):
-            raise ValueError(f"{_quote(value)}: must be \"enabled\" or \"disabled\"")
+            raise ValueError(f"{quote_value(value)}: must be \"enabled\" or \"disabled\"")
         return value
 
     @field_validator("description", mode="before")
@@ -116,7 +117,7 @@ class Rule(BaseModel):
         if value is None:
             return ""
         if not isinstance(value, str):
-            raise ValueError(f"expected text, got {_kind(value)}")
+            raise ValueError(f"expected text, got {kind_of(value)}")
         return value
 
     # --- selection ---------------------------------------------------------------------------------------------
@@ -187,7 +188,7 @@ class RuleError:
     def __str__(self) -> str:
         where = "" if self.index is None else f"rules[{self.index}]"
         if self.rule_id is not None:
-            where += f" (id {_quote(self.rule_id)})"
+            where += f" (id {quote_value(self.rule_id)})"
         if self.field:
             where += f" {self.field}" if where else self.field
         return f"{where}: {self.message}" if where else self.message
@@ -218,7 +219,7 @@ def parse_rules(document: object) -> list[Rule]:
             first_use.setdefault(rule_id, index)
         if not isinstance(item, dict):
             errors.append(RuleError(index, None, None, f"expected a mapping with {', '.join(FIELDS[:4])}, got "
-                                                       f"{_kind(item)}"))
+                                                       f"{kind_of(item)}"))
             continue
         if any(k in item for k in ENTERPRISE_FIELDS):
             item, problems = _from_enterprise(item)
@@ -239,14 +240,14 @@ def _rule_items(document: object, errors: list[RuleError]) -> list[Any]:
         return document
     if not isinstance(document, dict):
         errors.append(RuleError(None, None, None, f"expected a mapping with a 'rules' list, e.g. {_EXAMPLE}; "
-                                                  f"got {_kind(document)}"))
+                                                  f"got {kind_of(document)}"))
         return []
     for key in document:
         if key != "rules":
             errors.append(RuleError(None, None, str(key), "unknown field; the top level holds only 'rules'"))
     items = document.get("rules")
     if not isinstance(items, list):
-        got = "nothing" if "rules" not in document else _kind(items)
+        got = "nothing" if "rules" not in document else kind_of(items)
         errors.append(RuleError(None, None, "rules", f"expected a list of rules, got {got}"))
         return []
     return items
@@ -264,18 +265,18 @@ def _from_enterprise(item: dict[str, Any]) -> tuple[dict[str, Any] | None, list[
     problems: list[tuple[str | None, str]] = []
     prefix = item.get("prefix")
     if not isinstance(prefix, str):
-        problems.append(("prefix", f"expected a path prefix (a string, \"\" for every path), got {_kind(prefix)}"))
+        problems.append(("prefix", f"expected a path prefix (a string, \"\" for every path), got {kind_of(prefix)}"))
     elif prefix.startswith("/"):
-        problems.append(("prefix", f"{_quote(prefix)}: lakeFS paths have no leading '/'; write "
-                                   f"{_quote(prefix.lstrip('/'))}"))
+        problems.append(("prefix", f"{quote_value(prefix)}: lakeFS paths have no leading '/'; write "
+                                   f"{quote_value(prefix.lstrip('/'))}"))
     elif _WILDCARD.search(prefix):
-        problems.append(("prefix", f"{_quote(prefix)}: a prefix is taken literally; for globs write paths: instead"))
+        problems.append(("prefix", f"{quote_value(prefix)}: a prefix is taken literally; for globs write paths: instead"))
     else:
         converted["paths"] = (["**"] if not prefix else [f"{prefix}**"] if prefix.endswith("/")
                               else [f"{prefix}*", f"{prefix}*/**"])
     days = item.get("expire_after_days")
     if not isinstance(days, int) or isinstance(days, bool) or days < 1:
-        problems.append(("expire_after_days", f"expected a whole number of days ≥ 1, got {_quote(days)}"))
+        problems.append(("expire_after_days", f"expected a whole number of days ≥ 1, got {quote_value(days)}"))
     else:
         converted["max_age"] = timedelta(days=days)
     return (None if problems else converted), problems
@@ -304,19 +305,19 @@ _FIELD_EXAMPLES = {"id": '"old-logs"', "branches": '["main"]', "paths": '["logs/
 
 def _string_list(value: Any, what: str) -> list[str]:
     if isinstance(value, str):
-        raise ValueError(f"expected a list of {what}, got a string; write [{_quote(value)}]")
+        raise ValueError(f"expected a list of {what}, got a string; write [{quote_value(value)}]")
     if not isinstance(value, (list, tuple)) or not value:
         raise ValueError(f"expected a non-empty list of {what}" + ("" if isinstance(value, (list, tuple))
-                                                                  else f", got {_kind(value)}"))
+                                                                  else f", got {kind_of(value)}"))
     for item in value:
         if not isinstance(item, str) or not item:
-            raise ValueError(f"{_quote(item)}: every item must be a non-empty string")
+            raise ValueError(f"{quote_value(item)}: every item must be a non-empty string")
     return list(value)
 
 
 def _no_repeats(items: list[str]) -> None:
     if repeated := sorted({g for g in items if items.count(g) > 1}):
-        raise ValueError(f"{_quote(repeated[0])} is listed more than once")
+        raise ValueError(f"{quote_value(repeated[0])} is listed more than once")
 
 
 def _bracket_problem(glob: str) -> str | None:
@@ -356,19 +357,3 @@ def needing_confirmation(rules: Sequence[Rule], stored: Sequence[Rule]) -> list[
     confirms them once, when they are set."""
     before = {r.id: r for r in stored}
     return [r for r in rules if r.expires_everything() and before.get(r.id) != r]
-
-
-# --- helpers -----------------------------------------------------------------------------------------------
-
-
-def _quote(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, default=repr)
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    names = {str: "a string", int: "a number", float: "a number", list: "a list", dict: "a mapping"}
-    return next((name for t, name in names.items() if isinstance(value, t)), type(value).__name__)
