@@ -292,10 +292,15 @@ class Settings(BaseSettings):
     lifecycle_warn_before: str | None = None
     lifecycle_notify_url: str | None = None
 
+    object_lifecycle_schedule: str = Field(default="15 3 * * *", description="cron of the object lifecycle run")
+    object_lifecycle_max_deletions_per_run: int = Field(default=100_000, gt=0,
+                                                        description="objects expired per repository per run")
+    object_lifecycle_lock_seconds: int = Field(default=3600, gt=0)
+
     spark: SparkSettings = Field(default_factory=SparkSettings)
     gc: GCSettings = Field(default_factory=GCSettings)
 
-    @field_validator("reconcile_schedule", "lifecycle_schedule")
+    @field_validator("reconcile_schedule", "lifecycle_schedule", "object_lifecycle_schedule")
     @classmethod
     def _cron(cls, value: str) -> str:
         return _check_cron(value)
