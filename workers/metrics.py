@@ -54,6 +54,26 @@ class Metrics:
             "lifecycle_last_success_timestamp_seconds", "End of the last successful lifecycle run",
             ["repository"], namespace=NS, registry=r, multiprocess_mode="max",
         )
+        # Object lifecycle
+        self.object_lifecycle_objects_expired = Counter(
+            "object_lifecycle_objects_expired", "Objects object lifecycle rules removed from branches (committed)",
+            ["repository", "rule"], namespace=NS, registry=r)
+        self.object_lifecycle_bytes_expired = Counter(
+            "object_lifecycle_bytes_expired", "Bytes of the objects object lifecycle rules removed from branches; "
+            "the GC frees them once no retained commit reaches them", ["repository", "rule"], namespace=NS, registry=r)
+        self.object_lifecycle_branch_runs = Counter(
+            "object_lifecycle_branch_runs", "What object lifecycle runs did with each branch a rule selects, by result "
+            "(expired, nothing-due, skipped, vetoed, failed, not-attempted)", ["repository", "result"],
+            namespace=NS, registry=r)
+        self.object_lifecycle_consecutive_failures = Gauge(
+            "object_lifecycle_consecutive_failures", "Object lifecycle runs in a row that failed on a branch (0 after "
+            "one that did not)", ["repository", "branch"], namespace=NS, registry=r, multiprocess_mode="mostrecent")
+        self.object_lifecycle_seconds = Histogram(
+            "object_lifecycle_run_seconds", "Object lifecycle run time for one repository", namespace=NS, registry=r,
+            buckets=RUN_BUCKETS)
+        self.object_lifecycle_last_success = Gauge(
+            "object_lifecycle_last_success_timestamp_seconds", "End of the last successful object lifecycle run",
+            ["repository"], namespace=NS, registry=r, multiprocess_mode="max")
         # Committed garbage collection
         self.gc_objects_deleted = Counter("gc_objects_deleted", "Objects the GC deleted from storage",
                                           ["repository"], namespace=NS, registry=r)
