@@ -10,12 +10,14 @@ from celery import Celery
 from workers.branch_lifecycle import schedule as branch_lifecycle_schedule
 from workers.gc import schedule as gc_schedule
 from workers.idle_clock import schedule as idle_clock_schedule
+from workers.object_lifecycle import schedule as object_lifecycle_schedule
 from workers.services import Services
 from workers.settings import Settings
 
 # Each domain declares its beat entries and tasks beside each other; the app merges them.
-DOMAINS = (idle_clock_schedule, branch_lifecycle_schedule, gc_schedule)
-TASK_MODULES = ("workers.idle_clock.tasks", "workers.branch_lifecycle.tasks", "workers.gc.tasks")
+DOMAINS = (idle_clock_schedule, branch_lifecycle_schedule, gc_schedule, object_lifecycle_schedule)
+TASK_MODULES = ("workers.idle_clock.tasks", "workers.branch_lifecycle.tasks", "workers.gc.tasks",
+                "workers.object_lifecycle.tasks")
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict]:
@@ -41,6 +43,7 @@ def create_celery(settings: Settings, services: Services | None = None) -> Celer
         # Unacked tasks are redelivered after this: keep it above the longest run, a GC on Spark included, so
         # the broker never redelivers a running job
         broker_transport_options={"visibility_timeout": max(settings.lifecycle_lock_seconds * 2,
+                                                            settings.object_lifecycle_lock_seconds * 2,
                                                             settings.spark.submit_timeout_seconds, 7200)},
         result_expires=24 * 3600,
         beat_schedule=beat_schedule(settings),

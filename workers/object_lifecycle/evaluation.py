@@ -17,14 +17,14 @@ from typing import Any
 from workers.object_lifecycle.rules import Rule
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectInfo:
     path: str
     mtime: datetime  # when the object was last written on the branch (lakeFS's mtime), timezone-aware
     size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a run holds up to a cap's worth (100k by default)
 class Expiry:
     path: str
     size: int
@@ -64,6 +64,7 @@ class Evaluation:
     by_prefix: dict[tuple[str, str], Tally] = field(default_factory=dict)  # (rule id, prefix) seen
     objects: int = 0  # expired, each counted once however many rules expire it
     bytes: int = 0
+    left_out: int = 0  # expired but beyond the limit: counted, not in ``expired`` (the next run takes them)
 
     def document(self) -> dict[str, Any]:
         return {"branch_id": self.branch_id, "now": self.now.isoformat(), "rules": list(self.rule_ids),
@@ -85,9 +86,10 @@ def prefix_of(path: str, depth: int) -> str:
 
 
 def evaluate(rules: Sequence[Rule], objects: Iterable[ObjectInfo], *, branch_id: str, is_default: bool,
-             now: datetime, depth: int = 1, keep_expired: bool = True) -> Evaluation:
+             now: datetime, depth: int = 1, keep_expired: bool = True, limit: int | None = None) -> Evaluation:
     """What the rules expire on the branch as of ``now``, grouped per rule and per prefix of ``depth`` folders;
-    without ``keep_expired`` only the counts (a preview of millions of objects holds no list of them)."""
+    without ``keep_expired`` only the counts (a preview of millions of objects holds no list of them). With a
+    ``limit``, ``expired`` holds at most the first ``limit`` in the order given; the counts still cover all."""
     applying = applicable_rules(rules, branch_id, is_default=is_default)
     result = Evaluation(branch_id, now, tuple(r.id for r in applying), by_rule={r.id: Tally() for r in applying})
     if not applying:
@@ -99,8 +101,10 @@ def evaluate(rules: Sequence[Rule], objects: Iterable[ObjectInfo], *, branch_id:
         prefix = prefix_of(obj.path, depth)
         expiring = tuple(r.id for r in selecting if r.due_at(obj.mtime) <= now)
         if expiring:
-            if keep_expired:
+            if keep_expired and (limit is None or len(result.expired) < limit):
                 result.expired.append(Expiry(obj.path, obj.size, obj.mtime, expiring))
+            elif keep_expired:
+                result.left_out += 1
             result.objects += 1
             result.bytes += obj.size
             for rule_id in expiring:

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import redis
+from redis.lock import Lock
 
 from workers.lakefs.documents import PolicyDocument
 from workers.lakefs.errors import LakeFSError
@@ -44,8 +45,12 @@ RULES = PolicyDocument(METADATA_KEY, what="object lifecycle rules", parse=_parse
 get_rules, set_rules, clear_rules = RULES.get, RULES.set, RULES.clear
 
 
+RUN_HISTORY_LENGTH = 1000  # runs kept per repository (each names its commits, for `restore`)
+
+
 class ObjectLifecycleRecords:
-    """The object lifecycle's own Redis keys (for now: the lock its rule editors hold)."""
+    """The object lifecycle's own Redis keys: the lock its rule editors hold, the one-run-at-a-time locks and the
+    history of runs (per repository: newest first, and by run id for `restore`)."""
 
     def __init__(self, client: redis.Redis, prefix: str):
         self.redis = client
@@ -60,3 +65,56 @@ class ObjectLifecycleRecords:
         conditional write for repository metadata)."""
         return named_lock(self.redis, self.prefix, f"object-lifecycle-rules:{repository_id}", seconds=30,
                           blocking_timeout=10)
+
+    def run_lock(self, repository_id: str | None, seconds: float) -> Lock:
+        """One real run per repository (or, with None, one pass over all of them) across workers and replicas."""
+        name = "object-lifecycle-all" if repository_id is None else f"object-lifecycle:{repository_id}"
+        return named_lock(self.redis, self.prefix, name, seconds=seconds)
+
+    def _runs(self, repository_id: str) -> str:
+        return f"{self.prefix}:object-lifecycle:runs:{repository_id}"
+
+    def _by_id(self, repository_id: str) -> str:
+        return f"{self.prefix}:object-lifecycle:run-records:{repository_id}"
+
+    def save_run(self, record: dict) -> None:
+        """Write (or rewrite, as a run moves on) the record of a run; a run is listed once, at its first write."""
+        repository_id, run_id = record["repository_id"], record["run_id"]
+        text = json.dumps(record, sort_keys=True)
+        pipe = self.redis.pipeline()
+        pipe.hsetnx(self._by_id(repository_id), run_id, "")  # tells save_run whether the run is listed yet
+        pipe.hset(self._by_id(repository_id), run_id, text)
+        first = pipe.execute()[0]
+        if first:
+            pipe = self.redis.pipeline()
+            pipe.lpush(self._runs(repository_id), run_id)
+            pipe.ltrim(self._runs(repository_id), 0, RUN_HISTORY_LENGTH - 1)
+            pipe.execute()
+            self._forget_trimmed(repository_id)
+
+    def _forget_trimmed(self, repository_id: str) -> None:
+        listed = {x.decode() for x in self.redis.lrange(self._runs(repository_id), 0, -1)}
+        stored = {x.decode() for x in self.redis.hkeys(self._by_id(repository_id))}
+        if gone := stored - listed:
+            self.redis.hdel(self._by_id(repository_id), *gone)
+
+    def runs(self, repository_id: str, limit: int = 20) -> list[dict]:
+        ids = [x.decode() for x in self.redis.lrange(self._runs(repository_id), 0, limit - 1)]
+        if not ids:
+            return []
+        return [json.loads(raw) for raw in self.redis.hmget(self._by_id(repository_id), ids) if raw]
+
+    def run(self, repository_id: str, run_id: str) -> dict | None:
+        raw = self.redis.hget(self._by_id(repository_id), run_id)
+        return json.loads(raw) if raw else None
+
+    def count_failure(self, repository_id: str, branch_id: str, *, failed: bool) -> int:
+        """Failed runs in a row on the branch, kept in Redis so every worker process counts the same streak."""
+        key = f"{self.prefix}:object-lifecycle:failures:{repository_id}:{branch_id}"
+        if not failed:
+            self.redis.delete(key)
+            return 0
+        pipe = self.redis.pipeline()
+        pipe.incr(key)
+        pipe.expire(key, 30 * 86400)  # a branch that stopped being run does not keep its streak forever
+        return int(pipe.execute()[0])

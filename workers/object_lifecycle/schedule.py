@@ -1,0 +1,16 @@
+"""Beat entries of the object lifecycle, next to the tasks they fire."""
+
+from __future__ import annotations
+
+from celery.schedules import crontab
+
+from workers.settings import Settings
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict]:
+    return {
+        "object-lifecycle": {
+            "task": "workers.object_lifecycle.tasks.run_all",
+            "schedule": crontab.from_string(settings.object_lifecycle_schedule),
+        },
+    }
