@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import click
@@ -24,10 +23,21 @@ from workers.cli_common import (
     table,
 )
 from workers.document_text import DocumentTextError, load_document_text
+from workers.gc.rules import get_rules_document
 from workers.lakefs.client import LakeFS
 from workers.lakefs.documents import Stored
-from workers.object_lifecycle.evaluation import Evaluation, ObjectInfo, applicable_rules, evaluate
+from workers.object_lifecycle.evaluation import Evaluation, applicable_rules, evaluate
 from workers.object_lifecycle.rules import Rule, RulesValidationError, needing_confirmation, parse_rules
+from workers.object_lifecycle.run import (
+    FutureRunRefused,
+    RunOptions,
+    RunReport,
+    branch_objects,
+    listing_prefixes,
+    restore,
+    run_repository,
+)
+from workers.object_lifecycle.scheduled import options_from
 from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords, StoredRulesInvalid
 from workers.uris import URIError, parse_uri
 
@@ -89,27 +99,7 @@ def _load(path: str) -> list[Rule]:
         raise click.ClickException(f"{path}: invalid object lifecycle rules:\n{exc}") from None
 
 
-# --- preview -----------------------------------------------------------------------------------------------
-
-
-def listing_prefixes(rules: list[Rule]) -> list[str]:
-    """The fewest prefixes whose listings hold every path the rules can select ([""]: the whole branch)."""
-    kept: list[str] = []
-    for prefix in sorted({p for r in rules for p in r.listing_prefixes()}):
-        if not any(prefix.startswith(k) for k in kept):
-            kept.append(prefix)
-    return kept
-
-
-def branch_objects(lakefs: LakeFS, repository: str, branch: str, *, prefixes: list[str],
-                   amount: int = 1000) -> Iterator[ObjectInfo]:
-    """Every object of the branch under the prefixes (paginated listings, ``amount`` a page; no per-object
-    request)."""
-    for prefix in prefixes:
-        for stat in lakefs.paginate_json(f"list objects of {branch}", lakefs.objects.list_objects_with_http_info,
-                                         repository, branch, prefix=prefix, user_metadata=False, amount=amount):
-            if stat.get("path_type", "object") == "object":
-                yield ObjectInfo(stat["path"], datetime.fromtimestamp(stat["mtime"], UTC), stat.get("size_bytes") or 0)
+# --- preview, run, history, restore ------------------------------------------------------------------------
 
 
 def _target(text: str) -> tuple[str, str | None]:
@@ -134,26 +124,32 @@ def _due(at: datetime | None, now: datetime) -> str:
 @click.option("--now", "now_text", default=None, help="Evaluate as of this ISO-8601 time instead of now.")
 @click.option("--depth", default=1, show_default=True, type=click.IntRange(1, 32),
               help="Folders of the path that make a prefix in the breakdown.")
+@click.option("--impact", is_flag=True,
+              help="Also say when the GC can free the expired bytes (the branch's GC retention after the commit).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
-def preview_cmd(rt: Runtime, target: str, now_text: str | None, depth: int, as_json: bool) -> None:
+def preview_cmd(rt: Runtime, target: str, now_text: str | None, depth: int, impact: bool, as_json: bool) -> None:
     """Per branch, rule and prefix: the objects and bytes the rules would expire now, and when the next are due.
     Changes nothing."""
     repository, only = _target(target)
     now = parse_now(now_text)
     rules = RULES.get(rt.lakefs, repository).policies
     default = rt.lakefs.call("get repository", rt.lakefs.repositories.get_repository, repository).default_branch
-    branches = [only] if only else [b for b, _ in rt.lakefs.branch_heads(repository)]
+    heads = ({only: rt.lakefs.call("get branch", rt.lakefs.branches.get_branch, repository, only).commit_id}
+             if only else dict(rt.lakefs.branch_heads(repository)))
     results: list[Evaluation] = []
-    for branch in branches:
+    for branch, head in heads.items():
         applying = applicable_rules(rules, branch, is_default=branch == default)
-        objects = branch_objects(rt.lakefs, repository, branch, prefixes=listing_prefixes(applying)) if applying else iter(())
+        # At the HEAD commit, as a run evaluates: staged changes are not committed objects.
+        objects = branch_objects(rt.lakefs, repository, head, prefixes=listing_prefixes(applying)) if applying else iter(())
         results.append(evaluate(rules, objects, branch_id=branch, is_default=branch == default, now=now, depth=depth,
                                 keep_expired=False))
+    freed = _gc_impact(rt.lakefs, repository, results, now) if impact else {}
     if as_json:
         click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(), "depth": depth,
-                               "branches": [e.document() for e in results]}, indent=2))
+                               "branches": [e.document() | ({"gc": freed[e.branch_id]} if impact else {})
+                                            for e in results]}, indent=2))
         return
     if not rules:
         click.echo(f"lakefs://{repository} has no object lifecycle rules")
@@ -170,6 +166,132 @@ def preview_cmd(rt: Runtime, target: str, now_text: str | None, depth: int, as_j
             continue
         click.echo(f"lakefs://{repository}/{e.branch_id}: {e.objects:,} object{'s' if e.objects != 1 else ''}, "
                    f"{e.bytes:,} byte{'s' if e.bytes != 1 else ''} would expire (rules {', '.join(e.rule_ids)})")
+        if impact and e.objects:
+            click.echo(f"  garbage collection: {freed[e.branch_id]['text']}")
+
+
+def _gc_impact(lakefs: LakeFS, repository: str, results: list[Evaluation], now: datetime) -> dict[str, dict]:
+    """When the GC may free what each branch expires: the expiring commit moves the objects into the commits
+    before it, which the GC keeps for the branch's retention (lakeFS's GC rules) after they stop being its HEAD;
+    other branches, tags and savepoints that still reach an object keep it longer."""
+    doc = get_rules_document(lakefs, repository)
+    out: dict[str, dict] = {}
+    for e in results:
+        if doc is None:
+            out[e.branch_id] = {"bytes": e.bytes, "free_from": None, "retention_days": None,
+                                "text": f"lakefs://{repository} has no GC rules: no garbage collection frees them until "
+                                        "they are set (`lakefs-janitor gc rules set`)"}
+            continue
+        # The short-lived branch's commit is left as a dangling leaf, kept for the default retention: whichever
+        # of the two is longer decides.
+        days = max(doc["default_retention_days"], next(
+            (b["retention_days"] for b in doc["branches"] if b["branch_id"] == e.branch_id), 0))
+        at = now + timedelta(days=days)
+        out[e.branch_id] = {"bytes": e.bytes, "free_from": at.isoformat(), "retention_days": days,
+                            "text": f"up to {e.bytes:,} bytes become collectable from {short_time(at)} ({days}d "
+                                    "retention after the commit), unless another branch, tag or savepoint still "
+                                    "reaches them"}
+    return out
+
+
+def _report_lines(report: RunReport) -> None:
+    where = f"lakefs://{report.repository_id}"
+    if report.locked_out:
+        click.echo(f"{where}: another object lifecycle run holds the lock; nothing done")
+        return
+    if not report.rules:
+        click.echo(f"{where} has no enabled object lifecycle rules; nothing to do")
+        return
+    rows = table("branch", "result", "objects", "bytes", "commit", "detail")
+    for b in report.branches:
+        detail = b.detail or ""
+        if b.kept_rewritten:
+            detail = f"{b.kept_rewritten} written again since evaluation, kept. {detail}".strip()
+        if b.capped:
+            detail = f"{b.capped} left for the next run (cap). {detail}".strip()
+        rows.add_row(b.branch_id, b.result if not b.reason else f"{b.result} ({b.reason})", f"{b.objects:,}",
+                     f"{b.bytes:,}", (b.commit_id or "-")[:12], detail)
+    if rows.row_count:
+        console.print(rows)
+    verb = "would expire" if report.dry_run else "expired"
+    total = sum(b.objects for b in report.branches)
+    click.echo(f"{where}: run {report.run_id} {verb} {total:,} object{'s' if total != 1 else ''}, "
+               f"{sum(b.bytes for b in report.branches):,} bytes"
+               + (f"; stopped: {report.aborted}" if report.aborted else ""))
+
+
+@object_lifecycle.command("run")
+@click.argument("target", metavar="lakefs://REPOSITORY[/BRANCH]")
+@click.option("--dry-run", is_flag=True, help="Evaluate and report; change nothing.")
+@click.option("--now", "now_text", default=None, help="Evaluate as of this ISO-8601 time (a dry run may look ahead).")
+@click.option("--max-deletions", type=click.IntRange(1), default=None,
+              help="Objects expired at most in this run (default: object_lifecycle_max_deletions_per_run).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def run_cmd(rt: Runtime, target: str, dry_run: bool, now_text: str | None, max_deletions: int | None,
+            as_json: bool) -> None:
+    """Expire what the rules select now: one commit per branch, made on a short-lived branch and merged back (so
+    staged changes stay staged); exits 1 when a branch failed."""
+    repository, only = _target(target)
+    options = options_from(rt.settings)
+    if max_deletions is not None:
+        options = RunOptions(max_deletions=max_deletions, lock_seconds=options.lock_seconds)
+    try:
+        report = run_repository(rt.lakefs, ObjectLifecycleRecords.of(rt.services), repository,
+                                now=parse_now(now_text), options=options, dry_run=dry_run, only_branch=only,
+                                metrics=None)
+    except FutureRunRefused as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(report.document(), indent=2))
+    else:
+        _report_lines(report)
+    if not report.succeeded:
+        raise SystemExit(1)
+
+
+@object_lifecycle.command("history")
+@repository_argument
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def history_cmd(rt: Runtime, repository: str, limit: int, as_json: bool) -> None:
+    """Recent runs, newest first: per branch, the commit and what each rule removed."""
+    runs = ObjectLifecycleRecords.of(rt.services).runs(repository, limit)
+    if as_json:
+        click.echo(json.dumps(runs, indent=2))
+        return
+    if not runs:
+        click.echo(f"no object lifecycle run recorded for lakefs://{repository}")
+        return
+    rows = table("run", "branch", "result", "commit", "rule", "objects", "bytes")
+    for run in runs:
+        for b in run["branches"]:
+            per_rule = sorted(b.get("by_rule", {}).items()) or [("-", {"objects": b["objects"], "bytes": b["bytes"]})]
+            for rule_id, t in per_rule:
+                rows.add_row(run["run_id"], b["branch_id"], b["result"], (b.get("commit_id") or "-")[:12], rule_id,
+                             f"{t['objects']:,}", f"{t['bytes']:,}")
+    console.print(rows)
+
+
+@object_lifecycle.command("restore")
+@repository_argument
+@click.argument("run_id", metavar="RUN")
+@click.option("--branch", "branch_id", default=None, help="Only this branch's commit of the run.")
+@pass_runtime
+@friendly_errors
+def restore_cmd(rt: Runtime, repository: str, run_id: str, branch_id: str | None) -> None:
+    """Bring back what a run expired: revert its commit on each branch (a new commit; history is kept)."""
+    try:
+        restored = restore(rt.lakefs, ObjectLifecycleRecords.of(rt.services), repository, run_id=run_id,
+                           branch_id=branch_id)
+    except LookupError as exc:
+        raise click.ClickException(str(exc)) from None
+    for r in restored:
+        click.echo(f"lakefs://{repository}/{r.branch_id}: reverted {r.commit_id[:12]} (run {run_id}); "
+                   f"HEAD is now {(r.revert_commit_id or '')[:12]}")
 
 
 COMMANDS = (object_lifecycle,)

@@ -57,6 +57,8 @@ class RunOptions:
     max_deletions: int = 100_000
     lock_seconds: int = 3600
     depth: int = 1  # folders of a path that make a prefix in the history
+    # Called with (step, branch_id) at "evaluated" and "staged": where a test writes on the branch meanwhile.
+    between: Callable[[str, str], None] | None = None
 
 
 @dataclass
@@ -328,6 +330,8 @@ def _apply(lakefs: LakeFS, report: RunReport, outcome: BranchOutcome, *, evaluat
     repo_id, branch_id, head = report.repository_id, outcome.branch_id, outcome.evaluated_commit
     assert head is not None
     expiries = evaluation.expired
+    if options.between:
+        options.between("evaluated", branch_id)
     # Written again on the branch since evaluation (committed): left out before anything is staged.
     current = lakefs.call(f"get branch {branch_id}", lakefs.branches.get_branch, repo_id, branch_id).commit_id
     if current != head:
@@ -359,6 +363,8 @@ def _apply(lakefs: LakeFS, report: RunReport, outcome: BranchOutcome, *, evaluat
             records.save_run(report.document() | {"pending_branch": asdict(outcome)})
         lakefs.call(f"commit {temp}", lakefs.commits.commit, repo_id, temp,
                     lakefs_sdk.CommitCreation(message=message, metadata=metadata))
+        if options.between:
+            options.between("staged", branch_id)
         merged = lakefs.call(f"merge {temp} into {branch_id}", lakefs.refs.merge_into_branch, repo_id, temp,
                              branch_id, merge=lakefs_sdk.Merge(message=message, metadata=metadata,
                                                                strategy="dest-wins", squash_merge=True))
@@ -450,7 +456,7 @@ class Restored:
     detail: str = ""
 
 
-def restore(lakefs: LakeFS, records: ObjectLifecycleRecords, repository_id: str, run_id: str, *,
+def restore(lakefs: LakeFS, records: ObjectLifecycleRecords, repository_id: str, *, run_id: str,
             branch_id: str | None = None) -> list[Restored]:
     """Revert the commits a run made (each branch's, or one branch's): every object it expired is back."""
     record = records.run(repository_id, run_id)

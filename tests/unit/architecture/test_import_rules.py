@@ -23,7 +23,9 @@ DOMAINS = ("workers.idle_clock", "workers.branch_lifecycle", "workers.gc", "work
 WIRING = ("workers.celery", "workers.cli")
 # A domain may build on another only in this direction (a lifecycle run looks at a branch as the reconciler does).
 DOMAIN_MAY_IMPORT = {"workers.branch_lifecycle": ("workers.idle_clock", "workers.gc"),
-                     "workers.gc": ("workers.idle_clock",)}
+                     "workers.gc": ("workers.idle_clock",),
+                     # An object lifecycle preview says when the GC frees what it expires (the GC's retention).
+                     "workers.object_lifecycle": ("workers.gc",)}
 
 
 def modules() -> dict[str, Path]:
