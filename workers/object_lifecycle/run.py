@@ -46,6 +46,9 @@ BATCH = 1000  # lakeFS's limit of paths per delete_objects request
 TEMP_PREFIX = "janitor-object-lifecycle-"  # the short-lived branches; never evaluated themselves
 META = "lakefs_janitor.object_lifecycle."  # commit metadata keys
 FUTURE_TOLERANCE = timedelta(seconds=5)  # clocks of two hosts may disagree a little
+# The failure streak of a run that fails before any branch; not a branch id (lakeFS's have no parentheses), and not
+# "" (Prometheus reads an empty label as no label).
+WHOLE_RUN = "(run)"
 
 
 class FutureRunRefused(ValueError):
@@ -175,8 +178,8 @@ def run_repository(lakefs: LakeFS, records: ObjectLifecycleRecords, repository_i
              records=records)
     except Exception:
         if metrics:  # a run that fails before any branch (lakeFS down, unusable rules) is a streak of its own
-            streak = records.count_failure(repository_id, "", failed=True)
-            metrics.object_lifecycle_consecutive_failures.labels(repository_id, "").set(streak)
+            streak = records.count_failure(repository_id, WHOLE_RUN, failed=True)
+            metrics.object_lifecycle_consecutive_failures.labels(repository_id, WHOLE_RUN).set(streak)
         raise
     finally:
         _release(lock)
@@ -441,7 +444,8 @@ def _count(metrics: Metrics, records: ObjectLifecycleRecords, report: RunReport,
             streak = records.count_failure(repo, b.branch_id, failed=b.result == "failed")
             metrics.object_lifecycle_consecutive_failures.labels(repo, b.branch_id).set(streak)
     if report.succeeded:
-        metrics.object_lifecycle_consecutive_failures.labels(repo, "").set(records.count_failure(repo, "", failed=False))
+        streak = records.count_failure(repo, WHOLE_RUN, failed=False)
+        metrics.object_lifecycle_consecutive_failures.labels(repo, WHOLE_RUN).set(streak)
         metrics.object_lifecycle_last_success.labels(repo).set(time.time())
 
 

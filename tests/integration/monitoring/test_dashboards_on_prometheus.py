@@ -249,6 +249,23 @@ def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServ
         outcomes = task("branch_lifecycle.tasks.run_repository", vetoing)["outcomes"]
         assert [(o["branch_id"], o["result"]) for o in outcomes] == [("v-1", "vetoed")], outcomes
 
+        # Object lifecycle: a rule expires lake's scratch/ after a second; a run commits its removal, and runs of a
+        # repository lakeFS does not have fail (the failed-runs gauge the alert watches).
+        rules = tmp / "object-lifecycle.yaml"
+        rules.write_text(yaml.safe_dump({"rules": [{"id": "scratch", "branches": ["main"], "paths": ["scratch/**"],
+                                                    "max_age": "1s"}]}))
+        cli(env, "object-lifecycle", "rules", "set", f"lakefs://{lake}", "-f", str(rules))
+        upload(lakefs, lake, "main", "scratch/old", b"old")
+        commit(lakefs, lake, "main", "scratch")
+        time.sleep(1.1)
+        expired = task("object_lifecycle.tasks.run_repository", lake)
+        assert [(b["branch_id"], b["result"], b["objects"]) for b in expired["branches"]] == [("main", "expired", 1)]
+        failing = app.send_task("workers.object_lifecycle.tasks.run_repository", args=(missing,))
+        failing.get(timeout=120, propagate=False)
+        assert failing.failed()
+        assert worker_metric(worker, f'lakefs_janitor_object_lifecycle_consecutive_failures{{branch="(run)",'
+                                     f'repository="{missing}"}}')
+
         # A write no hook reports (an uncommitted upload), found by the reconciler's second look.
         time.sleep(1.1)
         upload(lakefs, lake, "main", "staged/z", b"z")
