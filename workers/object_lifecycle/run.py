@@ -215,6 +215,8 @@ def _run(lakefs: LakeFS, report: RunReport, *, only_branch: str | None, options:
     report.rules = [r.id for r in rules if r.enabled]
     if not report.rules:
         return
+    if records is not None:  # a real run, holding the repository's lock: no other run is using one
+        _drop_leftovers(lakefs, repo_id)
     if only_branch is not None:
         lakefs.call(f"get branch {only_branch}", lakefs.branches.get_branch, repo_id, only_branch)  # 404 → clear error
         branches = [only_branch]
@@ -243,6 +245,14 @@ def _run(lakefs: LakeFS, report: RunReport, *, only_branch: str | None, options:
         report.branches.append(outcome)
         if records is not None:
             records.save_run(report.document())
+
+
+def _drop_leftovers(lakefs: LakeFS, repository_id: str) -> None:
+    """Short-lived branches of runs that died before deleting them: hidden, but their commits pin data."""
+    for branch_id, _ in lakefs.branch_heads(repository_id, show_hidden=True):
+        if branch_id.startswith(TEMP_PREFIX):
+            log.warning("object lifecycle: deleting %s/%s, left by a run that stopped", repository_id, branch_id)
+            _drop_branch(lakefs, repository_id, branch_id)
 
 
 def _protection_patterns(lakefs: LakeFS, repository_id: str) -> list[str] | None:

@@ -313,3 +313,32 @@ def test_cli_run_history_restore_and_the_celery_task(cli, env, lakefs, repo, blo
     assert "reverted" in out and len(listing(lakefs, repo, "main")) == 4
     missing = cli("object-lifecycle", "restore", f"lakefs://{repo}", "no-such-run", expect_exit=1).output
     assert "no object lifecycle run 'no-such-run'" in missing
+
+
+def test_concurrent_runs_expire_each_object_once_and_a_dead_runs_branch_is_removed(lakefs, repo, records,
+                                                                                    block_root):
+    import threading  # noqa: PLC0415
+
+    now = datetime.now(UTC)
+    for i in range(30):
+        aged_upload(lakefs, block_root, repo, "main", f"raw/p/{i:02d}", data=b"x" * i, mtime=now - 90 * DAY)
+    commit(lakefs, repo, "main", "history")
+    set_rules(lakefs, repo, parse_rules(RULES))
+    # A run that died after creating its short-lived branch (hidden, as a run makes it).
+    leftover = f"{TEMP_PREFIX}20260101t000000-dead00-0"
+    lakefs.call("create", lakefs.branches.create_branch, repo,
+                lakefs_sdk.BranchCreation(name=leftover, source="main", hidden=True))
+    reports = []
+    threads = [threading.Thread(target=lambda: reports.append(
+        run_repository(lakefs, records, repo, now=now, options=RunOptions()))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = [r for r in reports if not r.locked_out]
+    assert sum(b.objects for r in done for b in r.branches) == 30
+    assert sum(r.locked_out for r in reports) == 3 - len(done)
+    assert set(listing(lakefs, repo, "main")) == set()
+    assert set(heads(lakefs, repo)) == {"main"}  # the dead run's branch and every run's own are gone
+    log = lakefs.call("log", lakefs.refs.log_commits, repo, "main", amount=10).results
+    assert sum("lakefs_janitor.object_lifecycle.run_id" in c.metadata for c in log) == 1
