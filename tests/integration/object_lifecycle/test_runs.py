@@ -287,7 +287,8 @@ def test_a_veto_hook_a_protected_branch_and_a_dry_run_change_nothing(lakefs, rep
                                                          vetoed.run_id]
 
 
-def test_cli_run_history_restore_and_the_celery_task(cli, env, lakefs, repo, block_root, celery_worker, monkeypatch):
+def test_cli_run_history_restore_and_the_celery_task(cli, env, lakefs, repo, block_root, celery_worker, monkeypatch,
+                                                      redis_client):
     now = datetime.now(UTC)
     for i in range(3):
         aged_upload(lakefs, block_root, repo, "main", f"raw/a/old-{i}", data=b"abc", mtime=now - 60 * DAY)
@@ -313,6 +314,15 @@ def test_cli_run_history_restore_and_the_celery_task(cli, env, lakefs, repo, blo
     assert "reverted" in out and len(listing(lakefs, repo, "main")) == 4
     missing = cli("object-lifecycle", "restore", f"lakefs://{repo}", "no-such-run", expect_exit=1).output
     assert "no object lifecycle run 'no-such-run'" in missing
+    twice = cli("object-lifecycle", "restore", f"lakefs://{repo}", result["run_id"], expect_exit=1).output
+    assert "already restored" in twice and len(listing(lakefs, repo, "main")) == 4
+
+    # A run whose record Redis lost: restore finds its commit by the commit metadata.
+    again = app.send_task("workers.object_lifecycle.tasks.run_repository", args=(repo,)).get(timeout=120)
+    assert again["objects"] == 3
+    redis_client.hdel(f"lakefs-janitor:object-lifecycle:run-records:{repo}", again["run_id"])
+    assert "reverted" in cli("object-lifecycle", "restore", f"lakefs://{repo}", again["run_id"]).output
+    assert len(listing(lakefs, repo, "main")) == 4
 
 
 def test_concurrent_runs_expire_each_object_once_and_a_dead_runs_branch_is_removed(lakefs, repo, records,
