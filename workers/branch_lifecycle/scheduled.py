@@ -131,12 +131,7 @@ def run_all(lakefs: LakeFS, clock: ClockStore, now: datetime, *, options: Lifecy
     if not lock.acquire():
         return None
     try:
-        reports = []
-        for repo in lakefs.paginate("list repositories", lakefs.repositories.list_repositories):
-            try:
-                reports.append(run_repository(lakefs, clock, repo.id, now=now, options=options, metrics=metrics))
-            except Exception:  # one broken repository must not stop the others
-                log.exception("lifecycle: run for %s failed", repo.id)
-        return reports
+        return lakefs.each_repository(lambda repository_id: run_repository(
+            lakefs, clock, repository_id, now=now, options=options, metrics=metrics), what="lifecycle")
     finally:
         release_quietly(lock, "lifecycle")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import lakefs_sdk
 import urllib3
@@ -28,6 +29,9 @@ from workers.lakefs.errors import (
     Unavailable,
 )
 from workers.settings import LakeFSConnection
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = ["Conflict", "Forbidden", "LakeFS", "LakeFSError", "NotFound", "PreconditionFailed", "Unauthorized",
            "Unavailable", "make_lakefs", "make_lakefs_for", "translate_errors"]
@@ -119,6 +123,17 @@ class LakeFS:
         for ref in self.paginate_json("list branches", self.branches.list_branches_with_http_info, repository_id,
                                       after=after, show_hidden=show_hidden):
             yield ref["id"], ref["commit_id"]
+
+    def each_repository(self, run: Callable[[str], T], *, what: str) -> list[T]:
+        """``run(repository_id)`` for every repository in turn, for a scheduled pass over all of them: one that
+        fails is logged and left out, so that a broken repository never stops the others."""
+        results = []
+        for repo in self.paginate("list repositories", self.repositories.list_repositories):
+            try:
+                results.append(run(repo.id))
+            except Exception:
+                log.exception("%s: run for %s failed", what, repo.id)
+        return results
 
     def upload(self, repository_id: str, branch_id: str, path: str, *, data: bytes) -> Any:
         # The generated SDK only uploads from a file path, so the bytes go through a temporary file.

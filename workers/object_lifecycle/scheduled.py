@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 
 from workers.lakefs.client import LakeFS
@@ -11,8 +10,6 @@ from workers.metrics import Metrics
 from workers.object_lifecycle.run import RunOptions, RunReport, run_repository
 from workers.object_lifecycle.store import ObjectLifecycleRecords
 from workers.settings import Settings
-
-log = logging.getLogger(__name__)
 
 __all__ = ["options_from", "run_all", "run_repository"]
 
@@ -29,12 +26,7 @@ def run_all(lakefs: LakeFS, records: ObjectLifecycleRecords, now: datetime, *, o
     if not lock.acquire():
         return None
     try:
-        reports = []
-        for repo in lakefs.paginate("list repositories", lakefs.repositories.list_repositories):
-            try:
-                reports.append(run_repository(lakefs, records, repo.id, now=now, options=options, metrics=metrics))
-            except Exception:  # one broken repository must not stop the others
-                log.exception("object lifecycle: run for %s failed", repo.id)
-        return reports
+        return lakefs.each_repository(lambda repository_id: run_repository(
+            lakefs, records, repository_id, now=now, options=options, metrics=metrics), what="object lifecycle")
     finally:
         release_quietly(lock, "object lifecycle")
