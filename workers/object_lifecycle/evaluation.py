@@ -16,6 +16,10 @@ from typing import Any
 
 from workers.object_lifecycle.rules import Rule
 
+# lakeFS reads the branch's hooks from here: expiring them by age would silently switch off its hooks, the vetoes
+# included, so no rule selects them, however broad.
+ACTIONS_PREFIX = "_lakefs_actions/"
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
@@ -95,6 +99,8 @@ def evaluate(rules: Sequence[Rule], objects: Iterable[ObjectInfo], *, branch_id:
     if not applying:
         return result
     for obj in objects:
+        if obj.path.startswith(ACTIONS_PREFIX):
+            continue
         selecting = [r for r in applying if r.selects_path(obj.path)]
         if not selecting:
             continue

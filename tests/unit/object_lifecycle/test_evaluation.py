@@ -159,3 +159,12 @@ def test_exactly_due_expires_and_a_branch_no_rule_selects():
     assert [e.path for e in got.expired] == ["a"] and got.by_rule["r"].next_due == NOW + timedelta(minutes=1)
     none = evaluate([rule], objects, branch_id="prod", is_default=False, now=NOW)
     assert none.rule_ids == () and none.expired == [] and none.by_rule == {}
+
+
+def test_no_rule_expires_the_branchs_hook_definitions():
+    rules = parse_rules({"rules": [{"id": "all", "branches": ["main"], "paths": ["**"], "max_age": "1d"}]})
+    old = NOW - timedelta(days=30)
+    objects = [ObjectInfo("_lakefs_actions/veto.yaml", old, 10), ObjectInfo("data/_lakefs_actions/x", old, 1),
+               ObjectInfo("a", old, 2)]
+    result = evaluate(rules, objects, branch_id="main", is_default=True, now=NOW)
+    assert [e.path for e in result.expired] == ["data/_lakefs_actions/x", "a"]
