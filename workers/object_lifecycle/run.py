@@ -6,11 +6,11 @@ squash-merged back with lakeFS's ``dest-wins`` strategy: an object written again
 conflicts with its deletion, and the branch's version wins, so it stays. lakeFS runs the branch's pre-merge hooks
 on that merge (a veto leaves the branch as it was), and the merge refuses a branch with uncommitted changes, so
 those stay staged (the branch is skipped and tried again by the next run). What the commit really removed is read
-back from lakeFS (a diff of the new commit against its parent): the history and the metrics count that, not the
-plan.
+back from lakeFS when the branch moved while the run worked (a diff of the new commit against its parent): the
+history and the metrics count that, not the plan.
 
-Requests: the listing (1 per 1,000 objects), a batch delete per 1,000 expired paths, the read-back (1 per 1,000),
-and a handful per branch (branch, protection rules, staged check, create, commit, merge, delete).
+Requests: the listing (1 per 1,000 objects), a batch delete per 1,000 expired paths, and a handful per branch (branch, protection rules, staged check, create, commit, merge, delete); a read-back
+diff (1 per 1,000) only when the branch moved while the run worked.
 """
 
 from __future__ import annotations
@@ -368,9 +368,9 @@ def _apply(lakefs: LakeFS, report: RunReport, outcome: BranchOutcome, *, evaluat
                           "fs:CreateBranch, fs:DeleteObject, fs:CreateCommit and fs:DeleteBranch there")
         return outcome
     try:
-        failed = _delete_in_batches(lakefs, repo_id, temp, [e.path for e in expiries])
-        outcome.failed_paths = len(failed)
-        message = commit_message(report.run_id, rule_ids, len(expiries) - len(failed))
+        failed_paths = _delete_in_batches(lakefs, repo_id, temp, [e.path for e in expiries])
+        outcome.failed_paths = len(failed_paths)
+        message = commit_message(report.run_id, rule_ids, len(expiries) - len(failed_paths))
         if records is not None:
             outcome.result, outcome.detail = "pending", f"staged on {temp}"
             records.save_run(report.document() | {"pending_branch": asdict(outcome)})
@@ -407,10 +407,16 @@ def _apply(lakefs: LakeFS, report: RunReport, outcome: BranchOutcome, *, evaluat
         _drop_branch(lakefs, repo_id, temp)
     commit_id = merged.reference
     outcome.commit_id = commit_id
-    # What the commit really removed: anything written on the branch meanwhile won the merge and stays.
     parent = lakefs.call("get commit", lakefs.commits.get_commit, repo_id, commit_id).parents[0]
-    removed = _diff_paths(lakefs, repo_id, parent, commit_id, prefixes=prefixes, kinds=("removed",))
-    done = [e for e in expiries if e.path in removed]
+    failed = set(failed_paths)
+    if parent == current:
+        # Merged onto the HEAD the re-check compared: no conflict was possible, every staged deletion landed.
+        done = [e for e in expiries if e.path not in failed]
+    else:
+        # The branch moved after the re-check: what was written meanwhile won the merge and stays. Read back what
+        # the commit really removed (one diff page per 1,000 paths, only in this case).
+        removed = _diff_paths(lakefs, repo_id, parent, commit_id, prefixes=prefixes, kinds=("removed",))
+        done = [e for e in expiries if e.path in removed]
     outcome.kept_rewritten += len(expiries) - len(done) - outcome.failed_paths
     outcome.result = "expired"
     outcome.detail = ""
