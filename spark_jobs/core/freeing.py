@@ -59,7 +59,7 @@ def _covers(rule_prefix: str | None, namespace_prefix: str) -> str:
     return "part" if rule_prefix.startswith(namespace_prefix) else "none"
 
 
-def unreadable(store: str, what: str, permission: str, error: str) -> Verdict:
+def unreadable(store: str, what: str, *, permission: str, error: str) -> Verdict:
     """The verdict when the identity cannot read the settings: a message, never a failure of the run."""
     return Verdict(store, UNKNOWN, f"cannot read the {what} (needs {permission}): {error}; whether deleted "
                                    "objects are freed is unknown")
@@ -182,7 +182,7 @@ def gcs_fix(prefix: str) -> str:
     return json.dumps({"lifecycle": {"rule": [rule]}}, indent=2)
 
 
-def gcs_verdict(versioning: bool | None, soft_delete_seconds: float | None, rules: list[dict] | None,
+def gcs_verdict(versioning: bool | None, soft_delete_seconds: float | None, rules: list[dict] | None, *,
                 prefix: str) -> Verdict:
     """``versioning``: the bucket's versioning.enabled; ``soft_delete_seconds``: softDeletePolicy's
     retentionDurationSeconds (0 or None: off); ``rules``: lifecycle.rule ([] when none, None when unreadable)."""

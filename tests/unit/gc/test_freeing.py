@@ -110,10 +110,10 @@ def gcs_rule(**condition):
 
 
 def test_gcs_unversioned():
-    assert gcs_verdict(False, 0, [], NS).state == FREED
-    verdict = gcs_verdict(False, 7 * 86400, [], NS)
+    assert gcs_verdict(False, 0, [], prefix=NS).state == FREED
+    verdict = gcs_verdict(False, 7 * 86400, [], prefix=NS)
     assert (verdict.state, verdict.days, verdict.rule) == (DELAYED, 7, "softDeletePolicy")
-    assert gcs_verdict(None, 0, [], NS).state == UNKNOWN
+    assert gcs_verdict(None, 0, [], prefix=NS).state == UNKNOWN
 
 
 @pytest.mark.parametrize("condition, days", [
@@ -134,18 +134,18 @@ def test_gcs_unversioned():
     ({}, None),
 ])
 def test_gcs_rules(condition, days):
-    verdict = gcs_verdict(True, 0, [gcs_rule(**condition)], NS)
+    verdict = gcs_verdict(True, 0, [gcs_rule(**condition)], prefix=NS)
     assert verdict.days == days and verdict.state == (DELAYED if days is not None else NEVER)
 
 
 def test_gcs_soft_delete_adds_to_the_rule_and_fix():
     verdict = gcs_verdict(True, 2 * 86400, [gcs_rule(isLive=False, daysSinceNoncurrentTime=3),
-                                            {"action": {"type": "SetStorageClass"}, "condition": {"age": 1}}], NS)
+                                            {"action": {"type": "SetStorageClass"}, "condition": {"age": 1}}], prefix=NS)
     assert verdict.days == 5 and "soft-delete" in verdict.message
-    never = gcs_verdict(True, 0, [], NS)
+    never = gcs_verdict(True, 0, [], prefix=NS)
     assert json.loads(never.fix)["lifecycle"]["rule"][0]["condition"] == {
         "isLive": False, "daysSinceNoncurrentTime": 1, "matchesPrefix": ["lake/repo1/"]}
-    assert gcs_verdict(True, 0, None, NS).state == UNKNOWN
+    assert gcs_verdict(True, 0, None, prefix=NS).state == UNKNOWN
 
 
 def test_azure():
@@ -162,7 +162,7 @@ def test_azure():
 
 def test_local_and_unreadable_and_round_trip():
     assert local_verdict().state == FREED
-    denied = unreadable("s3", "bucket's versioning", "s3:GetBucketVersioning", "AccessDenied")
+    denied = unreadable("s3", "bucket's versioning", permission="s3:GetBucketVersioning", error="AccessDenied")
     assert denied.state == UNKNOWN and "needs s3:GetBucketVersioning" in denied.message
     verdict = s3_verdict("Enabled", [noncurrent(3)], NS)
     assert Verdict.from_dict(json.loads(json.dumps(verdict.as_dict()))) == verdict
