@@ -62,6 +62,15 @@ class Summary:
     # how the mark found the namespace's objects: kind full (listed: slices, objects) | inventory (report,
     # report_time, files, objects)
     listing: dict = field(default_factory=dict)
+    # whether what the sweep deleted is freed (core.freeing.Verdict.as_dict), and the deleted bytes split by it:
+    # freed at once, or still billed (noncurrent or soft-deleted) until pending_until (None: never, or unknown)
+    freeing: dict = field(default_factory=dict)
+    bytes_freed: int = 0
+    bytes_pending: int = 0
+    pending_until: str | None = None
+    purged_versions: int = 0  # noncurrent versions removed by GC__PURGE_NONCURRENT, and their bytes
+    purged_bytes: int = 0
+    purge_failed: list = field(default_factory=list)  # the first versions the purge could not remove
 
     @classmethod
     def parse(cls, data: bytes) -> Summary:

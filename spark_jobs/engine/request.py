@@ -37,6 +37,8 @@ class RunRequest:
     # due (engine/incremental.py); "full": list the whole namespace (or read the inventory)
     listing: str = "auto"
     full_listing_every: timedelta = timedelta(days=7)  # how old the last full listing may be before another
+    # after deleting, remove the noncurrent versions of exactly the keys deleted (S3 versions, GCS generations)
+    purge_noncurrent: bool = False
 
     @property
     def dry_run(self) -> bool:
@@ -109,4 +111,5 @@ ARGUMENTS: dict[str, Argument] = {
     "inventory": Argument(),
     "listing": Argument(choices=LISTINGS),
     "full_listing_every": Argument(lambda age: str(age.total_seconds()), lambda text: timedelta(seconds=float(text))),
+    "purge_noncurrent": Argument(_yes_no, _boolean),
 }

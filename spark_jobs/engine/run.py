@@ -76,7 +76,7 @@ def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Ru
         config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
         summary = sweep(api, runner, config, mark_id=mark_id, range_partitions=request.range_partitions,
                         address_partitions=request.address_partitions, max_deletions=request.max_deletions,
-                        progress=progress, lease=request.lease)
+                        progress=progress, lease=request.lease, purge_noncurrent=request.purge_noncurrent)
         summary.runner = request.runner
         return summary, marked
     except LakeFSApiError as exc:

@@ -4,15 +4,22 @@ pointing at an old address) is dropped from the deletion. Only HEADs off the ret
 ranges only those the mark did not read. Deletions go in the store's batches, spread by the Runner, under the
 per-run cap; the record (summary.json) is rewritten with what was done. Each batch is sent only after its deleter
 confirmed the run still holds its lease (``engine.lease``): a run whose starter died, or that lost its lease to
-another, stops within one batch."""
+another, stops within one batch.
+
+Then the store says whether what was deleted is freed (``Namespace.freeing``): the summary splits the bytes into
+freed and still billed (noncurrent versions, soft-deleted blobs). With ``purge_noncurrent`` each deleter also
+removes the noncurrent versions of exactly the keys its batch deleted, after confirming the lease again."""
 
 from __future__ import annotations
 
+import logging
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from spark_jobs.core.freeing import DELAYED, FREED, UNKNOWN, Verdict
+from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api
 from spark_jobs.engine import incremental, report
 from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
@@ -21,7 +28,9 @@ from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
 from spark_jobs.engine.mark_source import Files
 from spark_jobs.engine.parallel import Runner
 from spark_jobs.engine.repository import uncommitted_addresses
-from spark_jobs.engine.stores import StorageError
+from spark_jobs.engine.stores import Namespace, StorageError
+
+log = logging.getLogger(__name__)
 
 
 class DeleteContext(OpenContext):
@@ -42,12 +51,39 @@ def open_deleter(config: JobConfig, lease: LeaseRef | None) -> DeleteContext:
     return DeleteContext(config, lease)
 
 
-def unit_delete(ctx: DeleteContext, batch: list[str]) -> list[dict[str, Any]]:
+def unit_delete(ctx: DeleteContext, batch: list[str], purge: bool = False) -> list[dict[str, Any]]:
     if ctx.lease is not None:
         ctx.lease.check()
     result = ctx.ns.delete(batch)
-    return [{"deleted": result.deleted, "requests": result.requests, "backoffs": result.backoffs,
-             "failed": result.failed}]
+    out = {"deleted": result.deleted, "requests": result.requests, "backoffs": result.backoffs,
+           "failed": result.failed, "purged": 0, "purged_bytes": 0, "purge_failed": []}
+    if purge:
+        # only the keys this batch deleted (re-checked with it); a failed one still has its current version
+        gone = sorted(set(batch) - not_deleted(batch, batch, result.failed))
+        if ctx.lease is not None:
+            ctx.lease.check()
+        purged = ctx.ns.purge_noncurrent(gone)
+        out.update(purged=purged.deleted, purged_bytes=purged.freed_bytes, purge_failed=purged.failed,
+                   requests=out["requests"] + purged.requests)
+    return [out]
+
+
+def read_freeing(ns: Namespace) -> Verdict:
+    """The store's verdict; a failure to read it is said in the verdict, never a failure of the run."""
+    try:
+        return ns.freeing()
+    except Exception as exc:  # noqa: BLE001 - after the deletions: nothing here may fail the run
+        log.warning("gc: reading the settings of %s failed: %s", ns.config.namespace, exc)
+        return Verdict(ns.store, UNKNOWN, f"reading the store's settings failed: {type(exc).__name__}: {exc}")
+
+
+def split_bytes(summary: Summary, verdict: Verdict, swept_bytes: int) -> None:
+    """The bytes deleted, freed vs still billed, and until when (None: never, or unknown)."""
+    summary.freeing = verdict.as_dict()
+    freed_now = swept_bytes if verdict.state == FREED else min(summary.purged_bytes, swept_bytes)
+    summary.bytes_freed, summary.bytes_pending = freed_now, swept_bytes - freed_now
+    if summary.bytes_pending and verdict.state == DELAYED and verdict.days is not None and summary.swept_at:
+        summary.pending_until = (datetime.fromisoformat(summary.swept_at) + timedelta(days=verdict.days)).isoformat()
 
 
 def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: OpenContext, plan: report.StoredPlan,
@@ -74,7 +110,8 @@ def not_deleted(planned: list[str], sent: list[str], failed: list[str]) -> set[s
 
 def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, range_partitions: int = 50,
           address_partitions: int = 200, max_deletions: int | None = None,
-          progress: Progress = lambda phase, count: None, lease: LeaseRef | None = None) -> report.Summary:
+          progress: Progress = lambda phase, count: None, lease: LeaseRef | None = None,
+          purge_noncurrent: bool = False) -> report.Summary:
     started = time.monotonic()
     ctx = config.open()
     try:
@@ -99,8 +136,8 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
         size = ctx.ns.batch
         batches = [doomed[i:i + size] for i in range(0, len(doomed), size)]
         try:
-            results = runner.map_units(batches, unit_delete, partial(open_deleter, config, lease),
-                                       partitions=address_partitions)
+            results = runner.map_units(batches, partial(unit_delete, purge=purge_noncurrent),
+                                       partial(open_deleter, config, lease), partitions=address_partitions)
         except LeaseLost as exc:
             raise GCError(str(exc), exc.reason) from None
         failed = [f for r in results for f in r["failed"]]
@@ -112,7 +149,13 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
         summary.swept_at = datetime.now(UTC).isoformat()
         summary.seconds = {**summary.seconds, "sweep": round(time.monotonic() - started, 3)}
         summary.error = f"{len(failed)} objects could not be deleted, e.g. {failed[0]}" if failed else None
+        summary.purged_versions = sum(r.get("purged", 0) for r in results)
+        summary.purged_bytes = sum(r.get("purged_bytes", 0) for r in results)
+        summary.purge_failed = [f for r in results for f in r.get("purge_failed", [])][:100]
         progress("deleted", summary.swept)
+        sizes = dict(zip(plan.keys, plan.sizes, strict=True))
+        left = not_deleted(plan.keys, doomed, failed)
+        split_bytes(summary, read_freeing(ctx.ns), sum(sizes[k] for k in doomed if k not in left))
         # what this run leaves for the next one, with what it did not delete (so that nothing garbage is forgotten)
         incremental.promote(ctx.ns, mark_id, not_deleted(plan.keys, doomed, failed))
         report.write_summary(ctx.ns, summary)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from spark_jobs.engine.stores.base import THROTTLING_STATUS, Location, Namespace
+from spark_jobs.core.freeing import Verdict, azure_verdict, unreadable
+from spark_jobs.engine.stores.base import THROTTLING_STATUS, Location, Namespace, error_text
 
 AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?:blob|dfs)\.core\.windows\.net$")
 
@@ -29,6 +30,20 @@ class AzureNamespace(Namespace):
         if location.account and not options.get("connection_string"):
             options.setdefault("account_name", location.account)
         return options
+
+    def freeing(self) -> Verdict:
+        from fsspec.asyn import sync  # noqa: PLC0415
+
+        container, _, prefix = self.root.partition("/")
+        try:
+            properties = sync(self.fs.loop, self.fs.service_client.get_service_properties)
+        except Exception as exc:  # noqa: BLE001 - denied: said, not raised
+            return unreadable("azure", "account's blob service properties (soft delete)",
+                              permission="Microsoft.Storage/storageAccounts/blobServices/read, or the account key",
+                              error=error_text(exc))
+        policy = properties.get("delete_retention_policy")
+        days = int(policy.days or 0) if policy is not None and policy.enabled else 0
+        return azure_verdict(days, None, container=container, prefix=prefix)
 
     def _batch_request(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
         from fsspec.asyn import sync  # noqa: PLC0415

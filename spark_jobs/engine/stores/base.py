@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from spark_jobs.core.addresses import namespace_prefixes
+from spark_jobs.core.freeing import UNKNOWN, Verdict
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject, is_data_key
 from spark_jobs.engine.throttle import Throttled, ThrottleStats, Unreachable, shared_throttle
 
@@ -71,6 +72,7 @@ class StorageConfig:
 class DeleteResult:
     deleted: int = 0
     requests: int = 0
+    freed_bytes: int = 0  # purge_noncurrent: the bytes of the versions it removed
     backoffs: int = 0
     failed: list[str] = field(default_factory=list)
 
@@ -85,6 +87,11 @@ def _mtime(info: dict) -> float:
         if isinstance(value, str) and value:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     raise StorageError(f"no modification time for {info.get('name')}: cannot apply the safety cutoff")
+
+
+def error_text(exc: BaseException) -> str:
+    """A store library's error in one line, for a verdict's message."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
 def _status(exc: BaseException) -> int | None:
@@ -207,6 +214,17 @@ class Namespace:
         except FileNotFoundError:
             raise StorageError(f"{self.config.namespace} does not exist or is empty (no _lakefs/ there): check "
                                f"{self.settings_hint}") from None
+
+    def freeing(self) -> Verdict:
+        """Whether what the GC deletes here is freed at once, later, or never: the bucket's or container's
+        settings (versioning, lifecycle rules, soft delete) read with the store's API and judged by
+        ``core.freeing``. A setting the identity may not read is said in the verdict, never raised."""
+        return Verdict(self.store, UNKNOWN, f"{self.store}: reading its settings is not implemented")
+
+    def purge_noncurrent(self, keys: list[str]) -> DeleteResult:
+        """Remove the noncurrent versions of exactly ``keys`` (keys this run just deleted); a key written again
+        since (a current version) keeps all its versions. Stores without versions have nothing to remove."""
+        return DeleteResult()
 
     def read(self, key: str) -> bytes:
         try:

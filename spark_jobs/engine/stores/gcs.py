@@ -6,7 +6,8 @@ import os
 import re
 from typing import Any
 
-from spark_jobs.engine.stores.base import THROTTLING_STATUS, Location, Namespace
+from spark_jobs.core.freeing import Verdict, gcs_verdict, unreadable
+from spark_jobs.engine.stores.base import THROTTLING_STATUS, DeleteResult, Location, Namespace, check_key, error_text
 
 
 class GCSNamespace(Namespace):
@@ -23,6 +24,52 @@ class GCSNamespace(Namespace):
         # gcsfs otherwise first probes a gRPC API for the bucket type, which stalls 60 s against emulators
         os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
         return options
+
+    def _json(self, method: str, path: str, *args: str, **params: Any) -> dict:
+        from fsspec.asyn import sync  # noqa: PLC0415
+
+        return sync(self.fs.loop, self.fs._call, method, path, *args, json_out=method == "GET",  # noqa: SLF001
+                    **params) or {}
+
+    def freeing(self) -> Verdict:
+        bucket, _, prefix = self.root.partition("/")
+        try:
+            meta = self._json("GET", "b/{}", bucket)
+        except Exception as exc:  # noqa: BLE001 - denied: said, not raised
+            return unreadable("gcs", f"settings of bucket {bucket}", permission="storage.buckets.get",
+                              error=error_text(exc))
+        return gcs_verdict(bool((meta.get("versioning") or {}).get("enabled")),
+                           float((meta.get("softDeletePolicy") or {}).get("retentionDurationSeconds") or 0),
+                           (meta.get("lifecycle") or {}).get("rule") or [], prefix=prefix)
+
+    def purge_noncurrent(self, keys: list[str]) -> DeleteResult:
+        bucket, _, _ = self.root.partition("/")
+        result = DeleteResult()
+        for found in self._each(self._generations, [check_key(k) for k in keys]):
+            for item in found:
+                try:
+                    self._call(f"removing generation {item['generation']} of {item['name']}", lambda i=item: self._json(
+                        "DELETE", "b/{}/o/{}", bucket, i["name"], generation=i["generation"]))
+                except Exception as exc:  # noqa: BLE001 - reported with its object, the rest goes on
+                    result.failed.append(f"{item['name']} generation {item['generation']}: {exc}")
+                    continue
+                result.deleted += 1
+                result.freed_bytes += int(item.get("size") or 0)
+                result.requests += 1
+        return result
+
+    def _generations(self, key: str) -> list[dict]:
+        """The noncurrent generations of exactly ``key``; none when it has a live one (written again since)."""
+        bucket, _, name = self.path(key).partition("/")
+        found, token = [], {}
+        while True:
+            page = self._call(f"listing the generations of {key}", lambda t=token: self._json(
+                "GET", "b/{}/o", bucket, prefix=name, versions="true", **t))
+            found += [i for i in page.get("items", []) if i.get("name") == name]
+            if not page.get("nextPageToken"):
+                break
+            token = {"pageToken": page["nextPageToken"]}
+        return [] if any(not i.get("timeDeleted") for i in found) else found
 
     def _batch_request(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
         """One JSON batch request. Not gcsfs's own batch: its parts end without the blank line that closes an

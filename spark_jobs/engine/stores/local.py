@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from spark_jobs.core.freeing import Verdict, local_verdict
 from spark_jobs.engine.stores.base import DeleteResult, Location, Namespace, StorageError
 from spark_jobs.engine.throttle import ThrottleStats
 
@@ -27,6 +28,9 @@ class LocalNamespace(Namespace):
         import fsspec  # noqa: PLC0415
 
         return fsspec.filesystem("file")  # a folder: no options, no listing cache to turn off
+
+    def freeing(self) -> Verdict:
+        return local_verdict()
 
     def _write(self, key: str, path: str, data: bytes) -> None:
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)

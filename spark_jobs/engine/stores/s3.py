@@ -8,10 +8,21 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from spark_jobs.engine.stores.base import THROTTLING, Location, Namespace, StorageConfig, StorageError, check_key
+from spark_jobs.core.freeing import Verdict, s3_verdict, unreadable
+from spark_jobs.engine.stores.base import (
+    THROTTLING,
+    DeleteResult,
+    Location,
+    Namespace,
+    StorageConfig,
+    StorageError,
+    check_key,
+    error_text,
+)
 
 
 class S3Namespace(Namespace):
@@ -42,6 +53,65 @@ class S3Namespace(Namespace):
     def tuned(cls, fs):
         fs.retries = 1  # s3fs's own SlowDown retries, for the same reason
         return fs
+
+    def _s3_call(self, operation: str, **kwargs: Any) -> dict:
+        if self.s3 is not None:
+            return getattr(self.s3, operation)(**kwargs)
+        return self.fs.call_s3(operation, **kwargs)
+
+    def freeing(self) -> Verdict:
+        bucket, _, prefix = self.root.partition("/")
+        try:
+            versioning = self._s3_call("get_bucket_versioning", Bucket=bucket).get("Status")
+        except Exception as exc:  # noqa: BLE001 - denied, or not implemented: said, not raised
+            return unreadable("s3", f"versioning of bucket {bucket}", permission="s3:GetBucketVersioning",
+                              error=error_text(exc))
+        why = None
+        try:
+            rules = self._s3_call("get_bucket_lifecycle_configuration", Bucket=bucket).get("Rules", [])
+        except Exception as exc:  # noqa: BLE001
+            rules = [] if "NoSuchLifecycleConfiguration" in f"{_client_error_code(exc)} {exc}" else None
+            why = f"cannot read the lifecycle rules of bucket {bucket} (needs s3:GetLifecycleConfiguration): " \
+                  f"{error_text(exc)}"
+        verdict = s3_verdict(versioning, rules, prefix)
+        if rules is None and versioning:
+            return replace(verdict, notes=(why, *verdict.notes))
+        return verdict
+
+    def purge_noncurrent(self, keys: list[str]) -> DeleteResult:
+        bucket, _, _ = self.root.partition("/")
+        result = DeleteResult()
+        versions = [v for found in self._each(self._versions, [check_key(k) for k in keys]) for v in found]
+        for start in range(0, len(versions), self.batch):
+            batch = versions[start:start + self.batch]
+            answer = self._call("removing noncurrent versions", lambda b=batch: self._s3_call(
+                "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": v["Key"], "VersionId": v["VersionId"]}
+                                                                     for v in b], "Quiet": True}))
+            failed = {(e["Key"], e.get("VersionId")) for e in answer.get("Errors", [])}
+            result.failed += [f"{e['Key']} version {e.get('VersionId')}: {e.get('Code')}" for e in
+                              answer.get("Errors", [])]
+            removed = [v for v in batch if (v["Key"], v["VersionId"]) not in failed]
+            result.deleted += sum(1 for v in removed if "Size" in v)  # versions; delete markers hold no bytes
+            result.freed_bytes += sum(int(v.get("Size") or 0) for v in removed)
+            result.requests += 1
+        return result
+
+    def _versions(self, key: str) -> list[dict]:
+        """The noncurrent versions and delete markers of exactly ``key``: none when it has a current version
+        (written again since this run deleted it, it is not garbage any more)."""
+        bucket, _, name = self.path(key).partition("/")
+        found, marker = [], {}
+        while True:
+            page = self._call(f"listing the versions of {key}", lambda m=marker: self._s3_call(
+                "list_object_versions", Bucket=bucket, Prefix=name, **m))
+            # the prefix also lists longer keys that start with this one: only the key itself
+            found += [v for v in page.get("Versions", []) + page.get("DeleteMarkers", []) if v["Key"] == name]
+            if not page.get("IsTruncated"):
+                break
+            marker = {"KeyMarker": page["NextKeyMarker"], "VersionIdMarker": page["NextVersionIdMarker"]}
+        if any(v.get("IsLatest") and "Size" in v for v in found):
+            return []
+        return found
 
     def _get(self, key: str) -> bytes:
         if self.s3 is None:
