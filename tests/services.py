@@ -363,19 +363,25 @@ class VersityGW(Service, Store):
     secret_key = "janitor-versitygw-secret"  # throwaway root credentials of a throwaway server
     region = "us-east-1"
 
-    def __init__(self, max_requests: int | None = None, bucket: str = "janitor") -> None:
+    def __init__(self, max_requests: int | None = None, bucket: str = "janitor", *, versioning: bool = False) -> None:
         super().__init__()
         self.max_requests = max_requests
         self.bucket = bucket
+        self.versioning = versioning  # buckets may turn versioning on (PutBucketVersioning); lifecycle: NotImplemented
         self._buckets: set[str] = set()
 
     def start(self) -> VersityGW:
         (self.dir / "iam").mkdir()
         (self.dir / "data").mkdir()
         limit = ["--max-requests", str(self.max_requests)] if self.max_requests else []
+        versions = []
+        if self.versioning:  # beside the data folder: versitygw refuses one inside it
+            (self.dir / "versions").mkdir()
+            versions = ["--versioning-dir", str(self.dir / "versions")]
         env = {**os.environ, "ROOT_ACCESS_KEY": self.access_key, "ROOT_SECRET_KEY": self.secret_key}
         self._spawn([store_binary("versitygw", "VERSITYGW_BIN"), "--port", f"127.0.0.1:{self.port}",
-                     "--iam-dir", str(self.dir / "iam"), "--quiet", *limit, "posix", str(self.dir / "data")], env)
+                     "--iam-dir", str(self.dir / "iam"), "--quiet", *limit, "posix", *versions,
+                     str(self.dir / "data")], env)
         wait_until(lambda: _answers(self.endpoint), 30, "versitygw", self.proc, self.log)
         return self
 

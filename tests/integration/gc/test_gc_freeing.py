@@ -1,0 +1,143 @@
+"""Bytes really freed, on a versioned S3 bucket (versitygw with --versioning-dir) × both runners: a run leaves
+noncurrent versions and says so (bytes pending, not freed); GC__PURGE_NONCURRENT removes the versions of exactly
+the keys the run deleted (the oracle: the bucket's version listing before and after); an unversioned bucket frees
+at once; an identity that may not read the bucket's settings gets a verdict that says so, not a failure.
+
+versitygw v1.8.0 stores versioning (Get/PutBucketVersioning, ListObjectVersions, DeleteObjects with VersionId)
+but answers NotImplemented to Get/PutBucketLifecycleConfiguration: the lifecycle half of the doctor is covered by
+the unit tests of spark_jobs.core.freeing, and here as "cannot read the lifecycle rules"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import lakefs_sdk
+import pytest
+
+from spark_jobs.engine.stores import StorageConfig, open_namespace
+from tests.gc_engine import RUNNERS, Collector, runner_of
+from tests.integration.gc.test_gc_stores import history, read
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, VersityGW, store_binary
+from workers.lakefs.client import LakeFS, make_lakefs_for
+
+VERSIONED, PLAIN = "versioned", "plain"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[tuple[VersityGW, LakeFSServer, LakeFS]]:
+    store = VersityGW(bucket=VERSIONED, versioning=True).start()
+    try:
+        store.create_bucket(VERSIONED)
+        store.create_bucket(PLAIN)
+        store.client().put_bucket_versioning(Bucket=VERSIONED, VersioningConfiguration={"Status": "Enabled"})
+        server = LakeFSServer(store=store).start()
+    except BaseException:
+        store.cleanup()
+        raise
+    client = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+    yield store, server, client
+    client.close()
+    server.cleanup()
+    store.cleanup()
+
+
+def new_repo(lakefs: LakeFS, bucket: str) -> str:
+    name = f"f-{uuid.uuid4().hex[:10]}"
+    lakefs.call("create repository", lakefs.repositories.create_repository,
+                lakefs_sdk.RepositoryCreation(name=name, storage_namespace=f"s3://{bucket}/{name}",
+                                              default_branch="main"))
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, name,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    return name
+
+
+def versions(store: VersityGW, bucket: str) -> set[tuple[str, str, bool]]:
+    """Every version and delete marker in the bucket: (key, version id, is a delete marker)."""
+    found = set()
+    for page in store.client().get_paginator("list_object_versions").paginate(Bucket=bucket):
+        found |= {(v["Key"], v["VersionId"], False) for v in page.get("Versions", [])}
+        found |= {(m["Key"], m["VersionId"], True) for m in page.get("DeleteMarkers", [])}
+    return found
+
+
+def setup(store: VersityGW, lakefs: LakeFS, bucket: str) -> tuple[str, dict, str]:
+    """A repository with two garbage objects (v1, s1), a kept object given a noncurrent version of its own, and
+    an object outside the namespace with two versions."""
+    repo = new_repo(lakefs, bucket)
+    store.bucket = bucket
+    h = history(lakefs, store, repo)
+    kept = lakefs.call("stat", lakefs.objects.stat_object, repo, "main", "keep.txt").physical_address
+    kept_key = kept.split(f"s3://{bucket}/", 1)[1]
+    s3 = store.client()
+    s3.put_object(Bucket=bucket, Key=kept_key, Body=b"keep")  # its first version is now noncurrent
+    for body in (b"outside 1", b"outside 2"):
+        s3.put_object(Bucket=bucket, Key=f"{repo}-outside/x.bin", Body=body)
+    return repo, h, kept_key
+
+
+def collector(world, runner: str, request) -> Collector:
+    store, server, _ = world
+    chosen, name = runner_of(runner, request)
+    return Collector(server.endpoint, {"s3": store.fsspec_options()}, runner=chosen, runner_name=name)
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_run_on_a_versioned_bucket_leaves_noncurrent_versions_and_says_so(world, runner, request):
+    store, _, lakefs = world
+    repo, h, kept_key = setup(store, lakefs, VERSIONED)
+    before = versions(store, VERSIONED)
+    summary, _ = collector(world, runner, request).run(repo)
+    assert summary.success and summary.swept == 2
+    assert summary.freeing["state"] == "unknown" and summary.freeing["versioned"] is True
+    assert "s3:GetLifecycleConfiguration" in summary.freeing["notes"][0]
+    assert json.loads(summary.freeing["fix"])["Rules"][0]["Filter"] == {"Prefix": f"{repo}/"}
+    assert (summary.bytes_freed, summary.bytes_pending, summary.pending_until) == (0, 4, None)
+    after = versions(store, VERSIONED)
+    # nothing lost a version; each deleted key got a delete marker
+    assert before <= after
+    assert {k for k, _, marker in after - before if marker} == {f"{repo}/{h['v1']}", f"{repo}/{h['s1']}"}
+    assert read(lakefs, repo, h["c1"], "tables/t1/a.txt") == 410
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_the_purge_removes_the_versions_of_exactly_the_deleted_keys(world, runner, request):
+    store, _, lakefs = world
+    repo, h, kept_key = setup(store, lakefs, VERSIONED)
+    deleted = {f"{repo}/{h['v1']}", f"{repo}/{h['s1']}"}
+    before = versions(store, VERSIONED)
+    assert len({v for v in before if v[0] == kept_key}) == 2
+    summary, _ = collector(world, runner, request).run(repo, purge_noncurrent=True)
+    assert summary.success and summary.swept == 2
+    assert (summary.purged_versions, summary.purged_bytes, summary.purge_failed) == (2, 4, [])
+    assert (summary.bytes_freed, summary.bytes_pending) == (4, 0)
+    after = versions(store, VERSIONED)
+    # the oracle: every version of every other key (a kept key's noncurrent one, the outside object's) is there;
+    # what is new is the run's own record under _lakefs/
+    assert {v for v in before if v[0] not in deleted} <= after
+    assert all(v[0].startswith(f"{repo}/_lakefs/") for v in after - before)
+    assert not {v for v in after if v[0] in deleted}
+    assert read(lakefs, repo, "main", "keep.txt") == b"keep"
+    assert read(lakefs, repo, "main", "staged.txt") == b"s2"
+
+
+def test_an_unversioned_bucket_frees_at_once(world, request):
+    store, _, lakefs = world
+    repo, _, _ = setup(store, lakefs, PLAIN)
+    summary, _ = collector(world, "threads", request).run(repo)
+    assert summary.freeing["state"] == "freed" and summary.freeing["versioned"] is False
+    assert (summary.bytes_freed, summary.bytes_pending) == (4, 0)
+
+
+def test_an_identity_that_may_not_read_the_settings_gets_a_verdict(world):
+    store = world[0]
+    subprocess.run([store_binary("versitygw", "VERSITYGW_BIN"), "admin", "--access", store.access_key, "--secret",
+                    store.secret_key, "--endpoint-url", store.endpoint, "create-user", "--access", "gc-reader",
+                    "--secret", "gc-reader-secret", "--role", "user"], check=True, capture_output=True, timeout=30)
+    options = {**store.fsspec_options(), "key": "gc-reader", "secret": "gc-reader-secret"}
+    ns = open_namespace(StorageConfig(f"s3://{VERSIONED}/any", None, json.dumps({"s3": options})))
+    verdict = ns.freeing()
+    assert verdict.state == "unknown" and "needs s3:GetBucketVersioning" in verdict.message, verdict
+    assert "AccessDenied" in verdict.message
