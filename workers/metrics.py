@@ -79,6 +79,13 @@ class Metrics:
                                           ["repository"], namespace=NS, registry=r)
         self.gc_bytes_deleted = Counter("gc_bytes_deleted", "Bytes the GC deleted from storage", ["repository"],
                                         namespace=NS, registry=r)
+        self.gc_bytes_freed = Counter("gc_bytes_freed", "Bytes the GC deleted that the store freed at once (or "
+                                      "that the purge of noncurrent versions freed)", ["repository"], namespace=NS,
+                                      registry=r)
+        self.gc_bytes_pending = Counter("gc_bytes_pending", "Bytes the GC deleted that the store still bills: "
+                                        "noncurrent versions or soft-deleted blobs, until a rule or retention "
+                                        "removes them (never, without one: see `gc doctor`)", ["repository"],
+                                        namespace=NS, registry=r)
         self.gc_objects_kept = Gauge("gc_objects_kept", "Namespace objects the last GC mark kept (reachable)",
                                      ["repository"], namespace=NS, registry=r, multiprocess_mode="mostrecent")
         self.gc_objects_too_new = Counter("gc_objects_too_new", "Unreachable objects spared by the safety cutoff",

@@ -165,6 +165,9 @@ class GCSettings(BaseModel):
     trigger_check_seconds: int = Field(default=60, gt=0, description="how often beat looks for due repositories")
     max_deletions_per_run: int = Field(default=1_000_000, gt=0, description="a run deletes at most this many "
                                        "objects; the rest waits for the next run")
+    purge_noncurrent: bool = Field(default=False, description="on a versioned bucket (S3 versions, GCS "
+                                   "generations), also remove the noncurrent versions of exactly the objects a run "
+                                   "deletes, so their bytes are freed at once; no undelete from the store after that")
     full_listing_every: str = Field(default="7d", description="a run lists only what changed since the previous "
                                     "one (its state under _lakefs/); the whole namespace is listed again when the "
                                     "last full listing is this old, and on the first run, on `gc run --full` or "

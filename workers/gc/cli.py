@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from spark_jobs.core.freeing import describe
 from spark_jobs.core.report import describe_cache, describe_listing
 from workers.cli_common import (
     Runtime,
@@ -27,10 +28,10 @@ from workers.cli_common import (
 from workers.gc.history import GCRuns
 from workers.gc.policy_cli import policy
 from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
-from workers.gc.run import Busy, GCError, GCRequest, execute, repository_impact
+from workers.gc.run import Busy, GCError, GCRequest, doctor, execute, repository_impact
 from workers.gc.savepoint_cli import cutoff as _min_age
 from workers.gc.savepoint_cli import savepoint
-from workers.gc.show_cli import show_cmd
+from workers.gc.show_cli import describe_freed, show_cmd
 from workers.settings import RUNNER_ALIASES
 
 
@@ -86,6 +87,8 @@ def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
         click.echo(f"{summary.capped:,} more objects wait for the next run (gc.max_deletions_per_run)")
     if summary.backoffs:
         click.echo(f"the store throttled the sweep {summary.backoffs:,} times; it slowed down and completed")
+    if summary.freeing:
+        click.echo(describe_freed(summary.as_dict()))
     if describe_cache(summary.cache):
         click.echo(describe_cache(summary.cache))
     if describe_listing(summary.listing):
@@ -289,6 +292,21 @@ def impact_cmd(rt: Runtime, repository: str, branch_ids: tuple[str, ...], min_ag
     for b, i in sorted(impacts.items()):
         rows.add_row(b, f"{i.objects:,}", f"{i.bytes:,}")
     console.print(rows)
+
+
+@gc.command("doctor")
+@repository_argument
+@click.option("--json", "as_json", is_flag=True)
+@pass_runtime
+@friendly_errors
+def doctor_cmd(rt: Runtime, repository: str, as_json: bool) -> None:
+    """Whether what the GC deletes is really freed: the namespace's bucket or container settings (versioning,
+    lifecycle rules, soft delete), read with the GC's credentials, and the rule to add when it is never freed."""
+    try:
+        verdict = doctor(rt.settings.gc, rt.settings.lakefs, repository)
+    except GCError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(verdict.as_dict(), indent=2) if as_json else describe(verdict))
 
 
 gc.add_command(policy)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import redis
 
 from spark_jobs.core.durations import parse_duration
+from spark_jobs.core.freeing import Verdict, local_verdict
 from spark_jobs.core.report import Summary
 from spark_jobs.engine.context import GCError, JobConfig
 from spark_jobs.engine.impact import Impact, branch_impact
@@ -74,7 +75,8 @@ def run_request(gc: GCSettings, request: GCRequest, runner: str, *, lease: Lease
                       metadata_from=gc.metadata_source, lease=lease, cache=request.cache,
                       inventory=request.inventory or gc.inventory.get(request.repository_id),
                       listing="full" if request.full else "auto",
-                      full_listing_every=parse_duration(gc.full_listing_every, allow_zero=True))
+                      full_listing_every=parse_duration(gc.full_listing_every, allow_zero=True),
+                      purge_noncurrent=gc.purge_noncurrent)
 
 
 def spark_ready(spark: SparkSettings | None) -> bool:
@@ -95,6 +97,21 @@ def reaches_store(api: LakeFSApiConfig, gc: GCSettings, repository_id: str) -> s
         return str(exc)
     except LakeFSApiError as exc:  # a failure of the run like any other: recorded and counted by execute
         raise GCError(f"--runner auto: reading lakefs://{repository_id} failed: {exc}", exc.reason) from exc
+    finally:
+        client.close()
+
+
+def doctor(gc: GCSettings, connection: LakeFSConnection, repository_id: str) -> Verdict:
+    """Whether what a GC of the repository deletes is freed, from its namespace's bucket or container settings,
+    read with the GC's own credentials (``Namespace.freeing``)."""
+    client = LakeFSApi(api_config(connection))
+    try:
+        namespace = client.repository(repository_id)["storage_namespace"]
+        if namespace.startswith("local://"):  # a disk: no need to find its folder to know
+            return local_verdict()
+        return open_namespace(replace(storage_config(gc), namespace=namespace)).freeing()
+    except (LakeFSApiError, StorageError) as exc:
+        raise GCError(f"gc doctor lakefs://{repository_id}: {exc}", getattr(exc, "reason", "storage")) from exc
     finally:
         client.close()
 
@@ -206,6 +223,9 @@ def _observe(metrics: Metrics, repo: str, request: GCRequest, summary: Summary) 
     if summary.phase == "swept":
         metrics.gc_objects_deleted.labels(repo).inc(summary.swept)
         metrics.gc_bytes_deleted.labels(repo).inc(summary.deleted_bytes if summary.swept else 0)
+        # what the store still bills of it (noncurrent, soft-deleted) until a rule or the retention removes it
+        metrics.gc_bytes_freed.labels(repo).inc(summary.bytes_freed)
+        metrics.gc_bytes_pending.labels(repo).inc(summary.bytes_pending)
         metrics.gc_storage_backoffs.labels(repo).inc(summary.backoffs)
         metrics.gc_last_success.labels(repo).set(time.time())
     if request.mode != "sweep":

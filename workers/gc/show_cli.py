@@ -7,6 +7,7 @@ import json
 
 import click
 
+from spark_jobs.core.freeing import Verdict, describe
 from spark_jobs.core.report import describe_cache, describe_listing
 from workers.cli_common import Runtime, console, friendly_errors, pass_runtime, table
 from workers.gc.history import GCRuns
@@ -69,6 +70,9 @@ def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None
                      _bytes_cell(r), _cache_cell(r.get("cache") or {}), f"{r.get('seconds', 0):.1f}")
     # a pipe gets 100 columns too (cells wrap past that), not the 200 other output gets
     console.print(rows, width=min(console.width, 100) if not console.is_terminal else None)
+    swept = next((r for r in history if r.get("phase") == "swept" and r.get("freeing")), None)
+    if swept is not None:
+        click.echo(f"last sweep ({swept.get('run_id')}): {describe_freed(swept)}")
 
 
 LISTING_SHORT = {"full": "full", "incremental": "incr", "inventory": "inv"}
@@ -113,6 +117,8 @@ def _show_run(rt: Runtime, repository: str, run_id: str, depth: int, as_json: bo
     rows.add_row("[b]total[/b]", *(f"{total[k]:,}" for k in ("planned", "deleted", "failed", "bytes_deleted")))
     click.echo(f"run {run_id} of lakefs://{repository} ({found.summary.phase}, {found.summary.start_time[:16]})")
     console.print(rows)
+    if found.summary.freeing:
+        click.echo(describe_freed(found.summary.as_dict()))
     if describe_cache(found.summary.cache):
         click.echo(describe_cache(found.summary.cache))
     if describe_listing(found.summary.listing):
@@ -123,6 +129,18 @@ def _show_run(rt: Runtime, repository: str, run_id: str, depth: int, as_json: bo
         click.echo("oldest retained commit of each branch:")
         for branch_id, commit_id in sorted(found.summary.oldest_retained.items()):
             click.echo(f"  {branch_id}@{commit_id}")
+
+
+def describe_freed(record: dict) -> str:
+    """The bytes a sweep deleted (a summary or history record), freed vs still billed, and the store's verdict
+    (``gc doctor``'s)."""
+    verdict = Verdict.from_dict(record["freeing"])
+    until = f" until {record['pending_until'][:19]}" if record.get("pending_until") else \
+        "" if verdict.state == "unknown" else " with no end"
+    purged = f"; {record['purged_versions']:,} noncurrent versions purged ({record.get('purged_bytes', 0):,} " \
+             "bytes)" if record.get("purged_versions") else ""
+    pending = f"; still billed{until}: {record['bytes_pending']:,} bytes" if record.get("bytes_pending") else ""
+    return f"freed {record.get('bytes_freed', 0):,} bytes{pending}{purged}\n{describe(verdict)}"
 
 
 def _cache_cell(cache: dict) -> str:
