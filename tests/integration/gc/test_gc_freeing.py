@@ -20,7 +20,7 @@ import pytest
 from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.integration.gc.test_gc_stores import history, read
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, VersityGW, store_binary
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, VersityGW, janitor_env, store_binary
 from workers.lakefs.client import LakeFS, make_lakefs_for
 
 VERSIONED, PLAIN = "versioned", "plain"
@@ -141,3 +141,21 @@ def test_an_identity_that_may_not_read_the_settings_gets_a_verdict(world):
     verdict = ns.freeing()
     assert verdict.state == "unknown" and "needs s3:GetBucketVersioning" in verdict.message, verdict
     assert "AccessDenied" in verdict.message
+
+
+def test_gc_doctor_from_the_cli(world, redis_server):
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from workers.cli import main  # noqa: PLC0415
+
+    store, server, lakefs = world
+    env = janitor_env(server, redis_server.url, **store.janitor_env())
+    versioned, plain = new_repo(lakefs, VERSIONED), new_repo(lakefs, PLAIN)
+    result = CliRunner().invoke(main, ["gc", "doctor", f"lakefs://{versioned}"], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "versioning is enabled" in result.output and "needs s3:GetLifecycleConfiguration" in result.output
+    assert "rule to add" in result.output and f'"Prefix": "{versioned}/"' in result.output
+    result = CliRunner().invoke(main, ["gc", "doctor", f"lakefs://{plain}", "--json"], env=env,
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["state"] == "freed"
