@@ -23,8 +23,6 @@ from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.integration.gc.test_gc_stores import history, read, store_world
 from tests.integration.gc.test_gc_stores import new_repo as stores_new_repo
 from tests.services import (
-    ADMIN_ACCESS_KEY,
-    ADMIN_SECRET_KEY,
     LakeFSServer,
     VersityGW,
     free_port,
@@ -32,30 +30,25 @@ from tests.services import (
     store_binary,
     wait_until,
 )
-from workers.lakefs.client import LakeFS, make_lakefs_for
+from workers.lakefs.client import LakeFS
 
 VERSIONED, PLAIN = "versioned", "plain"
 
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[tuple[VersityGW, LakeFSServer, LakeFS]]:
-    store = VersityGW(bucket=VERSIONED, versioning=True).start()
-    try:
-        store.create_bucket(VERSIONED)
-        store.create_bucket(PLAIN)
-        store.client().put_bucket_versioning(Bucket=VERSIONED, VersioningConfiguration={"Status": "Enabled"})
-        server = LakeFSServer(store=store).start()
-    except BaseException:
-        store.cleanup()
-        raise
-    client = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
-    yield store, server, client
-    client.close()
-    server.cleanup()
-    store.cleanup()
+    yield from store_world("s3", VersityGW(bucket=VERSIONED, versioning=True))
 
 
-def new_repo(lakefs: LakeFS, bucket: str) -> str:
+def buckets(store: VersityGW) -> None:
+    """The two buckets, one versioned (both calls are idempotent)."""
+    store.create_bucket(VERSIONED)
+    store.create_bucket(PLAIN)
+    store.client().put_bucket_versioning(Bucket=VERSIONED, VersioningConfiguration={"Status": "Enabled"})
+
+
+def new_repo(store: VersityGW, lakefs: LakeFS, bucket: str) -> str:
+    buckets(store)
     name = f"f-{uuid.uuid4().hex[:10]}"
     lakefs.call("create repository", lakefs.repositories.create_repository,
                 lakefs_sdk.RepositoryCreation(name=name, storage_namespace=f"s3://{bucket}/{name}",
@@ -77,7 +70,7 @@ def versions(store: VersityGW, bucket: str) -> set[tuple[str, str, bool]]:
 def setup(store: VersityGW, lakefs: LakeFS, bucket: str) -> tuple[str, dict, str]:
     """A repository with two garbage objects (v1, s1), a kept object given a noncurrent version of its own, and
     an object outside the namespace with two versions."""
-    repo = new_repo(lakefs, bucket)
+    repo = new_repo(store, lakefs, bucket)
     store.bucket = bucket
     h = history(lakefs, store, repo)
     kept = lakefs.call("stat", lakefs.objects.stat_object, repo, "main", "keep.txt").physical_address
@@ -161,7 +154,7 @@ def test_gc_doctor_from_the_cli(world, redis_server):
 
     store, server, lakefs = world
     env = janitor_env(server, redis_server.url, **store.janitor_env())
-    versioned, plain = new_repo(lakefs, VERSIONED), new_repo(lakefs, PLAIN)
+    versioned, plain = new_repo(store, lakefs, VERSIONED), new_repo(store, lakefs, PLAIN)
     result = CliRunner().invoke(main, ["gc", "doctor", f"lakefs://{versioned}"], env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "versioning is enabled" in result.output and "needs s3:GetLifecycleConfiguration" in result.output

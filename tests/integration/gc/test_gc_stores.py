@@ -30,9 +30,10 @@ def world(request) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
     yield from store_world(request.param)
 
 
-def store_world(kind: str) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
-    """A store of ``kind`` and a lakeFS on it, stopped when the generator closes."""
-    store = STORES[kind]().start()
+def store_world(kind: str, store: Store | None = None) -> Iterator[tuple[Store, LakeFSServer, LakeFS]]:
+    """A store of ``kind`` (or ``store``, configured by the caller) and a lakeFS on it, stopped when the generator
+    closes."""
+    store = (store or STORES[kind]()).start()
     try:
         server = LakeFSServer(store=store).start()
     except BaseException:
