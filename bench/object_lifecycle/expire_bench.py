@@ -22,7 +22,7 @@ import resource
 import sys
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,12 +86,18 @@ def measured_run(endpoint: str, redis_url: str, repo: str, out) -> None:
     """The child: one real run, its requests counted, its peak RSS read."""
     lakefs = make_lakefs_for(endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, timeout=300)
     counts: Counter[str] = Counter()
+    waited: Counter[str] = Counter()  # seconds spent waiting for lakeFS's answers, by kind
     pool = lakefs.api.rest_client.pool_manager
     original = pool.request
 
     def counting(method, url, *args, **kwargs):
-        counts[kind_of(method, url)] += 1
-        return original(method, url, *args, **kwargs)
+        kind = kind_of(method, url)
+        counts[kind] += 1
+        began = time.monotonic()
+        try:
+            return original(method, url, *args, **kwargs)
+        finally:
+            waited[kind] += time.monotonic() - began
 
     pool.request = counting
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -100,7 +106,7 @@ def measured_run(endpoint: str, redis_url: str, repo: str, out) -> None:
     report = run_repository(lakefs, records, repo, now=datetime.now(UTC),
                             options=RunOptions(max_deletions=10**9))
     seconds = time.monotonic() - started
-    out.send({"seconds": seconds, "requests": dict(counts), "peak_rss_kib": resource.getrusage(
+    out.send({"seconds": seconds, "requests": dict(counts), "waited": {k: round(v, 2) for k, v in waited.items()}, "peak_rss_kib": resource.getrusage(
         resource.RUSAGE_SELF).ru_maxrss, "rss_before_kib": base_rss, "report": report.document()})
 
 
@@ -143,6 +149,8 @@ def main() -> int:
             "run_seconds": round(result["seconds"], 2),
             "expired_per_second": round(due / result["seconds"]),
             "requests": requests, "listing_pages": listing,
+            "seconds_waiting_for_lakefs_by_kind": result["waited"],
+            "seconds_in_the_janitor": round(result["seconds"] - sum(result["waited"].values()), 2),
             "requests_per_1000_expired_excluding_listing": round(
                 sum(v for k, v in requests.items() if k != "list objects") * 1000 / due, 3),
             "requests_per_1000_expired_by_kind": per_1000,
