@@ -166,3 +166,20 @@ def test_local_and_unreadable_and_round_trip():
     assert denied.state == UNKNOWN and "needs s3:GetBucketVersioning" in denied.message
     verdict = s3_verdict("Enabled", [noncurrent(3)], NS)
     assert Verdict.from_dict(json.loads(json.dumps(verdict.as_dict()))) == verdict
+
+
+def test_the_metrics_split_the_bytes_deleted():
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    from spark_jobs.core.report import Summary  # noqa: PLC0415
+    from workers.gc.run import GCRequest, _observe  # noqa: PLC0415
+    from workers.metrics import Metrics  # noqa: PLC0415
+
+    registry = CollectorRegistry()
+    summary = Summary("r1", "repo", True, "", "", 3, deleted_bytes=30, phase="swept", swept=3, bytes_freed=10,
+                      bytes_pending=20)
+    _observe(Metrics(registry), "repo", GCRequest("repo"), summary)
+    value = registry.get_sample_value
+    assert value("lakefs_janitor_gc_bytes_deleted_total", {"repository": "repo"}) == 30
+    assert value("lakefs_janitor_gc_bytes_freed_total", {"repository": "repo"}) == 10
+    assert value("lakefs_janitor_gc_bytes_pending_total", {"repository": "repo"}) == 20

@@ -83,7 +83,7 @@ def test_a_run_request_travels_to_the_job_whole():
     assert set(ARGUMENTS) | set(own) == {f.name for f in fields(RunRequest)}
     request = RunRequest("repo", "sweep", now=datetime(2026, 11, 22, 15, 45, 4, 123456, tzinfo=UTC), run_id="r",
                          mark_id="m", min_age=timedelta(hours=36, microseconds=7), max_deletions=9, prefix_depth=4,
-                         by_path=True, metadata_from="lakefs", cache=False, **own)
+                         by_path=True, metadata_from="lakefs", cache=False, purge_noncurrent=True, **own)
     assert RunRequest.from_args(request.to_args(), parser=argparse.ArgumentParser(), **own) == request
     assert RunRequest.from_args(["--repository-id", "r"], parser=argparse.ArgumentParser()) == RunRequest("r")
     assert "--run-id" not in RunRequest("r").to_args()  # unset: left out
