@@ -268,6 +268,16 @@ def test_a_veto_hook_a_protected_branch_and_a_dry_run_change_nothing(lakefs, rep
     assert heads(lakefs, repo) == {"main": head}  # no commit, short-lived branch gone
     assert len(listing(lakefs, repo, "main")) == 6
 
+    # A pre-commit hook of every branch refuses the short-lived branch's commit: the same, nothing changes.
+    veto_commit = veto.replace("pre-merge:\n    branches: [main]", "pre-commit:\n    branches: [\"janitor-*\"]")
+    lakefs.upload(repo, "main", "_lakefs_actions/veto.yaml", data=veto_commit.encode())
+    commit(lakefs, repo, "main", "veto the janitor's commits instead")
+    head = heads(lakefs, repo)["main"]
+    vetoed = run_repository(lakefs, records, repo, now=now, options=RunOptions())
+    assert [(b.branch_id, b.result, b.reason) for b in vetoed.branches] == [("main", "vetoed", "hook")]
+    assert "pre-commit" in vetoed.branches[0].detail or "commit" in vetoed.branches[0].detail
+    assert heads(lakefs, repo) == {"main": head}
+
     lakefs.call("delete", lakefs.objects.delete_object, repo, "main", "_lakefs_actions/veto.yaml")
     commit(lakefs, repo, "main", "no more veto")
     head = heads(lakefs, repo)["main"]
@@ -283,8 +293,8 @@ def test_a_veto_hook_a_protected_branch_and_a_dry_run_change_nothing(lakefs, rep
     rest = run_repository(lakefs, records, repo, now=datetime.now(UTC), options=RunOptions())
     assert [(b.result, b.objects) for b in rest.branches] == [("expired", 3)]
     assert set(listing(lakefs, repo, "main")) == set()
-    assert [r["run_id"] for r in records.runs(repo)] == [rest.run_id, capped.run_id, protected.run_id,
-                                                         vetoed.run_id]
+    assert [r["run_id"] for r in records.runs(repo)][:4] == [rest.run_id, capped.run_id, protected.run_id,
+                                                             vetoed.run_id]
 
 
 def test_cli_run_history_restore_and_the_celery_task(cli, env, lakefs, repo, block_root, celery_worker, monkeypatch,
