@@ -254,11 +254,12 @@ def run_cmd(rt: Runtime, target: str, dry_run: bool, now_text: str | None, max_d
 @object_lifecycle.command("history")
 @repository_argument
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--by-prefix", is_flag=True, help="One row per rule and prefix instead of per rule.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
 @friendly_errors
-def history_cmd(rt: Runtime, repository: str, limit: int, as_json: bool) -> None:
-    """Recent runs, newest first: per branch, the commit and what each rule removed."""
+def history_cmd(rt: Runtime, repository: str, limit: int, by_prefix: bool, as_json: bool) -> None:
+    """Recent runs, newest first: per branch, the commit and what each rule removed (by prefix with --by-prefix)."""
     runs = ObjectLifecycleRecords.of(rt.services).runs(repository, limit)
     if as_json:
         click.echo(json.dumps(runs, indent=2))
@@ -266,13 +267,16 @@ def history_cmd(rt: Runtime, repository: str, limit: int, as_json: bool) -> None
     if not runs:
         click.echo(f"no object lifecycle run recorded for lakefs://{repository}")
         return
-    rows = table("run", "branch", "result", "commit", "rule", "objects", "bytes")
+    rows = table("run", "branch", "result", "commit", "rule", *(["prefix"] if by_prefix else []), "objects", "bytes")
     for run in runs:
         for b in run["branches"]:
-            per_rule = sorted(b.get("by_rule", {}).items()) or [("-", {"objects": b["objects"], "bytes": b["bytes"]})]
-            for rule_id, t in per_rule:
+            if by_prefix:
+                parts = [(p["rule_id"], [p["prefix"] or "/"], p) for p in b.get("by_prefix", [])]
+            else:
+                parts = [(r, [], t) for r, t in sorted(b.get("by_rule", {}).items())]
+            for rule_id, prefix, t in parts or [("-", ["-"] if by_prefix else [], b)]:
                 rows.add_row(run["run_id"], b["branch_id"], b["result"], (b.get("commit_id") or "-")[:12], rule_id,
-                             f"{t['objects']:,}", f"{t['bytes']:,}")
+                             *prefix, f"{t['objects']:,}", f"{t['bytes']:,}")
     console.print(rows)
 
 

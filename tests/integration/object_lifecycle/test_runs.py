@@ -320,6 +320,8 @@ def test_cli_run_history_restore_and_the_celery_task(cli, env, lakefs, repo, blo
     assert set(listing(lakefs, repo, "main")) == {"raw/a/new"}
     history = cli("object-lifecycle", "history", f"lakefs://{repo}").output
     assert result["run_id"] in history and "raw-30d" in history
+    by_prefix = cli("object-lifecycle", "history", f"lakefs://{repo}", "--by-prefix").output
+    assert "raw/" in by_prefix and "prefix" in by_prefix
     out = cli("object-lifecycle", "restore", f"lakefs://{repo}", result["run_id"]).output
     assert "reverted" in out and len(listing(lakefs, repo, "main")) == 4
     missing = cli("object-lifecycle", "restore", f"lakefs://{repo}", "no-such-run", expect_exit=1).output
