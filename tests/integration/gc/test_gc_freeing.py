@@ -23,6 +23,8 @@ from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.integration.gc.test_gc_stores import history, read, store_world
 from tests.integration.gc.test_gc_stores import new_repo as stores_new_repo
 from tests.services import (
+    ADMIN_ACCESS_KEY,
+    ADMIN_SECRET_KEY,
     LakeFSServer,
     VersityGW,
     free_port,
@@ -243,3 +245,30 @@ def test_gcs_generations_doctor_and_purge(versioned_gcs):
     assert (purged.deleted, purged.freed_bytes, purged.failed) == (2, 10, [])
     # the oracle: exactly a's generations are gone; the kept key's noncurrent one, b's, a-longer's stay
     assert generations(endpoint, bucket) == {g for g in before if g[0] != "repo/data/s/a"}
+
+
+def test_the_purge_setting_through_a_production_run(world, redis_client):
+    """GC__PURGE_NONCURRENT as an operator sets it, through the wrapper of production runs (the run's lease held
+    and checked before each purge), with the metrics of the split."""
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    from workers.gc.history import GCRuns  # noqa: PLC0415
+    from workers.gc.run import GCRequest, execute  # noqa: PLC0415
+    from workers.metrics import Metrics  # noqa: PLC0415
+    from workers.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
+
+    store, server, lakefs = world
+    repo, h, _ = setup(store, lakefs, VERSIONED)
+    deleted = {f"{repo}/{h['v1']}", f"{repo}/{h['s1']}"}
+    prefix = "LAKEFS_JANITOR_GC__"
+    fields = {k[len(prefix):].lower(): v for k, v in store.janitor_env().items() if k.startswith(prefix)}
+    gc = GCSettings(min_age="0s", runner="threads", purge_noncurrent=True, **fields)
+    connection = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                                  secret_access_key=ADMIN_SECRET_KEY)
+    registry = CollectorRegistry()
+    summary = execute(gc, GCRequest(repo), connection=connection, metrics=Metrics(registry),
+                      runs=GCRuns(redis_client, f"f-{uuid.uuid4().hex[:6]}"))
+    assert summary.success and (summary.purged_versions, summary.bytes_freed, summary.bytes_pending) == (2, 4, 0)
+    assert not {v for v in versions(store, VERSIONED) if v[0] in deleted}
+    assert registry.get_sample_value("lakefs_janitor_gc_bytes_freed_total", {"repository": repo}) == 4
+    assert registry.get_sample_value("lakefs_janitor_gc_bytes_pending_total", {"repository": repo}) == 0
