@@ -1,11 +1,14 @@
-"""Bytes really freed, on a versioned S3 bucket (versitygw with --versioning-dir) × both runners: a run leaves
-noncurrent versions and says so (bytes pending, not freed); GC__PURGE_NONCURRENT removes the versions of exactly
-the keys the run deleted (the oracle: the bucket's version listing before and after); an unversioned bucket frees
-at once; an identity that may not read the bucket's settings gets a verdict that says so, not a failure.
+"""Bytes really freed, on real servers: a versioned S3 bucket (versitygw with --versioning-dir) × both runners —
+a run leaves noncurrent versions and says so (bytes pending, not freed); GC__PURGE_NONCURRENT removes the versions
+of exactly the keys the run deleted (the oracle: the bucket's version listing before and after); an unversioned
+bucket frees at once; an identity that may not read the bucket's settings gets a verdict that says so, not a
+failure; `gc doctor` from the CLI. GCS generations (fake-gcs-server's memory backend) × both runners, and an
+Azurite account with blob soft delete on (lakeFS #6807) × both runners.
 
 versitygw v1.8.0 stores versioning (Get/PutBucketVersioning, ListObjectVersions, DeleteObjects with VersionId)
-but answers NotImplemented to Get/PutBucketLifecycleConfiguration: the lifecycle half of the doctor is covered by
-the unit tests of spark_jobs.core.freeing, and here as "cannot read the lifecycle rules"."""
+but answers NotImplemented to Get/PutBucketLifecycleConfiguration, and fake-gcs-server stores no lifecycle: the
+lifecycle half of the doctor is covered by the unit tests of spark_jobs.core.freeing, and here as "cannot read
+the lifecycle rules" (S3) or a versioned bucket without rules (GCS)."""
 
 from __future__ import annotations
 
@@ -25,9 +28,9 @@ from tests.integration.gc.test_gc_stores import new_repo as stores_new_repo
 from tests.services import (
     ADMIN_ACCESS_KEY,
     ADMIN_SECRET_KEY,
+    FakeGCS,
     LakeFSServer,
     VersityGW,
-    free_port,
     janitor_env,
     store_binary,
     wait_until,
@@ -198,21 +201,48 @@ def test_a_run_on_an_azure_account_with_soft_delete(azure_world, runner, request
         .freeing().state == "freed"
 
 
+class VersionedGCS(FakeGCS):
+    """fake-gcs-server on its memory backend, every bucket versioned: its filesystem backend refuses versioning
+    ("not implemented"). The memory backend stores no lifecycle and no soft-delete policy."""
+
+    def start(self) -> VersionedGCS:
+        self._spawn([store_binary("fake-gcs-server", "FAKE_GCS_SERVER_BIN"), "-scheme", "http", "-host", "127.0.0.1",
+                     "-port", str(self.port), "-backend", "memory", "-public-host", f"127.0.0.1:{self.port}",
+                     "-external-url", self.endpoint, "-log-level", "warn"])
+        wait_until(lambda: requests.get(f"{self.endpoint}/storage/v1/b", timeout=1).ok, 30, "fake-gcs-server",
+                   self.proc, self.log)
+        return self
+
+    def create_bucket(self, name: str) -> None:
+        if name not in self._buckets:
+            requests.post(f"{self.endpoint}/storage/v1/b", params={"project": self.project}, timeout=10,
+                          json={"name": name, "versioning": {"enabled": True}}).raise_for_status()
+            self._buckets.add(name)
+
+
 @pytest.fixture(scope="module")
-def versioned_gcs() -> Iterator[str]:
-    """fake-gcs-server on its memory backend: the filesystem backend refuses versioning ("not implemented")."""
-    port = free_port()
-    proc = subprocess.Popen([store_binary("fake-gcs-server", "FAKE_GCS_SERVER_BIN"), "-scheme", "http", "-host",
-                             "127.0.0.1", "-port", str(port), "-backend", "memory", "-public-host",
-                             f"127.0.0.1:{port}", "-external-url", f"http://127.0.0.1:{port}", "-log-level", "warn"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: requests.get(f"{endpoint}/storage/v1/b", timeout=1).ok, 30, "fake-gcs-server", proc)
-        yield endpoint
-    finally:
-        proc.kill()
-        proc.wait()
+def gcs_world():
+    yield from store_world("gcs", VersionedGCS(bucket="versioned"))
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_run_on_a_versioned_gcs_bucket_purges_exactly_its_generations(gcs_world, runner, request):
+    store, server, lakefs = gcs_world
+    repo = stores_new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    deleted = {f"{repo}/{h['v1']}", f"{repo}/{h['s1']}"}
+    before = generations(store.endpoint, store.bucket)
+    chosen, name = runner_of(runner, request)
+    gc = Collector(server.endpoint, {"gcs": store.fsspec_options()}, runner=chosen, runner_name=name)
+    summary, _ = gc.run(repo, purge_noncurrent=True)
+    assert summary.success and summary.swept == 2
+    assert summary.freeing["state"] == "never" and summary.freeing["versioned"] is True
+    assert (summary.purged_versions, summary.purged_bytes, summary.bytes_freed, summary.bytes_pending) == (2, 4, 4, 0)
+    after = generations(store.endpoint, store.bucket)
+    assert {g for g in before if g[0] not in deleted} <= after and not {g for g in after if g[0] in deleted}
+    assert all(g[0].startswith(f"{repo}/_lakefs/") for g in after - before)
+    assert read(lakefs, repo, h["c1"], "tables/t1/a.txt") == 410
+    assert read(lakefs, repo, "main", "keep.txt") == b"keep"
 
 
 def generations(endpoint: str, bucket: str) -> set[tuple[str, str]]:
@@ -220,10 +250,10 @@ def generations(endpoint: str, bucket: str) -> set[tuple[str, str]]:
     return {(i["name"], i["generation"]) for i in items.get("items", [])}
 
 
-def test_gcs_generations_doctor_and_purge(versioned_gcs):
-    endpoint, bucket = versioned_gcs, f"v{uuid.uuid4().hex[:8]}"
-    requests.post(f"{endpoint}/storage/v1/b", params={"project": "p"}, timeout=10,
-                  json={"name": bucket, "versioning": {"enabled": True}}).raise_for_status()
+def test_gcs_generations_doctor_and_purge(gcs_world):
+    store = gcs_world[0]
+    endpoint, bucket = store.endpoint, f"v{uuid.uuid4().hex[:8]}"
+    store.create_bucket(bucket)
 
     def put(name: str, body: bytes) -> None:
         requests.post(f"{endpoint}/upload/storage/v1/b/{bucket}/o", params={"uploadType": "media", "name": name},
