@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from workers.metrics import Metrics, multiprocess_enabled
+from workers.redis_connection import redis_client
 from workers.settings import Settings
 
 if TYPE_CHECKING:
@@ -42,8 +43,7 @@ class Services:
 
     @cached_property
     def redis(self) -> redis.Redis:
-        return redis.Redis.from_url(self.settings.redis_url, socket_timeout=self._redis_timeout,
-                                    socket_connect_timeout=min(self._redis_timeout, 5))
+        return redis_client(self.settings, timeout_seconds=self._redis_timeout)
 
     @cached_property
     def metrics(self) -> Metrics:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import redis
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from spark_jobs.core.durations import DurationError, parse_duration
+from spark_jobs.engine.redis_connect import is_sentinel, parse_sentinel_url
 from workers.settings_sources import (
     ConfigFileSource,
     LakectlEnvSource,
@@ -273,6 +275,10 @@ class Settings(BaseSettings):
     lakefs: LakeFSConnection
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str | None = Field(default=None, description="Celery broker; defaults to redis_url")
+    # A Redis watched by Sentinel: redis_url (and broker_url) as sentinel://[:password@]h1:26379;sentinel://h2:26379
+    # (Celery's form), the primary's name here, and the Sentinels' own password if they require one.
+    redis_sentinel_master: str | None = None
+    redis_sentinel_password: SecretStr | None = None
     key_prefix: str = Field(default="lakefs-janitor", min_length=1)
 
     # Shared secret lakeFS sends with every hook call (header or query parameter).
@@ -313,12 +319,32 @@ class Settings(BaseSettings):
     def _redis(cls, value: str | None) -> str | None:
         if value is None:
             return value
+        if is_sentinel(value):
+            try:
+                where = parse_sentinel_url(value)
+            except ValueError as exc:
+                raise ValueError(f"not a valid sentinel:// URL: {exc}") from None
+            if where.master_name or where.sentinel_password:
+                raise ValueError("the master name and the Sentinel password are settings of their own: "
+                                 "LAKEFS_JANITOR_REDIS_SENTINEL_MASTER, LAKEFS_JANITOR_REDIS_SENTINEL_PASSWORD")
+            return value
         if not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"{value!r} must be a redis://, rediss:// or unix:// URL")
+            raise ValueError("must be a redis://, rediss://, unix:// or sentinel:// URL")
         try:
             redis.connection.parse_url(value)
         except ValueError as exc:
-            raise ValueError(f"{value!r} is not a valid Redis URL: {exc}") from None
+            raise ValueError(f"not a valid Redis URL: {exc}") from None
+        return value
+
+    @field_validator("redis_sentinel_master")
+    @classmethod
+    def _master(cls, value: str | None, info: ValidationInfo) -> str | None:
+        urls = [u for u in (info.data.get("redis_url"), info.data.get("broker_url")) if u]
+        if any(is_sentinel(u) for u in urls) and not value:
+            raise ValueError("a sentinel:// Redis URL needs the name of the primary Sentinel watches (Sentinel's "
+                             "`sentinel monitor <name> …`)")
+        if value and not any(is_sentinel(u) for u in urls):
+            raise ValueError("set only with a sentinel:// LAKEFS_JANITOR_REDIS_URL or BROKER_URL")
         return value
 
     @field_validator("lifecycle_notify_url")
@@ -341,6 +367,16 @@ class Settings(BaseSettings):
     @property
     def celery_broker_url(self) -> str:
         return self.broker_url or self.redis_url
+
+    def redis_client_url(self, url: str | None = None) -> str:
+        """``url`` (default: redis_url) as one self-contained string: a sentinel:// URL with the master's name and
+        the Sentinels' password in its query (``spark_jobs.engine.redis_connect``); any other unchanged."""
+        url = url or self.redis_url
+        if not is_sentinel(url):
+            return url
+        password = self.redis_sentinel_password.get_secret_value() if self.redis_sentinel_password else None
+        return replace(parse_sentinel_url(url), master_name=self.redis_sentinel_master,
+                       sentinel_password=password).to_url()
 
     @classmethod
     def settings_customise_sources(

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 
 import redis
 
+from spark_jobs.engine.redis_connect import connect
+
 # KEYS: the lease. ARGV: the run's token. The remaining TTL (ms) while the token holds it; -3 when it does not.
 CHECK_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end return -3"
 
@@ -29,7 +31,7 @@ class LeaseLost(RuntimeError):
 class LeaseRef:
     """What a deleter needs to check the lease (picklable; travels to executors inside the task)."""
 
-    url: str  # the Redis holding the lease (credentials included: never logged, never on a command line)
+    url: str  # the Redis holding the lease, redis:// or sentinel:// (credentials included: never logged, never on a command line)
     key: str
     token: str
     lease_ms: int
@@ -58,7 +60,7 @@ class LeaseWatch:
     @property
     def client(self) -> redis.Redis:
         if self._client is None:
-            self._client = redis.Redis.from_url(self.ref.url, socket_timeout=5, socket_connect_timeout=5)
+            self._client = connect(self.ref.url, socket_timeout=5, socket_connect_timeout=5)
         return self._client
 
     def check(self) -> None:

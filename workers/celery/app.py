@@ -11,6 +11,7 @@ from workers.branch_lifecycle import schedule as branch_lifecycle_schedule
 from workers.gc import schedule as gc_schedule
 from workers.idle_clock import schedule as idle_clock_schedule
 from workers.object_lifecycle import schedule as object_lifecycle_schedule
+from workers.redis_connection import celery_options
 from workers.services import Services
 from workers.settings import Settings
 
@@ -33,21 +34,18 @@ def beat_schedule(settings: Settings) -> dict[str, dict]:
 def create_celery(settings: Settings, services: Services | None = None) -> Celery:
     app = Celery("lakefs_janitor", set_as_current=False)
     app.conf.update(
-        broker_url=settings.celery_broker_url,
-        result_backend=settings.redis_url,
+        **celery_options(settings),
         timezone="UTC",
         enable_utc=True,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        # Unacked tasks are redelivered after this: keep it above the longest run, a GC on Spark included, so
-        # the broker never redelivers a running job
-        broker_transport_options={"visibility_timeout": max(settings.lifecycle_lock_seconds * 2,
-                                                            settings.object_lifecycle_lock_seconds * 2,
-                                                            settings.spark.submit_timeout_seconds, 7200)},
+        # Soft shutdown (Celery 5.5+): a worker told to stop lets running tasks finish for a while, then requeues
+        # what is left (ETA tasks included, even when idle) so the broker holds them, not the dying process.
+        worker_soft_shutdown_timeout=60.0,
+        worker_enable_soft_shutdown_on_idle=True,
         result_expires=24 * 3600,
         beat_schedule=beat_schedule(settings),
-        broker_connection_retry_on_startup=True,
         imports=TASK_MODULES,
     )
     app.janitor = services or Services(settings)  # type: ignore[attr-defined]

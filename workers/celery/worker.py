@@ -1,6 +1,11 @@
 """Shim for ``celery -A workers.celery.worker worker|beat``."""
 
 from workers.celery.app import create_celery
-from workers.settings import load_settings
+from workers.redis_connection import check_redis
+from workers.settings import SettingsError, load_settings
 
-app = create_celery(load_settings())
+try:
+    check_redis(_settings := load_settings())  # a wrong password stops here, named, not in a retry loop
+except SettingsError as exc:
+    raise SystemExit(f"lakefs-janitor: {exc}") from None
+app = create_celery(_settings)

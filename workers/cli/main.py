@@ -13,6 +13,7 @@ from workers.cli_common import Runtime, friendly_errors, pass_runtime
 from workers.gc import cli as gc_cli
 from workers.idle_clock import cli as idle_clock_cli
 from workers.object_lifecycle import cli as object_lifecycle_cli
+from workers.redis_connection import check_redis
 from workers.settings_sources import CONFIG_FILE_ENV
 
 
@@ -37,6 +38,7 @@ def serve(rt: Runtime, bind: str, workers: int, threads: int) -> None:
     """Run the webhook receiver and policy API under gunicorn."""
     if rt.settings.webhook_secret is None:
         raise click.ClickException("LAKEFS_JANITOR_WEBHOOK_SECRET is not set: the receiver would accept nobody")
+    check_redis(rt.settings)  # a wrong password or master name is a SettingsError, named, before gunicorn starts
     env = dict(os.environ)
     env.setdefault("PROMETHEUS_MULTIPROC_DIR", os.path.join(tempfile.gettempdir(), f"lakefs-janitor-metrics-{os.getpid()}"))
     # No control socket: gunicorn would put one at the same path in $HOME for every instance on the host.

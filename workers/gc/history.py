@@ -30,7 +30,7 @@ class GCRuns:
     @classmethod
     def of(cls, services: Services) -> GCRuns:
         """The runs of the services' Redis, under their key prefix: how every entry point gets them."""
-        return cls(services.redis, services.settings.key_prefix, services.settings.redis_url)
+        return cls(services.redis, services.settings.key_prefix, services.settings.redis_client_url())
 
     def _key(self, repository_id: str) -> str:
         return f"{self.prefix}:gc-runs:{repository_id}"

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("webhook", "workers", "spark_jobs")
 SHARED = ("workers.settings", "workers.settings_sources", "workers.uris", "workers.locks", "workers.metrics",
-          "workers.lakefs", "workers.scripts", "workers.services", "workers.task_base", "workers.cli_common",
+          "workers.redis_connection", "workers.lakefs", "workers.scripts", "workers.services", "workers.task_base", "workers.cli_common",
           "workers.document_text")
 # What a hook changes spans domains (the idle clock, GC's commit count): only the receiver may use it.
 HOOKS = "workers.hook_record"

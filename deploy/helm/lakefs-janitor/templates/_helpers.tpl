@@ -109,6 +109,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- fail (printf "config.%s carries a password: put the URL in existingSecret under secretKeys.redisUrl" $key) -}}
 {{- end -}}
 {{- end -}}
+{{- if hasKey $config "redis_sentinel_password" -}}
+{{- fail "config.redis_sentinel_password: secrets never go into the ConfigMap; pass LAKEFS_JANITOR_REDIS_SENTINEL_PASSWORD through extraSecretEnv" -}}
+{{- end -}}
 {{- if hasKey $config "spark" -}}
 {{- fail "config.spark: set the Spark engine through the chart's spark values (spark.master, spark.conf)" -}}
 {{- end -}}

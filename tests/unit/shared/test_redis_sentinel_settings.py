@@ -1,0 +1,76 @@
+"""The Redis settings, plain or Sentinel: parsing, validation naming the setting, Celery's options."""
+
+import pytest
+
+from spark_jobs.engine.redis_connect import SentinelURL, parse_sentinel_url
+from workers.redis_connection import celery_options
+from workers.settings import SettingsError, load_settings
+
+LAKEFS = {"lakefs": {"endpoint_url": "http://127.0.0.1:8000", "access_key_id": "a", "secret_access_key": "s"}}
+SENTINELS = "sentinel://:redis%40pw@10.0.0.1:26379/2;sentinel://10.0.0.2:26380/2;sentinel://h3"
+
+
+def test_a_sentinel_url_in_celerys_form_is_parsed():
+    where = parse_sentinel_url(SENTINELS)
+    assert where == SentinelURL(sentinels=(("10.0.0.1", 26379), ("10.0.0.2", 26380), ("h3", 26379)),
+                                master_name=None, db=2, username=None, password="redis@pw")
+
+
+def test_the_self_contained_form_round_trips_with_master_and_sentinel_password():
+    where = SentinelURL((("h1", 1), ("h2", 2)), "mymaster", 3, None, "p w", "s;p&w")
+    assert parse_sentinel_url(where.to_url()) == where
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("sentinel://", "names no host"),
+    ("sentinel://h1:26379;redis://h2:6379", "every ';'-separated part"),
+    ("sentinel://h1:x", "h1:x"),
+    ("sentinel://h1/abc", "database must be a number"),
+    ("sentinel://h1?master_name=a;sentinel://h2", "after the last"),
+    ("sentinel://h1?bogus=1", "unknown option"),
+])
+def test_a_bad_sentinel_url_says_what_is_wrong(url, says):
+    with pytest.raises(ValueError, match=says):
+        parse_sentinel_url(url)
+
+
+def test_plain_redis_url_keeps_working_unchanged():
+    s = load_settings(**LAKEFS, redis_url="redis://:pw@127.0.0.1:6390/1")
+    options = celery_options(s)
+    assert s.redis_client_url() == "redis://:pw@127.0.0.1:6390/1"
+    assert options["broker_url"] == options["result_backend"] == "redis://:pw@127.0.0.1:6390/1"
+    assert "master_name" not in options["broker_transport_options"]
+
+
+def test_sentinel_settings_give_celery_its_documented_options_and_our_client_one_string():
+    s = load_settings(**LAKEFS, redis_url=SENTINELS, redis_sentinel_master="janitor",
+                      redis_sentinel_password="sentinel-pw")
+    options = celery_options(s)
+    assert options["broker_url"] == options["result_backend"] == SENTINELS
+    vt = options["visibility_timeout"]
+    for key in ("broker_transport_options", "result_backend_transport_options"):
+        assert options[key] == {"visibility_timeout": vt, "master_name": "janitor",
+                                "sentinel_kwargs": {"password": "sentinel-pw"}}
+    where = parse_sentinel_url(s.redis_client_url())
+    assert (where.master_name, where.sentinel_password, where.password, where.db) == \
+        ("janitor", "sentinel-pw", "redis@pw", 2)
+
+
+@pytest.mark.parametrize(("overrides", "names"), [
+    ({"redis_url": SENTINELS}, "LAKEFS_JANITOR_REDIS_SENTINEL_MASTER"),
+    ({"redis_sentinel_master": "janitor"}, "LAKEFS_JANITOR_REDIS_SENTINEL_MASTER"),
+    ({"redis_url": "sentinel://h1?master_name=x", "redis_sentinel_master": "x"}, "LAKEFS_JANITOR_REDIS_URL"),
+    ({"redis_url": "sentinel://h1:bad"}, "LAKEFS_JANITOR_REDIS_URL"),
+    ({"broker_url": "amqp://h1"}, "LAKEFS_JANITOR_BROKER_URL"),
+])
+def test_a_bad_redis_setting_is_named_at_start_up(overrides, names):
+    with pytest.raises(SettingsError, match=names) as raised:
+        load_settings(**LAKEFS, **overrides)
+    assert "redis@pw" not in str(raised.value)
+
+
+def test_a_sentinel_broker_beside_a_plain_redis_gets_the_master_name():
+    s = load_settings(**LAKEFS, broker_url="sentinel://h1;sentinel://h2", redis_sentinel_master="m")
+    options = celery_options(s)
+    assert options["broker_transport_options"]["master_name"] == "m"
+    assert "master_name" not in options["result_backend_transport_options"]
