@@ -3,7 +3,7 @@ split by phase, lakeFS requests per 1,000 expired objects by endpoint (listing p
 check that the branch holds exactly the objects that were not due.
 
     .venv/bin/python bench/object_lifecycle/bench.py --objects 100000      # ≈ 1 min on 2 cores
-    .venv/bin/python bench/object_lifecycle/bench.py --objects 1000000     # ≈ 4 min (most of it writing files)
+    .venv/bin/python bench/object_lifecycle/bench.py --objects 1000000     # ≈ 5 min (most of it writing the files)
     .venv/bin/python bench/object_lifecycle/bench.py --quick               # 2,000 objects, checks only, writes nothing
     # options: --expire-fraction 0.5 --out PATH.json (default bench/results/object-lifecycle-bench-<size>.json, and
     #          its .md) --no-write
