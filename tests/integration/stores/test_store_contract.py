@@ -353,3 +353,17 @@ def test_the_scheme_picks_the_store(place):
     ns = place.open()
     assert type(ns) is STORES[place.store.kind] and ns.store == place.store.kind
     assert ns.root == place.path("").rstrip("/")
+
+
+def test_says_whether_a_deletion_frees_and_purges_nothing_without_versions(place):
+    """Every store reads its bucket's or container's settings (``Namespace.freeing``): on the test servers' default
+    buckets (no versioning, no soft delete) a deletion frees at once, and the purge of noncurrent versions finds
+    none. Versioned buckets and soft delete: tests/integration/gc/test_gc_freeing.py."""
+    ns = place.open()
+    verdict = ns.freeing()
+    assert (verdict.store, verdict.state) == (place.store.kind, "freed"), verdict
+    place.put({"data/s/a": b"1", "data/s/b": b"2"})
+    assert ns.delete(["data/s/a"]).deleted == 1
+    purged = ns.purge_noncurrent(["data/s/a"])
+    assert (purged.deleted, purged.failed) == (0, [])
+    assert place.listed() == {"data/s/b"}
