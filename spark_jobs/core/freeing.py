@@ -31,6 +31,8 @@ class Verdict:
     fix: str | None = None  # NEVER (and DELAYED with a long delay): what to add, in the store's own format
     versioned: bool | None = None  # None: unknown
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Days a purged version is still kept (GCS's soft-delete policy holds deleted generations too): 0, freed at once
+    purge_keeps_days: float = 0.0
 
     def as_dict(self) -> dict:
         return {**asdict(self), "notes": list(self.notes)}
@@ -200,7 +202,8 @@ def gcs_verdict(versioning: bool | None, soft_delete_seconds: float | None, rule
                        versioned=False)
     if rules is None:
         return Verdict("gcs", UNKNOWN, "versioning is on: each deletion leaves a noncurrent generation, and the "
-                                       "lifecycle rules could not be read", versioned=True, fix=gcs_fix(prefix))
+                                       "lifecycle rules could not be read", versioned=True, fix=gcs_fix(prefix),
+                       purge_keeps_days=soft)
     best: tuple[float, int] | None = None
     ignored = []
     for i, rule in enumerate(rules):
@@ -213,11 +216,11 @@ def gcs_verdict(versioning: bool | None, soft_delete_seconds: float | None, rule
     if best is None:
         return Verdict("gcs", NEVER, "versioning is on and no lifecycle rule deletes noncurrent generations of "
                                      "the whole namespace: deleted objects are never freed; add this rule",
-                       versioned=True, fix=gcs_fix(prefix), notes=tuple(ignored))
+                       versioned=True, fix=gcs_fix(prefix), notes=tuple(ignored), purge_keeps_days=soft)
     days = best[0] + soft
     return Verdict("gcs", DELAYED, f"versioning is on: deleted objects are freed {days:g} days after deletion "
                                    f"(lifecycle rule {best[1]}: {best[0]:g} days{soft_note})", days=days,
-                   rule=f"lifecycle rule {best[1]}", versioned=True, notes=tuple(ignored))
+                   rule=f"lifecycle rule {best[1]}", versioned=True, notes=tuple(ignored), purge_keeps_days=soft)
 
 
 # -- Azure ---------------------------------------------------------------------------------------------------

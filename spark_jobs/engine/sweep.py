@@ -80,10 +80,16 @@ def read_freeing(ns: Namespace) -> Verdict:
 def split_bytes(summary: Summary, verdict: Verdict, swept_bytes: int) -> None:
     """The bytes deleted, freed vs still billed, and until when (None: never, or unknown)."""
     summary.freeing = verdict.as_dict()
-    freed_now = swept_bytes if verdict.state == FREED else min(summary.purged_bytes, swept_bytes)
+    # A purged version is freed at once, unless a soft-delete policy keeps it too (then it is billed until then)
+    purged = 0 if verdict.purge_keeps_days else min(summary.purged_bytes, swept_bytes)
+    freed_now = swept_bytes if verdict.state == FREED else purged
     summary.bytes_freed, summary.bytes_pending = freed_now, swept_bytes - freed_now
     if summary.bytes_pending and verdict.state == DELAYED and verdict.days is not None and summary.swept_at:
         summary.pending_until = (datetime.fromisoformat(summary.swept_at) + timedelta(days=verdict.days)).isoformat()
+    elif summary.bytes_pending and summary.swept_at and summary.purged_bytes >= swept_bytes > 0:
+        # every deleted byte was purged and only the soft-delete policy holds it
+        summary.pending_until = (datetime.fromisoformat(summary.swept_at)
+                                 + timedelta(days=verdict.purge_keeps_days)).isoformat()
 
 
 def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: OpenContext, plan: report.StoredPlan,

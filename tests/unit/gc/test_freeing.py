@@ -183,3 +183,21 @@ def test_the_metrics_split_the_bytes_deleted():
     assert value("lakefs_janitor_gc_bytes_deleted_total", {"repository": "repo"}) == 30
     assert value("lakefs_janitor_gc_bytes_freed_total", {"repository": "repo"}) == 10
     assert value("lakefs_janitor_gc_bytes_pending_total", {"repository": "repo"}) == 20
+
+
+def test_purged_generations_stay_billed_while_a_soft_delete_policy_keeps_them():
+    from spark_jobs.core.report import Summary  # noqa: PLC0415
+    from spark_jobs.engine.sweep import split_bytes  # noqa: PLC0415
+
+    def split(verdict, purged):
+        summary = Summary("r1", "repo", True, "", "", 3, phase="swept", swept=3, swept_at="2026-11-27T00:00:00+00:00")
+        summary.purged_bytes = purged
+        split_bytes(summary, verdict, 30)
+        return summary.bytes_freed, summary.bytes_pending, summary.pending_until
+
+    no_rule = gcs_verdict(True, 0, [], prefix=NS)
+    assert split(no_rule, 30) == (30, 0, None)  # purged: freed at once
+    assert split(no_rule, 0) == (0, 30, None)  # never freed
+    soft = gcs_verdict(True, 7 * 86400, [], prefix=NS)
+    assert soft.purge_keeps_days == 7
+    assert split(soft, 30) == (0, 30, "2026-12-04T00:00:00+00:00")
