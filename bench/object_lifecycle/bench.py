@@ -154,7 +154,10 @@ def check_mtimes(lakefs, source: Path, sample: int = 2000) -> dict:
 # --- the measured run (child process) ------------------------------------------------------------------------
 
 
-def child(endpoint: str, redis_url: str) -> None:
+CONCURRENT_PATH = "tables/written-during-the-run.txt"  # outside every rule: a writer's commit, not the janitor's
+
+
+def child(endpoint: str, redis_url: str, concurrent_commit: bool) -> None:
     import redis  # noqa: PLC0415
 
     from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY  # noqa: PLC0415
@@ -195,7 +198,18 @@ def child(endpoint: str, redis_url: str) -> None:
     reset = _reset_hwm()
     cpu0 = time.process_time()
     t0[0] = time.perf_counter()
-    report = run_repository(lakefs, records, REPO, now=datetime.now(UTC), options=RunOptions(max_deletions=10**9))
+    between = None
+    if concurrent_commit:  # another writer commits on main while the run works (its own client: not counted)
+        import lakefs_sdk  # noqa: PLC0415
+
+        writer = make_lakefs_for(endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, timeout=600)
+
+        def between(step: str, branch_id: str) -> None:
+            if step == "staged":  # after the re-check, before the merge: the branch moved, the read-back diff runs
+                writer.upload(REPO, branch_id, CONCURRENT_PATH, data=b"a writer's commit during the run\n")
+                writer.commits.commit(REPO, branch_id, lakefs_sdk.CommitCreation(message="a writer's commit"))
+    report = run_repository(lakefs, records, REPO, now=datetime.now(UTC),
+                            options=RunOptions(max_deletions=10**9, between=between))
     seconds = time.perf_counter() - t0[0]
     cpu = time.process_time() - cpu0
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "timeline": timeline, "redis": redis_calls,
@@ -264,7 +278,7 @@ def delete_concurrency(lakefs, commit: str, paths: list[str], rounds: int, batch
             "four_over_one": round(medians["4 at a time"] / medians["1 at a time"], 3)}
 
 
-def run(n: int, fraction: float, rounds: int) -> dict:
+def run(n: int, fraction: float, rounds: int, concurrent_commit: bool = False) -> dict:
     import lakefs_sdk  # noqa: PLC0415
 
     from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer  # noqa: PLC0415
@@ -292,11 +306,12 @@ def run(n: int, fraction: float, rounds: int) -> dict:
             raise SystemExit(f"lakeFS did not keep the files' mtimes on import ({mtimes}): the ages would be wrong")
         set_rules(lakefs, REPO, parse_rules(RULES))
         due = sorted(p for p, (_, d) in expected.items() if d)
-        kept = {p for p, (_, d) in expected.items() if not d}
+        kept = {p for p, (_, d) in expected.items() if not d} | ({CONCURRENT_PATH} if concurrent_commit else set())
         due_bytes = sum(expected[p][0] for p in due)
 
         import_commit = lakefs.branches.get_branch(REPO, "main").commit_id
-        proc = subprocess.run([sys.executable, __file__, "--child", server.endpoint, redis_server.url],
+        proc = subprocess.run([sys.executable, __file__, "--child", server.endpoint, redis_server.url,
+                               "moved" if concurrent_commit else "still"],
                               capture_output=True, text=True, cwd=ROOT, check=False)
         if proc.returncode:
             raise SystemExit(f"the measured run failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -334,7 +349,7 @@ def run(n: int, fraction: float, rounds: int) -> dict:
         per_branch = {k: v for k, v in others.items() if k not in ("delete objects (batch)", "diff refs (read-back)")}
         seconds = result["seconds"]
         return {
-            "objects": n, "expired": len(due), "expired_bytes": due_bytes, "expire_fraction": fraction,
+            "objects": n, "expired": len(due), "concurrent_commit": concurrent_commit, "expired_bytes": due_bytes, "expire_fraction": fraction,
             "rules": RULES["rules"],
             "setup_seconds": {"write_files": round(write_seconds, 1), "import": round(import_seconds, 1)},
             "mtime_check": mtimes,
@@ -391,7 +406,9 @@ def markdown(r: dict) -> str:
              f"{r['measured_at']}, git {r['git']}, {r['machine']['cpus']} CPUs (load {r['machine']['load_1m_at_end']}"
              " at the end), real lakeFS on its local blockstore, imported files with their mtimes; command: "
              f"`.venv/bin/python bench/object_lifecycle/bench.py --objects {r['objects']} --expire-fraction "
-             f"{r['expire_fraction']}`",
+             f"{r['expire_fraction']}{' --concurrent-commit' if r.get('concurrent_commit') else ''}`"
+             + (" (another writer commits on the branch after the run's re-check: the branch moved, so the run "
+                "reads back what its commit removed)" if r.get("concurrent_commit") else ""),
              "",
              f"* run: **{r['run_seconds']} s** ({r['expired_per_second']:,} expired objects/s; the janitor's own CPU "
              f"{r['run_cpu_seconds']} s); setup (not measured): writing the files {r['setup_seconds']['write_files']}"
@@ -427,8 +444,8 @@ def markdown(r: dict) -> str:
 
 
 def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4] == "moved")
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=100_000)
@@ -436,6 +453,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 objects, the checks; writes nothing")
     parser.add_argument("--out", type=Path, default=None, help="results JSON (its .md beside it)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--concurrent-commit", action="store_true",
+                        help="another writer commits an object outside the rules on the branch after the run's "
+                             "re-check (RunOptions.between, step 'staged'): the branch moved, the read-back diff runs")
     parser.add_argument("--ablation-rounds", type=int, default=4,
                         help="rounds of the batch-delete concurrency comparison after the run (0: none; quick: 0)")
     args = parser.parse_args()
@@ -445,12 +465,12 @@ def main() -> int:
 
     stop_on_sigterm()
     n = 2000 if args.quick else args.objects
-    result = run(n, args.expire_fraction, 0 if args.quick else args.ablation_rounds)
+    result = run(n, args.expire_fraction, 0 if args.quick else args.ablation_rounds, args.concurrent_commit)
     print(json.dumps(result, indent=2))
     if args.quick or args.no_write:
         return 0
     size = f"{n // 1_000_000}m" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
-    out = args.out or RESULTS / f"object-lifecycle-bench-{size}.json"
+    out = args.out or RESULTS / f"object-lifecycle-bench-{size}{'-moved' if args.concurrent_commit else ''}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     out.with_suffix(".md").write_text(markdown(result))
     print(f"wrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
