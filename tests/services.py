@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
+import redis
 import requests
 import yaml
 
@@ -122,6 +123,173 @@ class RedisServer(Service):
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+
+class RedisNode(Service):
+    """One redis-server of a replicated pair, with a password; ``replica_of`` a port on 127.0.0.1."""
+
+    name = "redis-node"
+
+    def __init__(self, password: str, replica_of: int | None = None) -> None:
+        super().__init__()
+        self.password, self.replica_of = password, replica_of
+
+    def start(self) -> RedisNode:
+        binary = shutil.which("redis-server")
+        if not binary:
+            raise RuntimeError("redis-server is not installed (Debian package redis-server); run scripts/install.sh")
+        replica = ["--replicaof", "127.0.0.1", str(self.replica_of)] if self.replica_of else []
+        self._spawn([binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir), "--save", "",
+                     "--appendonly", "no", "--requirepass", self.password, "--masterauth", self.password,
+                     *replica])
+        wait_until(lambda: self.client().ping(), 15, "redis-server", self.proc, self.log)
+        return self
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=2)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no last write flushed to the replica."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+        self.proc = None
+
+
+class SentinelNode(Service):
+    name = "sentinel"
+
+    def __init__(self, master: str, primary_port: int, password: str, sentinel_password: str) -> None:
+        super().__init__()
+        self.password = sentinel_password
+        # Fast failover for tests: the primary is "down" after 1 s of silence, two Sentinels agreeing.
+        (self.dir / "sentinel.conf").write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\nrequirepass {sentinel_password}\n"
+            f"sentinel sentinel-pass {sentinel_password}\n"
+            f"sentinel monitor {master} 127.0.0.1 {primary_port} 2\nsentinel auth-pass {master} {password}\n"
+            f"sentinel down-after-milliseconds {master} 1000\nsentinel failover-timeout {master} 4000\n"
+            f"sentinel parallel-syncs {master} 1\n")
+
+    def start(self) -> SentinelNode:
+        self._spawn([shutil.which("redis-server") or "redis-server", str(self.dir / "sentinel.conf"), "--sentinel"])
+        wait_until(lambda: self.client().ping(), 15, "redis sentinel", self.proc, self.log)
+        return self
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=2)
+
+
+class RedisSentinelCluster:
+    """A primary, a replica and three Sentinels on 127.0.0.1, every one with a password (the Sentinels their own):
+    Redis as a highly-available deployment runs it. ``failover()`` SIGKILLs the primary and returns once the
+    Sentinels name the replica instead; the killed node comes back as the new replica."""
+
+    master = "janitor"
+
+    def __init__(self, password: str = "redis-test-pw", sentinel_password: str = "sentinel-test-pw") -> None:
+        self.password, self.sentinel_password = password, sentinel_password
+        self.nodes: list[RedisNode] = []
+        self.sentinels: list[SentinelNode] = []
+
+    def start(self) -> RedisSentinelCluster:
+        primary = RedisNode(self.password).start()
+        self.nodes = [primary, RedisNode(self.password, replica_of=primary.port).start()]
+        self.sentinels = [SentinelNode(self.master, primary.port, self.password, self.sentinel_password).start()
+                          for _ in range(3)]
+        self.wait_healthy()
+        return self
+
+    @property
+    def url(self) -> str:
+        """LAKEFS_JANITOR_REDIS_URL: Celery's form, the Redis password in the first part."""
+        hosts = [f"127.0.0.1:{s.port}/0" for s in self.sentinels]
+        return ";".join(f"sentinel://{':' + quote(self.password) + '@' if i == 0 else ''}{h}"
+                        for i, h in enumerate(hosts))
+
+    def env(self) -> dict[str, str]:
+        return {"LAKEFS_JANITOR_REDIS_URL": self.url, "LAKEFS_JANITOR_REDIS_SENTINEL_MASTER": self.master,
+                "LAKEFS_JANITOR_REDIS_SENTINEL_PASSWORD": self.sentinel_password}
+
+    def primary_port(self) -> int:
+        for sentinel in self.sentinels:
+            try:
+                return int(sentinel.client().sentinel_get_master_addr_by_name(self.master)[1])
+            except (redis.RedisError, TypeError):
+                continue
+        raise RuntimeError("no Sentinel answers")
+
+    def primary(self) -> RedisNode:
+        port = self.primary_port()
+        return next(n for n in self.nodes if n.port == port)
+
+    def replica(self) -> RedisNode:
+        port = self.primary_port()
+        return next(n for n in self.nodes if n.port != port)
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        """Every Sentinel agrees on the primary, knows the other two and a replica that is in sync."""
+        def healthy() -> bool:
+            port = self.primary_port()
+            for sentinel in self.sentinels:
+                c = sentinel.client()
+                info = c.sentinel_master(self.master)
+                if int(info["port"]) != port or int(info["num-other-sentinels"]) < 2 or \
+                        int(info["num-slaves"]) < 1 or "s_down" in info.get("flags", "") + str(info.get("flags")):
+                    return False
+                if not any(r.get("master-link-status") == "ok" and "s_down" not in str(r.get("flags"))
+                           for r in c.sentinel_slaves(self.master)):
+                    return False
+            repl = self.replica().client().info("replication")
+            return repl.get("master_link_status") == "up"
+        wait_until(lambda: _quiet(healthy), timeout, "redis sentinel cluster")
+
+    def failover(self, timeout: float = 30) -> RedisNode:
+        """SIGKILL the primary; return the killed node once the Sentinels name another primary."""
+        old = self.primary()
+        old.kill()
+        # Every Sentinel names the new primary, and it answers as one (the promotion done)
+        wait_until(lambda: _quiet(lambda: self._switched(old.port)), timeout, "sentinel failover")
+        return old
+
+    def cut_replica(self) -> RedisNode:
+        """From now on the primary's writes reach no replica (it is frozen, its link dropped): a failover then
+        loses them, as one does when the replica is promoted before it caught up."""
+        replica, primary = self.replica(), self.primary()
+        os.killpg(replica.proc.pid, signal.SIGSTOP)
+        primary.client().client_kill_filter(_type="replica")
+        return replica
+
+    def failover_losing(self, replica: RedisNode, timeout: float = 30) -> RedisNode:
+        """SIGKILL the primary, thaw the cut replica; return the killed node once the replica is the primary."""
+        old = self.primary()
+        old.kill()
+        os.killpg(replica.proc.pid, signal.SIGCONT)
+        wait_until(lambda: _quiet(lambda: self._switched(old.port)), timeout, "sentinel failover")
+        return old
+
+    def _switched(self, old_port: int) -> bool:
+        ports = {int(s.client().sentinel_get_master_addr_by_name(self.master)[1]) for s in self.sentinels}
+        if len(ports) != 1 or old_port in ports:
+            return False
+        node = next(n for n in self.nodes if n.port in ports)
+        return node.client().info("replication")["role"] == "master"
+
+    def restore(self, node: RedisNode) -> None:
+        """Restart a killed node on its port (the Sentinels make it a replica of the new primary); wait for sync."""
+        node.replica_of = self.primary_port()
+        node.start()
+        self.wait_healthy()
+
+    def cleanup(self) -> None:
+        for service in (*self.sentinels, *self.nodes):
+            service.cleanup()
+
+
+def _quiet(check: Callable[[], bool]) -> bool:
+    try:
+        return check()
+    except (redis.RedisError, StopIteration, KeyError, ValueError):
+        return False
 
 
 def lakefs_binary() -> str:

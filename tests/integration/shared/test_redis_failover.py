@@ -1,0 +1,303 @@
+"""Redis behind Sentinel (primary, replica, three Sentinels, all with passwords) and its primary SIGKILLed under
+load: the receiver answers 200 or 503 and recovers by itself, the Celery worker consumes what is queued after the
+switch, beat fires the next schedule once. Each test prints a ``RELIABILITY`` line (README's reliability table)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import requests
+
+from spark_jobs.engine.context import GCError
+from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
+from tests.fakes import fresh_metrics
+from tests.gc_engine import RUNNERS
+from tests.integration.conftest import commit, create_branch, upload
+from tests.integration.gc.test_gc_lease import garbage
+from tests.integration.gc.test_gc_threads import read
+from tests.services import (
+    ADMIN_ACCESS_KEY,
+    ADMIN_SECRET_KEY,
+    WEBHOOK_SECRET,
+    CeleryWorker,
+    LakeFSServer,
+    ReceiverServer,
+    RedisNode,
+    RedisSentinelCluster,
+    janitor_env,
+    wait_until,
+)
+from workers.branch_lifecycle.policies import parse_policies
+from workers.branch_lifecycle.scheduled import LifecycleOptions, run_repository
+from workers.branch_lifecycle.store import set_policies
+from workers.celery.app import create_celery
+from workers.gc.history import GCRuns
+from workers.gc.run import GCRequest, execute
+from workers.idle_clock.reconcile import reconcile_repository
+from workers.idle_clock.store import ClockStore
+from workers.redis_connection import redis_client
+from workers.settings import GCSettings, LakeFSConnection, load_settings
+
+HEADERS = {"X-Lakefs-Janitor-Secret": WEBHOOK_SECRET}
+
+
+@pytest.fixture(scope="module")
+def ha() -> Iterator[RedisSentinelCluster]:
+    cluster = RedisSentinelCluster().start()
+    yield cluster
+    cluster.cleanup()
+
+
+@pytest.fixture(scope="module")
+def ha_env(lakefs_server: LakeFSServer, ha: RedisSentinelCluster) -> dict[str, str]:
+    # Reconcile every minute: the beat entry whose next firing after the switch the test counts.
+    return janitor_env(lakefs_server, ha.url, **ha.env(), LAKEFS_JANITOR_RECONCILE_SCHEDULE="* * * * *")
+
+
+@pytest.fixture(scope="module")
+def ha_receiver(ha_env: dict[str, str]) -> Iterator[ReceiverServer]:
+    server = ReceiverServer(ha_env).start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="module")
+def ha_worker(ha_env: dict[str, str]) -> Iterator[CeleryWorker]:
+    worker = CeleryWorker(ha_env, beat=True).start()
+    yield worker
+    worker.cleanup()
+
+
+def hook(repo: str, branch: str) -> dict:
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    return {"event_type": "post-create-branch", "event_time": now, "action_name": "lakefs-janitor", "hook_id": "h",
+            "repository_id": repo, "branch_id": branch, "source_ref": "main", "commit_id": f"c-{branch}"}
+
+
+class HookStream:
+    """Posts hooks, one new branch each, as fast as the receiver answers; remembers each answer and when."""
+
+    def __init__(self, url: str, repo: str) -> None:
+        self.url, self.repo = url, repo
+        self.answers: list[tuple[float, str, int]] = []  # (monotonic time answered, branch, status)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            branch = f"b{i:05d}"
+            try:
+                status = requests.post(f"{self.url}/webhooks/lakefs", json=hook(self.repo, branch),
+                                       headers=HEADERS, timeout=30).status_code
+            except requests.RequestException:
+                status = 0  # no answer at all: counted, and fails the test
+            self.answers.append((time.monotonic(), branch, status))
+            i += 1
+
+    def __enter__(self) -> HookStream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def beat_sends(worker: CeleryWorker) -> list[str]:
+    """The minute (log time, to the minute) of each reconcile_all beat sent."""
+    text = worker.log.read_text(errors="replace")
+    return re.findall(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d):\d\d[^\]]*\] Scheduler: Sending due task [^\n]*reconcile_all",
+                      text)
+
+
+def test_primary_killed_while_hooks_stream_in(ha, ha_env, ha_receiver, ha_worker, lakefs, repo, monkeypatch):
+    for key, value in ha_env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    app = create_celery(settings)
+    assert app.send_task("workers.idle_clock.tasks.reconcile_repository", args=(repo,)).get(timeout=60)
+    hooks_repo = f"ha-{uuid.uuid4().hex[:10]}"
+
+    with HookStream(ha_receiver.url, hooks_repo) as stream:
+        time.sleep(1.5)
+        killed_at = time.monotonic()
+        old = ha.failover()
+        switched_at, switched_wall = time.monotonic(), time.time()
+        # Queued after the switch: the worker must consume it (and the result come back through the new primary).
+        after = app.send_task("workers.idle_clock.tasks.reconcile_repository", args=(repo,))
+        assert after.get(timeout=60) is not None
+        time.sleep(2)
+    statuses = Counter(status for _, _, status in stream.answers)
+    assert set(statuses) <= {200, 503}, statuses
+    # Asynchronous replication: a hook answered 200 just before the kill may be lost (the reconciler's job, below).
+    clock = ClockStore(redis_client(settings), settings.key_prefix)
+    recorded = clock.known_branches(hooks_repo)
+    ok = [(t, b) for t, b, s in stream.answers if s == 200]
+    after_switch = [b for t, b in ok if t > switched_at + 0.5]
+    lost_before = [b for t, b in ok if t <= killed_at and b not in recorded]
+    assert after_switch and set(after_switch) <= recorded, sorted(set(after_switch) - recorded)
+    assert not [b for t, b in ok if t > killed_at and b not in recorded]  # answered 200 after the kill: recorded
+
+    # Beat: the first reconcile_all due after the switch is sent once, not once per reconnect.
+    switch_minute = time.strftime("%Y-%m-%d %H:%M", time.gmtime(switched_wall))
+    wait_until(lambda: [m for m in beat_sends(ha_worker) if m > switch_minute], 90, "the next beat firing",
+               ha_worker.proc, ha_worker.log)
+    time.sleep(5)  # a duplicate would follow within seconds
+    sends = Counter(m for m in beat_sends(ha_worker) if m > switch_minute)
+    first_minute = min(sends)
+    assert sends[first_minute] == 1, sends
+    print(f"RELIABILITY redis-failover-hooks: primary SIGKILLed, switch {switched_at - killed_at:.1f}s, hooks "
+          f"{len(stream.answers)} (200: {statuses[200]}, 503: {statuses[503]}, other: "
+          f"{sum(v for k, v in statuses.items() if k not in (200, 503))}), answered 200 after the switch and "
+          f"recorded {len(after_switch)}/{len(after_switch)}, lost by the failover (answered 200 before the kill) "
+          f"{len(lost_before)}, worker consumed the task queued after the switch: yes, beat sends of the next "
+          f"minute: {sends[first_minute]}")
+    ha.restore(old)
+
+
+@pytest.mark.parametrize(("which", "names"), [("redis", "LAKEFS_JANITOR_REDIS_URL"),
+                                               ("sentinel", "LAKEFS_JANITOR_REDIS_SENTINEL_PASSWORD")])
+def test_a_wrong_password_is_a_clear_error_at_start_up(ha, ha_env, which, names):
+    env = dict(ha_env)
+    if which == "redis":
+        env["LAKEFS_JANITOR_REDIS_URL"] = ha.url.replace(ha.password, "wrong-password")
+    else:
+        env["LAKEFS_JANITOR_REDIS_SENTINEL_PASSWORD"] = "wrong-password"
+    for command in (["-m", "workers.cli", "serve", "--bind", "127.0.0.1:1"],
+                    ["-m", "celery", "-A", "workers.celery.worker", "worker", "--pool", "solo"]):
+        out = subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0, out
+        assert names in out.stderr and "wrong-password" not in out.stderr, out.stderr[-2000:]
+        assert "Traceback" not in out.stderr, out.stderr[-2000:]
+
+
+def test_a_gc_lease_across_a_failover(ha, ha_env, monkeypatch):
+    """The run's lease on the new primary: the deleters (here the watch a Spark job builds from the lease's URL)
+    go on only while it is confirmed; a lease the failover lost stops them before their next batch, and the
+    next run of the repository can start."""
+    for key, value in ha_env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    runs = GCRuns(redis_client(settings), f"ha-{uuid.uuid4().hex[:6]}", settings.redis_client_url())
+    lease = runs.lease("repo", lease_seconds=10)
+    lease.acquire()
+    watch = LeaseWatch(LeaseRef.from_json(lease.ref().to_json()))  # what travels to a Spark job
+    try:
+        watch.check()
+        killed_at = time.monotonic()
+        old = ha.failover()
+        try:
+            watch.check()  # replicated before the kill: confirmed on the new primary
+            survived = True
+        except LeaseLost:  # its write lost with the old primary: the deleters stop
+            survived = False
+        time.sleep(lease.renew_seconds * 3)
+        if survived:
+            watch.check()  # renewals reach the new primary
+            assert not lease.lost.is_set()
+        # A lease the failover lost (replication is asynchronous): the same as its key gone on the new primary.
+        runs.redis.delete(runs._lease_keys("repo")[0])
+        with pytest.raises(LeaseLost, match="no longer holds"):
+            watch.check()
+        wait_until(lease.lost.is_set, 10, "the starter to see its lease lost")
+    finally:
+        lease.release()
+        watch.close()
+    nxt = runs.lease("repo", lease_seconds=10)
+    nxt.acquire()  # the next run starts (and converges: it re-marks and sweeps what the stopped one left)
+    nxt.release()
+    print(f"RELIABILITY redis-failover-gc-lease: primary SIGKILLed, lease confirmed on the new primary: "
+          f"{'yes' if survived else 'no (lost, deleters stopped)'}, a lost lease stopped the deleters before their "
+          f"next batch: yes, next run started: yes ({time.monotonic() - killed_at:.1f}s)")
+    ha.restore(old)
+
+
+def test_a_failover_that_loses_writes_deletes_no_written_branch(ha, ha_env, lakefs, repo, monkeypatch):
+    """The replica promoted before it caught up: the clocks of the last hook writes go back in time. The lifecycle
+    run's re-check against lakeFS (HEAD moved since the clock's HEAD) keeps every branch written in the lost
+    seconds, deletes only the ones really idle, and the reconciler repairs the clocks."""
+    for key, value in ha_env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    clock = ClockStore(redis_client(settings), settings.key_prefix)
+    set_policies(lakefs, repo, parse_policies({"policies": [{"id": "p", "patterns": ["lw-*"],
+                                                             "max_idle_age": "1d"}]}, "main"))
+    old_time = datetime.now(UTC) - timedelta(days=10)
+    names = [f"lw-{i}" for i in range(6)]
+    for name in names:  # idle for 10 days, as their hooks said
+        create_branch(lakefs, repo, name)
+        clock.record_created(repo, name, old_time, head=dict(lakefs.branch_heads(repo))[name])
+    ha.primary().client().wait(1, 5000)  # on the replica too
+
+    replica = ha.cut_replica()
+    written = names[:3]
+    for name in written:  # written now; their hooks recorded on the primary only
+        upload(lakefs, repo, name, "new.txt")
+        head = commit(lakefs, repo, name, "written just before the failover")
+        clock.record_write(repo, name, datetime.now(UTC), head=getattr(head, "id", None))
+    recorded_before = {n: clock.get(repo, n).last_write_at for n in written}
+    old = ha.failover_losing(replica)
+    lost = [n for n in written if clock.get(repo, n).last_write_at != recorded_before[n]]
+    assert lost == written, "the failover was meant to lose these writes"
+
+    report = run_repository(lakefs, clock, repo, now=datetime.now(UTC), options=LifecycleOptions(max_deletions=100))
+    outcome = {o.branch_id: o.result for o in report.outcomes}
+    left = {b.id for b in lakefs.paginate("list", lakefs.branches.list_branches, repo)}
+    assert set(written) <= left, outcome  # no wrong deletion
+    assert not set(names[3:]) & left, outcome  # the idle ones went
+    reconcile_repository(lakefs, clock, repo, now=datetime.now(UTC))
+    repaired = [n for n in written if clock.get(repo, n).last_write_at > old_time + timedelta(days=9)]
+    assert repaired == written
+    print(f"RELIABILITY redis-failover-lost-writes: replica promoted behind, hook writes lost {len(lost)}/"
+          f"{len(written)}, written branches deleted 0/{len(written)}, idle branches deleted "
+          f"{len(names) - len(written)}/{len(names) - len(written)}, clocks repaired by the reconciler "
+          f"{len(repaired)}/{len(lost)}")
+    ha.restore(old)
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_the_primary_killed_during_a_gc_sweep(ha, ha_env, lakefs, lakefs_server, repo, monkeypatch, runner, request):
+    """Either runner: the primary SIGKILLed once the sweep has re-checked and is about to send its batches (the
+    Spark job's deleters reach the Sentinels through the lease reference it was given). The run completes (its
+    lease confirmed on the new primary) or stops before deleting more (it could not be); either way nothing live
+    is lost and the next run converges."""
+    for key, value in ha_env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    runs = GCRuns(redis_client(settings), f"ha-{uuid.uuid4().hex[:6]}", settings.redis_client_url())
+    connection = LakeFSConnection(endpoint_url=lakefs_server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                                  secret_access_key=ADMIN_SECRET_KEY)
+    first = garbage(lakefs, repo)
+    spark = request.getfixturevalue("local_spark") if runner == "spark" else None
+    killed: list[RedisNode] = []
+
+    def fail_over_before_deleting(phase: str, count: int) -> None:
+        if phase == "re-checked" and not killed:
+            killed.append(ha.failover())
+
+    try:
+        summary = execute(GCSettings(min_age="0s"), GCRequest(repo, runner=runner), connection=connection,
+                          runs=runs, metrics=fresh_metrics(), progress=fail_over_before_deleting, spark=spark)
+        outcome = "completed" if summary.success else f"stopped ({summary.error})"
+    except GCError as exc:
+        outcome = f"stopped ({exc.reason})"
+    assert killed
+    assert read(lakefs, repo, "main", "a.txt") == b"v3"  # live data untouched whatever happened
+    again = execute(GCSettings(min_age="0s"), GCRequest(repo, runner=runner), connection=connection, runs=runs,
+                    metrics=fresh_metrics(), spark=spark)
+    assert again.success
+    assert read(lakefs, repo, first, "a.txt") == 410  # the garbage is gone after the next run at the latest
+    assert read(lakefs, repo, "main", "a.txt") == b"v3"
+    print(f"RELIABILITY redis-failover-gc-sweep ({runner}): primary SIGKILLed before the sweep's batches, first run "
+          f"{outcome}, next run succeeded (swept {again.swept}), live objects lost 0")
+    ha.restore(killed[0])
