@@ -28,12 +28,11 @@ class ObjectInfo:
     size: int
 
 
-@dataclass(frozen=True, slots=True)  # a run holds up to a cap's worth (100k by default)
+@dataclass(frozen=True, slots=True)  # a run holds up to a cap's worth (100k by default): no more than it needs
 class Expiry:
     path: str
     size: int
-    mtime: datetime
-    rule_ids: tuple[str, ...]  # every enabled rule that expires it, in document order
+    rule_ids: tuple[str, ...]  # every enabled rule that expires it, in document order (one tuple per combination)
 
 
 @dataclass
@@ -98,6 +97,7 @@ def evaluate(rules: Sequence[Rule], objects: Iterable[ObjectInfo], *, branch_id:
     result = Evaluation(branch_id, now, tuple(r.id for r in applying), by_rule={r.id: Tally() for r in applying})
     if not applying:
         return result
+    combinations: dict[tuple[str, ...], tuple[str, ...]] = {}
     for obj in objects:
         if obj.path.startswith(ACTIONS_PREFIX):
             continue
@@ -108,7 +108,7 @@ def evaluate(rules: Sequence[Rule], objects: Iterable[ObjectInfo], *, branch_id:
         expiring = tuple(r.id for r in selecting if r.due_at(obj.mtime) <= now)
         if expiring:
             if keep_expired and (limit is None or len(result.expired) < limit):
-                result.expired.append(Expiry(obj.path, obj.size, obj.mtime, expiring))
+                result.expired.append(Expiry(obj.path, obj.size, combinations.setdefault(expiring, expiring)))
             elif keep_expired:
                 result.left_out += 1
             result.objects += 1

@@ -5,12 +5,13 @@ The expired paths are deleted on a short-lived hidden branch made from the evalu
 squash-merged back with lakeFS's ``dest-wins`` strategy: an object written again on the branch since evaluation
 conflicts with its deletion, and the branch's version wins, so it stays. lakeFS runs the branch's pre-merge hooks
 on that merge (a veto leaves the branch as it was), and the merge refuses a branch with uncommitted changes, so
-those stay staged (the branch is skipped and tried again by the next run). What the commit really removed is read
-back from lakeFS when the branch moved while the run worked (a diff of the new commit against its parent): the
-history and the metrics count that, not the plan.
+those stay staged (the branch is skipped and tried again by the next run). What the commit really removed is worked
+out from what moved on the branch while the run worked (lakeFS diffs), so the history and the metrics count that,
+not the plan.
 
-Requests: the listing (1 per 1,000 objects), a batch delete per 1,000 expired paths, and a handful per branch (branch, protection rules, staged check, create, commit, merge, delete); a read-back
-diff (1 per 1,000) only when the branch moved while the run worked.
+Requests: the listing (1 per 1,000 objects), a batch delete per 1,000 expired paths, and a handful per branch
+(branch, protection rules, staged check, create, commit, merge, delete); when the branch moved while the run
+worked, a diff of what moved (before the deletions, and before the merge).
 """
 
 from __future__ import annotations
@@ -408,15 +409,13 @@ def _apply(lakefs: LakeFS, report: RunReport, outcome: BranchOutcome, *, evaluat
     commit_id = merged.reference
     outcome.commit_id = commit_id
     parent = lakefs.call("get commit", lakefs.commits.get_commit, repo_id, commit_id).parents[0]
-    failed = set(failed_paths)
-    if parent == current:
-        # Merged onto the HEAD the re-check compared: no conflict was possible, every staged deletion landed.
-        done = [e for e in expiries if e.path not in failed]
-    else:
-        # The branch moved after the re-check: what was written meanwhile won the merge and stays. Read back what
-        # the commit really removed (one diff page per 1,000 paths, only in this case).
-        removed = _diff_paths(lakefs, repo_id, parent, commit_id, prefixes=prefixes, kinds=("removed",))
-        done = [e for e in expiries if e.path in removed]
+    left = set(failed_paths)
+    if parent != current:
+        # The branch moved after the re-check: a path written (or deleted) meanwhile conflicted with its deletion
+        # and the branch's version won (dest-wins); every other deletion landed. Only what moved is read: the diff
+        # of the re-checked HEAD against the one merged onto, usually a page.
+        left |= _diff_paths(lakefs, repo_id, current, parent, prefixes=prefixes, kinds=("changed", "removed"))
+    done = [e for e in expiries if e.path not in left]
     outcome.kept_rewritten += len(expiries) - len(done) - outcome.failed_paths
     outcome.result = "expired"
     outcome.detail = ""
