@@ -316,6 +316,19 @@ def test_a_redis_url_with_a_password_comes_from_the_secret(tools):
         assert ref == {"name": "lakefs-janitor", "key": "redis-url"}, name
 
 
+def test_a_redis_with_sentinel(tools, tmp_path, monkeypatch):
+    """The Sentinels in redis.url, the master name in config, the Sentinels' password from the Secret."""
+    url = "sentinel://s1.redis:26379/0;sentinel://s2.redis:26379"
+    docs = render(tools, MINIMAL, sets=(f"redis.url={url}", "config.redis_sentinel_master=mymaster",
+                                        "extraSecretEnv.LAKEFS_JANITOR_REDIS_SENTINEL_PASSWORD=sentinel-password"))
+    worker = one(docs, "Deployment", "-worker")["spec"]["template"]["spec"]["containers"][0]
+    settings = settings_of(tmp_path, docs, worker, monkeypatch)
+    assert (settings.redis_url, settings.redis_sentinel_master) == (url, "mymaster")
+    assert settings.redis_sentinel_password is not None
+    refused = render_text(tools, MINIMAL, sets=("config.redis_sentinel_password=hunter2",), check=False)
+    assert refused.returncode != 0 and "extraSecretEnv" in refused.stderr and "hunter2" not in refused.stdout
+
+
 def placeholder(name: str) -> str:
     """A value of the right form for a setting that comes from the Secret."""
     if name.endswith("REDIS_URL"):
