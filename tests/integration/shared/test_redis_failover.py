@@ -301,3 +301,55 @@ def test_the_primary_killed_during_a_gc_sweep(ha, ha_env, lakefs, lakefs_server,
     print(f"RELIABILITY redis-failover-gc-sweep ({runner}): primary SIGKILLed before the sweep's batches, first run "
           f"{outcome}, next run succeeded (swept {again.swept}), live objects lost 0")
     ha.restore(killed[0])
+
+
+def test_the_primary_killed_during_a_lifecycle_run(ha, ha_env, lakefs, repo, monkeypatch):
+    """The primary SIGKILLed once a branch lifecycle run has started deleting: the run goes on on the new primary
+    or stops (Redis errors end it); no written branch is deleted, and the next run deletes the idle rest."""
+    for key, value in ha_env.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    clock = ClockStore(redis_client(settings), settings.key_prefix)
+    set_policies(lakefs, repo, parse_policies({"policies": [{"id": "p", "patterns": ["lr-*"],
+                                                             "max_idle_age": "1d"}]}, "main"))
+    old_time = datetime.now(UTC) - timedelta(days=10)
+    # Enough idle branches that the run is still deleting when the primary dies (asserted below).
+    idle, written = [f"lr-idle-{i:03d}" for i in range(150)], [f"lr-written-{i}" for i in range(5)]
+    for name in idle + written:
+        create_branch(lakefs, repo, name)
+        clock.record_created(repo, name, old_time, head=dict(lakefs.branch_heads(repo))[name])
+    for name in written:
+        upload(lakefs, repo, name, "new.txt")
+        head = commit(lakefs, repo, name, "written today")
+        clock.record_write(repo, name, datetime.now(UTC), head=getattr(head, "id", None))
+    ha.primary().client().wait(1, 5000)
+
+    def names() -> set[str]:
+        return {b.id for b in lakefs.paginate("list", lakefs.branches.list_branches, repo)}
+
+    killed: list[RedisNode] = []
+    kill_at: list[float] = []
+
+    def kill_after_first_deletion() -> None:
+        wait_until(lambda: len(names() & set(idle)) < len(idle), 60, "the run's first deletion")
+        kill_at.append(time.monotonic())
+        killed.append(ha.failover())
+
+    killer = threading.Thread(target=kill_after_first_deletion, daemon=True)
+    killer.start()
+    try:
+        report = run_repository(lakefs, clock, repo, now=datetime.now(UTC), options=LifecycleOptions(max_deletions=500))
+        outcome = f"went on ({sum(o.result == 'deleted' for o in report.outcomes)} deleted)"
+    except Exception as exc:  # noqa: BLE001 - whatever a Redis loss raises, the run must just stop
+        outcome = f"stopped ({type(exc).__name__})"
+    ended = time.monotonic()
+    killer.join(90)
+    assert killed and kill_at[0] < ended, "the primary was not killed during the run"
+    assert set(written) <= names()  # no wrong deletion
+    deleted_first = len(idle) - len(names() & set(idle))
+    run_repository(lakefs, clock, repo, now=datetime.now(UTC), options=LifecycleOptions(max_deletions=500))
+    assert names() & set(idle + written) == set(written)  # the next run converges
+    print(f"RELIABILITY redis-failover-lifecycle-run: primary SIGKILLed after the run's first deletion, the run "
+          f"{outcome}, idle deleted by it {deleted_first}/{len(idle)}, written branches deleted 0/{len(written)}, "
+          f"next run deleted the rest")
+    ha.restore(killed[0])
