@@ -29,8 +29,8 @@ BENCHMARKS = {
     "gc_cache": ("bench/gc/cache_bench.py", ["--quick"], 420, "gc-cache*"),
     # GC daily runs (issue 28): the incremental run against the full one after a day's commits (local disk, threads)
     "gc_daily": ("bench/gc/daily_bench.py", ["--quick"], 240, "gc-daily*"),
-    # Object lifecycle (issue 29): expiring objects on one branch, requests counted by kind
-    "object_lifecycle": ("bench/object_lifecycle/expire_bench.py", ["--quick"], 180, "object-lifecycle*"),
+    # Object lifecycle (issue 29): expiring objects on one branch, requests counted by endpoint, phases, memory
+    "object_lifecycle": ("bench/object_lifecycle/bench.py", ["--quick"], 180, "object-lifecycle*"),
 }
 
 
