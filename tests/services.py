@@ -280,6 +280,17 @@ class RedisSentinelCluster:
         node.start()
         self.wait_healthy()
 
+    def heal(self) -> None:
+        """Whatever a test left (a node killed, one frozen): every node up again and in sync."""
+        for node in self.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                os.killpg(node.proc.pid, signal.SIGCONT)
+        for node in self.nodes:
+            if node.proc is None or node.proc.poll() is not None:
+                node.proc = None
+                self.restore(node)
+        self.wait_healthy()
+
     def cleanup(self) -> None:
         for service in (*self.sentinels, *self.nodes):
             service.cleanup()

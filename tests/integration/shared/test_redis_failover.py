@@ -57,6 +57,13 @@ def ha() -> Iterator[RedisSentinelCluster]:
     cluster.cleanup()
 
 
+@pytest.fixture(autouse=True)
+def healed(ha: RedisSentinelCluster) -> Iterator[None]:
+    """Each test starts on a whole cluster, even after one that failed half-way through a failover."""
+    ha.heal()
+    yield
+
+
 @pytest.fixture(scope="module")
 def ha_env(lakefs_server: LakeFSServer, ha: RedisSentinelCluster) -> dict[str, str]:
     # Reconcile every minute: the beat entry whose next firing after the switch the test counts.
