@@ -205,7 +205,7 @@ def child(endpoint: str, redis_url: str, concurrent_commit: bool) -> None:
         writer = make_lakefs_for(endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, timeout=600)
 
         def between(step: str, branch_id: str) -> None:
-            if step == "staged":  # after the re-check, before the merge: the branch moved, the read-back diff runs
+            if step == "staged":  # after the re-check, before the merge: the branch moved, the run diffs what moved
                 writer.upload(REPO, branch_id, CONCURRENT_PATH, data=b"a writer's commit during the run\n")
                 writer.commits.commit(REPO, branch_id, lakefs_sdk.CommitCreation(message="a writer's commit"))
     report = run_repository(lakefs, records, REPO, now=datetime.now(UTC),
@@ -408,7 +408,7 @@ def markdown(r: dict) -> str:
              f"`.venv/bin/python bench/object_lifecycle/bench.py --objects {r['objects']} --expire-fraction "
              f"{r['expire_fraction']}{' --concurrent-commit' if r.get('concurrent_commit') else ''}`"
              + (" (another writer commits on the branch after the run's re-check: the branch moved, so the run "
-                "reads back what its commit removed)" if r.get("concurrent_commit") else ""),
+                "reads what moved meanwhile)" if r.get("concurrent_commit") else ""),
              "",
              f"* run: **{r['run_seconds']} s** ({r['expired_per_second']:,} expired objects/s; the janitor's own CPU "
              f"{r['run_cpu_seconds']} s); setup (not measured): writing the files {r['setup_seconds']['write_files']}"
@@ -455,7 +455,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--concurrent-commit", action="store_true",
                         help="another writer commits an object outside the rules on the branch after the run's "
-                             "re-check (RunOptions.between, step 'staged'): the branch moved, the read-back diff runs")
+                             "re-check (RunOptions.between, step 'staged'): the branch moved, the run diffs what moved")
     parser.add_argument("--ablation-rounds", type=int, default=4,
                         help="rounds of the batch-delete concurrency comparison after the run (0: none; quick: 0)")
     args = parser.parse_args()
