@@ -336,6 +336,12 @@ class Settings(BaseSettings):
             raise ValueError(f"not a valid Redis URL: {exc}") from None
         return value
 
+    @field_validator("redis_sentinel_master", "redis_sentinel_password", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # compose and Helm pass an empty variable for a setting left out: that is "not set", not an empty name
+        return None if value == "" else value
+
     @field_validator("redis_sentinel_master")
     @classmethod
     def _master(cls, value: str | None, info: ValidationInfo) -> str | None:

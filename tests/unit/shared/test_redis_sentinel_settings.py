@@ -74,3 +74,13 @@ def test_a_sentinel_broker_beside_a_plain_redis_gets_the_master_name():
     options = celery_options(s)
     assert options["broker_transport_options"]["master_name"] == "m"
     assert "master_name" not in options["result_backend_transport_options"]
+
+
+def test_empty_sentinel_variables_are_unset(monkeypatch):
+    # compose passes ${JANITOR_REDIS_SENTINEL_MASTER:-} and the password as "" when they are left out
+    monkeypatch.setenv("LAKEFS_JANITOR_REDIS_SENTINEL_MASTER", "")
+    monkeypatch.setenv("LAKEFS_JANITOR_REDIS_SENTINEL_PASSWORD", "")
+    s = load_settings(**LAKEFS)
+    assert s.redis_sentinel_master is None and s.redis_sentinel_password is None
+    with pytest.raises(SettingsError, match="LAKEFS_JANITOR_REDIS_SENTINEL_MASTER"):
+        load_settings(**LAKEFS, redis_url=SENTINELS)
