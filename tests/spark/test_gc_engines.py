@@ -55,7 +55,8 @@ def _decision(summary: Summary) -> Summary:
     """A run's record as its mark wrote it (a full run's sweep adds what it did to the same record)."""
     return replace(summary, phase="mark", success=True, error=None, swept=0, spared_by_recheck=0, capped=0,
                    swept_at=None, delete_requests=0, backoffs=0, num_failed=0, failed=[], new_ranges_read=0,
-                   seconds={})
+                   seconds={}, freeing={}, bytes_freed=0, bytes_pending=0, pending_until=None, purged_versions=0,
+                   purged_bytes=0, purge_failed=[])
 
 
 def _submit_env(monkeypatch, env: dict[str, str]) -> None:
