@@ -4,6 +4,7 @@ crashed holder."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -37,3 +38,17 @@ def release_quietly(lock: Lock, what: str) -> None:
         log.warning("%s lock expired before the run ended; raise its timeout", what)
     except redis.RedisError as exc:
         log.warning("could not release the %s lock: %s", what, exc)
+
+
+def still_held(lock: Lock) -> Callable[[], bool]:
+    """A check a run asks before each deletion: renews the lock to its full timeout, False once it was lost (the
+    run outlived it and another may have started)."""
+
+    def check() -> bool:
+        try:
+            lock.reacquire()
+        except redis.exceptions.LockError:
+            return False
+        return True
+
+    return check

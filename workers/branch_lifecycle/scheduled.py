@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import redis
 import requests
 
 from spark_jobs.core.durations import parse_duration
@@ -17,7 +16,7 @@ from workers.branch_lifecycle.run import Plan, RunReport, decision_dict, execute
 from workers.branch_lifecycle.store import LifecycleRecords
 from workers.idle_clock.store import ClockStore
 from workers.lakefs.client import LakeFS
-from workers.locks import release_quietly
+from workers.locks import release_quietly, still_held
 from workers.metrics import Metrics
 from workers.settings import Settings
 
@@ -45,17 +44,6 @@ class LifecycleOptions:
 
 def post_json(url: str, body: dict) -> None:
     requests.post(url, json=body, timeout=10).raise_for_status()
-
-
-def _still_ours(lock: redis.lock.Lock) -> Callable[[], bool]:
-    def check() -> bool:
-        try:
-            lock.reacquire()  # back to a full lifecycle_lock_seconds for each deletion
-        except redis.exceptions.LockError:
-            return False
-        return True
-
-    return check
 
 
 class FutureRunRefused(ValueError):
@@ -86,7 +74,7 @@ def run_repository(lakefs: LakeFS, clock: ClockStore, repository_id: str, *, now
         the_plan = plan(lakefs, clock, repository_id, now=now, adopt_untracked=options.adopt_untracked,
                         max_stats=options.max_stats, record=True)
         report = execute(lakefs, clock, the_plan, max_deletions=options.max_deletions, metrics=metrics,
-                         still_ours=_still_ours(lock), max_stats=options.max_stats)
+                         still_ours=still_held(lock), max_stats=options.max_stats)
         _report_pending(the_plan, report, options, metrics)
         _warn(clock, the_plan, options, notify)
     finally:

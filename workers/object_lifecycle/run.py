@@ -36,6 +36,7 @@ from workers.lakefs.client import (
     Unauthorized,
     Unavailable,
 )
+from workers.locks import release_quietly, still_held
 from workers.metrics import Metrics
 from workers.object_lifecycle.evaluation import Evaluation, Expiry, ObjectInfo, applicable_rules, evaluate, prefix_of
 from workers.object_lifecycle.rules import Rule
@@ -175,7 +176,7 @@ def run_repository(lakefs: LakeFS, records: ObjectLifecycleRecords, repository_i
         return report
     started = time.monotonic()
     try:
-        _run(lakefs, report, only_branch=only_branch, options=options, still_ours=_still_ours(lock),
+        _run(lakefs, report, only_branch=only_branch, options=options, still_ours=still_held(lock),
              records=records)
     except Exception:
         if metrics:  # a run that fails before any branch (lakeFS down, unusable rules) is a streak of its own
@@ -183,29 +184,10 @@ def run_repository(lakefs: LakeFS, records: ObjectLifecycleRecords, repository_i
             metrics.object_lifecycle_consecutive_failures.labels(repository_id, WHOLE_RUN).set(streak)
         raise
     finally:
-        _release(lock)
+        release_quietly(lock, "object lifecycle")
     if metrics:
         _count(metrics, records, report, time.monotonic() - started)
     return report
-
-
-def _still_ours(lock) -> Callable[[], bool]:
-    import redis  # noqa: PLC0415 - only a real run holds a lock
-
-    def check() -> bool:
-        try:
-            lock.reacquire()
-        except redis.exceptions.LockError:
-            return False
-        return True
-
-    return check
-
-
-def _release(lock) -> None:
-    from workers.locks import release_quietly  # noqa: PLC0415
-
-    release_quietly(lock, "object lifecycle")
 
 
 def _run(lakefs: LakeFS, report: RunReport, *, only_branch: str | None, options: RunOptions,
