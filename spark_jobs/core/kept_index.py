@@ -50,31 +50,50 @@ def empty():
 
 def apply(index, delta: Mapping[int, int]):
     """``index`` with ``delta`` (hash -> change of count) added; keys whose count drops to 0 leave it. A count
-    that would go below 0 means the index and the ranges disagree: an IndexError_, never a guess."""
+    that would go below 0 means the index and the ranges disagree: an IndexError_, never a guess. The work is
+    binary searches for the changed keys and copies of the two columns, not a regrouping of the whole index."""
+    import numpy as np  # noqa: PLC0415
     import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
 
     if not delta:
         return index
-    changes = pa.table([pa.array(list(delta), pa.uint64()), pa.array(list(delta.values()), pa.int64())],
-                       schema=_schema())
-    summed = pa.concat_tables([index, changes]).group_by("hash").aggregate([("count", "sum")])
-    summed = summed.rename_columns(["hash", "count"])
-    if len(summed) and pc.min(summed["count"]).as_py() < 0:
+    hashes, counts = _columns(index)
+    keys = np.array(sorted(delta), np.uint64)
+    changes = np.array([delta[int(k)] for k in keys.tolist()], np.int64)
+    at = np.searchsorted(hashes, keys)
+    known = at < len(hashes)
+    known[known] = hashes[at[known]] == keys[known]
+    counts = counts.copy()
+    counts[at[known]] += changes[known]
+    if (counts < 0).any() or (changes[~known] < 0).any():
         raise IndexError_("a range's entries were subtracted from keys the index does not count")
-    return summed.filter(pc.greater(summed["count"], 0)).sort_by("hash").select(["hash", "count"])
+    hashes = np.insert(hashes, at[~known], keys[~known])
+    counts = np.insert(counts, at[~known], changes[~known])
+    live = counts > 0
+    return pa.table([pa.array(hashes[live], pa.uint64()), pa.array(counts[live], pa.int64())], schema=_schema())
 
 
 def holds(index, hashes: Iterable[int]) -> set[int]:
     """Which of ``hashes`` some live range holds."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
 
-    wanted = pa.array(sorted(set(hashes)), pa.uint64())
+    wanted = np.array(sorted(set(hashes)), np.uint64)
     if not len(wanted):
         return set()
-    found = pc.is_in(wanted, value_set=index["hash"])
-    return set(wanted.filter(found).to_pylist())
+    column, _ = _columns(index)
+    at = np.minimum(np.searchsorted(column, wanted), max(len(column) - 1, 0))
+    found = column[at] == wanted if len(column) else np.zeros(len(wanted), bool)
+    return set(wanted[found].tolist())
+
+
+def _columns(index):
+    """The index's two columns as numpy arrays (hash sorted ascending, as build and apply leave it)."""
+    import numpy as np  # noqa: PLC0415
+
+    if not len(index):
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    return (index["hash"].combine_chunks().to_numpy(zero_copy_only=False),
+            index["count"].combine_chunks().to_numpy(zero_copy_only=False))
 
 
 def encode(index) -> bytes:
@@ -99,4 +118,7 @@ def decode(data: bytes):
         raise IndexError_("it has empty values")
     if len(table) and pc.min(table["count"]).as_py() <= 0:
         raise IndexError_("it counts a key held by no range")
+    hashes, _ = _columns(table)
+    if (hashes[1:] <= hashes[:-1]).any():  # lookups search it: out of order, a held key could look unheld
+        raise IndexError_("its keys are not in order, or one is there twice")
     return table

@@ -42,7 +42,9 @@ __all__ = [
     "iter_records",
     "metarange_ranges",
     "metarange_range_ids",
+    "block_addresses",
     "range_addresses",
+    "range_wanted_blocks",
     "range_entries",
     "read_properties",
     "table_info",
@@ -626,19 +628,23 @@ def range_block_digests(data: bytes, *, verify_checksums: bool = True) -> list[b
             for offset, size in table.data_handles()]
 
 
-def range_block_addresses(data: bytes, wanted: set[bytes], *,
-                          verify_checksums: bool = True) -> list[tuple[bytes, list[tuple[str, int]]]]:
-    """(digest, [(address, address_type)]) of the data blocks of a range file whose digest is in ``wanted``, only
-    those decoded."""
+def range_wanted_blocks(data: bytes, wanted: set[bytes], *,
+                        verify_checksums: bool = True) -> list[tuple[bytes, bytes]]:
+    """(digest, decompressed bytes) of the data blocks of a range file whose digest is in ``wanted``, in order."""
     table = _Table(data, verify_checksums=verify_checksums)
     _expect_type(table, b"ranges")
-    out: list[tuple[bytes, list[tuple[str, int]]]] = []
+    out: list[tuple[bytes, bytes]] = []
     for offset, size in table.data_handles():
         digest = _blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
         if digest in wanted:
-            addresses: list[tuple[str, int]] = []
-            _block_addresses(table.block((offset, size)), addresses)
-            out.append((digest, addresses))
+            out.append((digest, table.block((offset, size))))
+    return out
+
+
+def block_addresses(block: bytes) -> list[tuple[str, int]]:
+    """(address, address_type) of every entry of one decompressed data block, in order."""
+    out: list[tuple[str, int]] = []
+    _block_addresses(block, out)
     return out
 
 

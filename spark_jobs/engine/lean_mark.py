@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from spark_jobs.core import kept_index, sstable
+from spark_jobs.core import block_scan, kept_index, sstable
 from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
@@ -32,20 +32,39 @@ def unit_range_digests(ctx: OpenContext, range_id: str) -> list[tuple[str, list[
     return [(range_id, sstable.range_block_digests(ctx.read_range(range_id)))]
 
 
-def unit_block_addresses(ctx: OpenContext, unit: tuple[str, frozenset[bytes]]) \
-        -> list[tuple[bytes, list[tuple[str, int]]]]:
-    """(digest, [(address, address type)]) of the wanted blocks of one range (only those decoded)."""
+def unit_block_scan(ctx: OpenContext, unit: tuple[str, frozenset[bytes]]) \
+        -> list[tuple[str, list[bytes], block_scan.Scan]]:
+    """The wanted blocks of one range, every entry fingerprinted at once (none turned into Python objects)."""
     range_id, wanted = unit
-    return sstable.range_block_addresses(ctx.read_range(range_id), set(wanted))
+    blocks = sstable.range_wanted_blocks(ctx.read_range(range_id), set(wanted))
+    return [(range_id, [d for d, _ in blocks], block_scan.scan([b for _, b in blocks]))]
+
+
+def unit_block_picks(ctx: OpenContext, unit: tuple[str, tuple[tuple[bytes, tuple[int, ...] | None], ...]]) \
+        -> list[tuple[bytes, int, tuple[str, int]]]:
+    """(digest, entry ordinal, (address, address type)) of the picked entries of one range's blocks; ordinals
+    None: every entry of the block (ordinal -1)."""
+    range_id, picks = unit
+    wanted = dict(picks)
+    out: list[tuple[bytes, int, tuple[str, int]]] = []
+    for digest, block in sstable.range_wanted_blocks(ctx.read_range(range_id), set(wanted)):
+        addresses = sstable.block_addresses(block)
+        ordinals = wanted[digest]
+        if ordinals is None:
+            out += [(digest, -1, entry) for entry in addresses]
+        else:
+            out += [(digest, i, addresses[i]) for i in ordinals]
+    return out
 
 
 def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str], prefixes: tuple[str, ...],
                    partitions: int, tally: dict[str, int] | None = None) -> tuple[dict[int, int], set[str]]:
     """The kept index's change from the ranges that died and appeared, and the keys whose count went down.
     A new version of a range repeats most data blocks of the one before byte for byte, so a block held as often
-    by the new ranges as by the dead ones changes no count: only the others are decoded. Of those (a change
-    early in a range shifts the blocks after it), the entries the dead and the new blocks share cancel out, and
-    only the rest is mapped to keys and hashed."""
+    by the new ranges as by the dead ones changes no count: only the others are read. Of those (a change early
+    in a range shifts the blocks after it), every entry is fingerprinted at once (``core.block_scan``); the
+    entries the dead and the new blocks share cancel out by fingerprint, and only one entry of each fingerprint
+    whose count changed is decoded, mapped to its key and hashed. Blocks of another shape are decoded whole."""
     digests = dict(runner.map_units(dead + new, unit_range_digests, config.open, partitions=partitions))
     net: dict[bytes, int] = {}
     holder: dict[bytes, str] = {}
@@ -59,15 +78,24 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
         if times:
             by_range.setdefault(holder[digest], set()).add(digest)
     units = [(r, frozenset(ds)) for r, ds in sorted(by_range.items())]
+    scans = runner.map_units(units, unit_block_scan, config.open, partitions=partitions)
+    picks, weight, irregular = _changed_entries(scans, net)
+    wanted: dict[str, dict[bytes, tuple[int, ...] | None]] = {}
+    for range_id, digest, ordinal in picks:
+        wanted.setdefault(range_id, {}).setdefault(digest, ())
+        wanted[range_id][digest] += (ordinal,)  # type: ignore[operator]
+    for range_id, digest in irregular:
+        wanted.setdefault(range_id, {})[digest] = None
+    units2 = [(r, tuple(sorted(ds.items()))) for r, ds in sorted(wanted.items())]
     count: dict[tuple[str, int], int] = {}
-    decoded = runner.map_units(units, unit_block_addresses, config.open, partitions=partitions)
-    for digest, addresses in decoded:
-        times = net[digest]
-        for entry in addresses:
-            count[entry] = count.get(entry, 0) + times
+    decoded = runner.map_units(units2, unit_block_picks, config.open, partitions=partitions)
+    for digest, ordinal, entry in decoded:
+        times = net[digest] if ordinal < 0 else weight[(digest, ordinal)]
+        count[entry] = count.get(entry, 0) + times
     if tally is not None:
-        tally.update(blocks=len(net), blocks_decoded=len(decoded), entries_decoded=sum(len(a) for _, a in decoded),
-                     entries_changed=sum(1 for n in count.values() if n))
+        tally.update(blocks=len(net), blocks_decoded=sum(len(d) for _, d, _ in scans),
+                     entries_decoded=sum(len(s.fp1) for _, _, s in scans) + sum(1 for _, o, _ in decoded if o < 0),
+                     blocks_irregular=len(irregular), entries_changed=sum(1 for n in count.values() if n))
     delta: dict[int, int] = {}
     gone: set[str] = set()
     for (address, kind), times in count.items():
@@ -77,6 +105,39 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
             if times < 0:
                 gone.add(key)
     return {h: n for h, n in delta.items() if n}, gone
+
+
+def _changed_entries(scans: list[tuple[str, list[bytes], block_scan.Scan]], net: dict[bytes, int]) \
+        -> tuple[list[tuple[str, bytes, int]], dict[tuple[bytes, int], int], list[tuple[str, bytes]]]:
+    """From the scanned blocks: one (range, digest, entry ordinal) per fingerprint whose entries do not cancel
+    out, with its net count (by (digest, ordinal)); and the blocks the scan did not take."""
+    import numpy as np  # noqa: PLC0415
+
+    irregular = [(r, digests[i]) for r, digests, scan in scans for i in scan.irregular]
+    parts = [(u, s) for u, (_, _, s) in enumerate(scans) if len(s.fp1)]
+    if not parts:
+        return [], {}, irregular
+    fp1 = np.concatenate([s.fp1 for _, s in parts])
+    fp2 = np.concatenate([s.fp2 for _, s in parts])
+    unit = np.concatenate([np.full(len(s.fp1), u, np.int64) for u, s in parts])
+    block = np.concatenate([s.block for _, s in parts])
+    entry = np.concatenate([s.entry for _, s in parts])
+    times = np.concatenate([np.array([net[d] for d in scans[u][1]], np.int64)[s.block] for u, s in parts])
+    order = np.lexsort((fp2, fp1))
+    f1, f2 = fp1[order], fp2[order]
+    first = np.ones(len(order), bool)
+    first[1:] = (f1[1:] != f1[:-1]) | (f2[1:] != f2[:-1])
+    starts = np.flatnonzero(first)
+    sums = np.add.reduceat(times[order], starts)
+    changed = sums != 0
+    picks: list[tuple[str, bytes, int]] = []
+    weight: dict[tuple[bytes, int], int] = {}
+    for i, total in zip(order[starts[changed]].tolist(), sums[changed].tolist(), strict=True):
+        range_id, digests, _ = scans[int(unit[i])]
+        digest, ordinal = digests[int(block[i])], int(entry[i])
+        picks.append((range_id, digest, ordinal))
+        weight[(digest, ordinal)] = int(total)
+    return picks, weight, irregular
 
 
 class _Clock:

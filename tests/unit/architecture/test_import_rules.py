@@ -154,10 +154,11 @@ def test_functions_with_more_than_three_parameters_take_the_rest_by_keyword():
 
 
 # What spark_jobs/core may import: the standard library's pure parts, its own modules, and the libraries its
-# pure functions are built on (Snappy and CRC32C for SSTable blocks, pyarrow for the report's parquet bytes).
+# pure functions are built on (Snappy and CRC32C for SSTable blocks, pyarrow for the report's parquet bytes, numpy
+# for the blocks scanned as arrays and the kept index's binary searches).
 CORE_MAY_IMPORT = {"__future__", "collections", "dataclasses", "datetime", "typing", "re", "fnmatch", "hashlib",
                    "json", "math", "struct", "array", "io", "zlib", "gzip", "base64", "enum", "functools", "itertools", "operator", "bisect",
-                   "cramjam", "google_crc32c", "pyarrow", "spark_jobs"}
+                   "cramjam", "google_crc32c", "pyarrow", "numpy", "spark_jobs"}
 
 
 def test_spark_jobs_core_does_no_io():

@@ -67,6 +67,25 @@ def test_subtracting_what_was_never_counted_is_an_error_not_a_guess():
         ki.apply(index, delta_of([range_counts(["a", "c"])], []))
 
 
+def test_an_index_out_of_order_is_refused():
+    """Lookups binary-search the hashes: an index out of order (or with a hash twice) could hide a held key."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    schema = ki.build({}).schema
+    for hashes in ([5, 3], [3, 3]):
+        table = pa.table([pa.array(hashes, pa.uint64()), pa.array([1, 1], pa.int64())], schema=schema)
+        with pytest.raises(ki.IndexError_, match="not in order"):
+            ki.decode(ki.encode(table))
+
+
+def test_a_count_below_zero_is_an_error_on_a_known_key_too():
+    index = ki.build(range_counts(["a", "b"]))
+    with pytest.raises(ki.IndexError_):
+        ki.apply(index, {ki.key_hash("a"): -2})
+    assert as_dict(ki.apply(index, {ki.key_hash("a"): -1})) == {ki.key_hash("b"): 1}
+    assert ki.holds(ki.empty(), [1, 2]) == set()
+
+
 def test_a_damaged_index_is_refused():
     data = ki.encode(ki.build(range_counts(["a", "b", "b"])))
     assert as_dict(ki.decode(data)) == {ki.key_hash("a"): 1, ki.key_hash("b"): 2}

@@ -382,10 +382,10 @@ def test_block_digests_and_chosen_blocks_agree_with_the_whole_range():
         digests, new = sstable.range_blocks(data, seen_blocks=set())
         assert sstable.range_block_digests(data) == digests
         chosen = set(digests[::2])
-        got = sstable.range_block_addresses(data, chosen)
+        got = sstable.range_wanted_blocks(data, chosen)
         assert [d for d, _ in got] == [d for d, _ in new if d in chosen]
-        assert [a for _, addresses in got for a in addresses] == [
+        assert [a for _, block in got for a in sstable.block_addresses(block)] == [
             (address, kind) for d, entries in new if d in chosen for _, address, kind, _ in entries]
-        assert sstable.range_block_addresses(data, set()) == []
+        assert sstable.range_wanted_blocks(data, set()) == []
         checked += 1
     assert checked
