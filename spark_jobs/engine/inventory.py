@@ -7,7 +7,8 @@ may name an object deleted since (deleting it again is a no-op). The run's cutof
 and the report's creation minus min-age, so that every object the report calls old enough was old enough when the
 report saw it. Only the namespace's own rows are kept: the source bucket must be the namespace's bucket, the key
 under its prefix (never a sibling prefix that shares its name), the current version of a versioned bucket, never a
-delete marker, never under ``_lakefs/``.
+delete marker, never under ``_lakefs/``. An Azure namespace's report (Azure Blob Inventory) is read by
+``inventory_azure``, to which ``read_inventory`` hands it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
+
+if TYPE_CHECKING:
+    from spark_jobs.engine.inventory_azure import AzureManifest
 
 FORMATS = ("CSV", "Parquet")
 # The CSV columns a listing needs, by their names in the manifest's fileSchema, and the Parquet columns they are
@@ -172,10 +177,16 @@ def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: st
     return out
 
 
-def read_inventory(url: str, ns: Namespace) -> tuple[Manifest, list[StoredObject]]:
-    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings."""
+def read_inventory(url: str, ns: Namespace) -> tuple[Manifest | AzureManifest, list[StoredObject]]:
+    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings (an
+    Azure namespace's: an Azure Blob Inventory report, ``inventory_azure``)."""
+    if ns.store == "azure":
+        from spark_jobs.engine.inventory_azure import read_inventory as read_azure_inventory  # noqa: PLC0415
+
+        return read_azure_inventory(url, ns)
     if ns.store != "s3":
-        raise InventoryError(f"an S3 Inventory report lists an S3 bucket; {ns.config.namespace} is on {ns.store}")
+        raise InventoryError(f"an inventory report is read for S3 (S3 Inventory) and Azure (Azure Blob Inventory) "
+                             f"namespaces; {ns.config.namespace} is on {ns.store}")
     bucket, _, prefix = ns.root.partition("/")
     report_bucket, manifest_key = _bucket_of(url)
     reports = open_namespace(StorageConfig(f"s3://{report_bucket}", None, ns.config.options_json,

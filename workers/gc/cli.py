@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -102,9 +103,13 @@ def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
 
 
 def _inventory(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not value.startswith(("s3://", "s3a://")):
+    if value is not None and not value.startswith(("s3://", "s3a://")) and not re.match(
+            r"^https?://[a-z0-9]{3,24}\.(?:blob|dfs)\.core\.windows\.net/[^/\s]+", value):
         raise click.BadParameter(f"{value!r}: name an S3 Inventory report by its manifest's URL "
-                                 "(s3://bucket/.../YYYY-MM-DDTHH-MMZ/manifest.json) or its configuration's folder")
+                                 "(s3://bucket/.../YYYY-MM-DDTHH-MMZ/manifest.json) or its configuration's folder, "
+                                 "or an Azure Blob Inventory report by its manifest's URL (https://<account>.blob."
+                                 "core.windows.net/<container>/YYYY/MM/DD/HH-MM-SS/<rule>/<rule>-manifest.json) or "
+                                 "its rule (https://<account>.blob.core.windows.net/<container>/<rule>)")
     return value
 
 
@@ -115,8 +120,10 @@ full_option = click.option(
 inventory_option = click.option(
     "--inventory", default=None, metavar="URL", callback=_inventory,
     help="Read the namespace's objects from this S3 Inventory report (its manifest.json, or the configuration's "
-         "folder: the newest complete report) instead of listing them; objects newer than the report's time "
-         "minus the cutoff are left for the next run. Default: gc.inventory's entry for the repository.")
+         "folder: the newest complete report), or for an Azure namespace this Azure Blob Inventory report (its "
+         "<rule>-manifest.json, or https://<account>.blob.core.windows.net/<container>/<rule>: the rule's newest "
+         "complete report), instead of listing them; objects newer than the report's time minus the cutoff are "
+         "left for the next run. Default: gc.inventory's entry for the repository.")
 
 
 _engine_warned: list[bool] = []
