@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-FORMAT = 1
+FORMAT = 2  # 2: the kept index as a base read in blocks and a delta (core.kept_index)
 _LITTLE = array.array("i", [1]).tobytes() == (1).to_bytes(4, "little")
 Unit = tuple[str, tuple[str, ...]]  # (range id, the ids of the path policies of its scope, sorted)
 
@@ -49,11 +49,14 @@ class State:
     leftover: frozenset[str] = frozenset()  # keys planned for deletion and not deleted
     # How the run mapped addresses to keys (the namespace's prefixes): another mapping, another set of keys
     key_prefixes: tuple[str, ...] = ()
-    # With a kept index (core.kept_index; only without path policies and keep_versions): its SHA-256 and size,
-    # and the retained metaranges' ranges (indices into ``range_ids``), so that the next run reads only new ones
+    # With a kept index (core.kept_index; only without path policies and keep_versions): the SHA-256 of its base's
+    # head, the base's slot, how many keys it counts (base and delta), the SHA-256 and slot of the delta since the
+    # base, and the retained metaranges' ranges (indices into ``range_ids``), so that the next run reads only new ones
     index_sha256: str | None = None
     index_slot: str = ""
     index_keys: int = 0
+    delta_sha256: str | None = None
+    delta_slot: str = ""
     metaranges: tuple[tuple[str, tuple[int, ...]], ...] = ()
     format: int = field(default=FORMAT)
 
@@ -94,7 +97,7 @@ def encode(state: State) -> bytes:
         "units": sorted([r, list(s)] for r, s in state.units),
         "versions": sorted(state.versions), "staged": sorted(state.staged), "leftover": sorted(state.leftover),
         "key_prefixes": list(state.key_prefixes), "index_sha256": state.index_sha256, "index_keys": state.index_keys,
-        "index_slot": state.index_slot,
+        "index_slot": state.index_slot, "delta_sha256": state.delta_sha256, "delta_slot": state.delta_slot,
         "metaranges": {m: base64.b64encode(_int32s(indices)).decode() for m, indices in state.metaranges},
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
@@ -125,6 +128,8 @@ def decode(data: bytes) -> State:
             key_prefixes=tuple(str(p) for p in body["key_prefixes"]),
             index_sha256=None if body["index_sha256"] is None else str(body["index_sha256"]),
             index_keys=int(body["index_keys"]), index_slot=str(body["index_slot"]),
+            delta_sha256=None if body["delta_sha256"] is None else str(body["delta_sha256"]),
+            delta_slot=str(body["delta_slot"]),
             metaranges=tuple(sorted((str(m), _indices(text, len({r for r, _ in body["units"]})))
                                     for m, text in body["metaranges"].items())))
     except (KeyError, TypeError, ValueError) as exc:

@@ -1,12 +1,12 @@
-"""The kept index: how many live ranges hold each key, by a 64-bit hash of the key (pure; Arrow in memory,
-parquet as bytes).
+"""The kept index: how many live ranges hold each key, by a 64-bit hash of the key (pure; Arrow and numpy in
+memory, a base file read in blocks and a delta as bytes).
 
 An incremental run must know whether an object of a range that died is still in a range that lives. Ranges share
 entries (each version of a range repeats most of the one before), so "in a dead range" says nothing; what decides
 is whether any live range still holds the key. The index keeps that as a count per key: a run subtracts the
 entries of the ranges that died and adds those of the ranges that appeared, reading only those, and a key whose
-count drops to 0 is no longer reached by any retained commit. Twelve bytes per distinct key, read as two Arrow
-columns: what a run holds in memory and reads follows the number of keys, with a constant far below the mark's.
+count drops to 0 is no longer reached by any retained commit. Sixteen bytes per distinct key, written whole by a
+full run; a daily run reads only the blocks of it that hold the keys it changes or judges (below).
 
 Two keys with one hash count together: the only effect is a garbage key kept while its twin lives (a missed
 deletion, which the next full run's rebuilt index may repair), never a deletion of a kept key.
@@ -15,10 +15,9 @@ deletion, which the next full run's rebuilt index may repair), never a deletion 
 from __future__ import annotations
 
 import hashlib
-import io
-from collections.abc import Iterable, Mapping
-
-FORMAT = 1
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 
 class IndexError_(ValueError):  # noqa: N801 - IndexError is a builtin
@@ -44,50 +43,8 @@ def build(counts: Mapping[int, int]):
                     schema=_schema())
 
 
-def empty():
-    return build({})
-
-
-def apply(index, delta: Mapping[int, int]):
-    """``index`` with ``delta`` (hash -> change of count) added; keys whose count drops to 0 leave it. A count
-    that would go below 0 means the index and the ranges disagree: an IndexError_, never a guess. The work is
-    binary searches for the changed keys and copies of the two columns, not a regrouping of the whole index."""
-    import numpy as np  # noqa: PLC0415
-    import pyarrow as pa  # noqa: PLC0415
-
-    if not delta:
-        return index
-    hashes, counts = _columns(index)
-    keys = np.array(sorted(delta), np.uint64)
-    changes = np.array([delta[int(k)] for k in keys.tolist()], np.int64)
-    at = np.searchsorted(hashes, keys)
-    known = at < len(hashes)
-    known[known] = hashes[at[known]] == keys[known]
-    counts = counts.copy()
-    counts[at[known]] += changes[known]
-    if (counts < 0).any() or (changes[~known] < 0).any():
-        raise IndexError_("a range's entries were subtracted from keys the index does not count")
-    hashes = np.insert(hashes, at[~known], keys[~known])
-    counts = np.insert(counts, at[~known], changes[~known])
-    live = counts > 0
-    return pa.table([pa.array(hashes[live], pa.uint64()), pa.array(counts[live], pa.int64())], schema=_schema())
-
-
-def holds(index, hashes: Iterable[int]) -> set[int]:
-    """Which of ``hashes`` some live range holds."""
-    import numpy as np  # noqa: PLC0415
-
-    wanted = np.array(sorted(set(hashes)), np.uint64)
-    if not len(wanted):
-        return set()
-    column, _ = _columns(index)
-    at = np.minimum(np.searchsorted(column, wanted), max(len(column) - 1, 0))
-    found = column[at] == wanted if len(column) else np.zeros(len(wanted), bool)
-    return set(wanted[found].tolist())
-
-
 def _columns(index):
-    """The index's two columns as numpy arrays (hash sorted ascending, as build and apply leave it)."""
+    """The index's two columns as numpy arrays (hash sorted ascending, as build leaves it)."""
     import numpy as np  # noqa: PLC0415
 
     if not len(index):
@@ -96,29 +53,136 @@ def _columns(index):
             index["count"].combine_chunks().to_numpy(zero_copy_only=False))
 
 
-def encode(index) -> bytes:
-    import pyarrow.parquet as pq  # noqa: PLC0415
+# --- the index in blocks: what an incremental run reads of it follows what it looks up ------------------------------
+#
+# A full run writes the index as a *base* file: a head (magic, version, keys, keys per block, blocks; then each
+# block's first hash and CRC32C) and the records (hash u64, count i64, little-endian, sorted by hash), in blocks of
+# BLOCK keys. An incremental run reads the head, then only the blocks holding the hashes it looks up, each checked
+# against its CRC; it leaves the base as it is and writes a *delta*: the changes of count since the base (one small
+# file, read whole). The next full run writes a new base. So a daily run's reads and memory follow the keys it
+# judges, not the number of keys the lake holds.
 
-    out = io.BytesIO()
-    pq.write_table(index, out, compression="zstd")
-    return out.getvalue()
+BLOCK = 4096
+_BASE_MAGIC, _DELTA_MAGIC, _VERSION = b"LJKB", b"LJKD", 1
+_HEAD = 24  # magic, version u32, keys u64, keys per block u32, blocks u32
+_RECORD = 16
 
 
-def decode(data: bytes):
-    import pyarrow.compute as pc  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
+def _records(hashes, counts) -> bytes:
+    import numpy as np  # noqa: PLC0415
 
-    try:
-        table = pq.read_table(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary: an unreadable index is no index
-        raise IndexError_(f"it is unreadable ({type(exc).__name__}: {exc})") from None
-    if not table.schema.equals(_schema()):
-        raise IndexError_("it has another schema")
-    if table["hash"].null_count or table["count"].null_count:
-        raise IndexError_("it has empty values")
-    if len(table) and pc.min(table["count"]).as_py() <= 0:
-        raise IndexError_("it counts a key held by no range")
-    hashes, _ = _columns(table)
-    if (hashes[1:] <= hashes[:-1]).any():  # lookups search it: out of order, a held key could look unheld
-        raise IndexError_("its keys are not in order, or one is there twice")
-    return table
+    out = np.empty(len(hashes), dtype=[("hash", "<u8"), ("count", "<i8")])
+    out["hash"], out["count"] = hashes, counts
+    return out.tobytes()
+
+
+def _from_records(raw: bytes):
+    import numpy as np  # noqa: PLC0415
+
+    if len(raw) % _RECORD:
+        raise IndexError_(f"a block of {len(raw)} bytes is not whole records")
+    records = np.frombuffer(raw, dtype=[("hash", "<u8"), ("count", "<i8")])
+    return records["hash"], records["count"]
+
+
+def encode_base(index) -> bytes:
+    """The base file of an index (``build``'s table)."""
+    import google_crc32c  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    hashes, counts = _columns(index)
+    keys = len(hashes)
+    blocks = -(-keys // BLOCK)
+    body = _records(hashes, counts)
+    step = BLOCK * _RECORD
+    firsts = hashes[::BLOCK].astype("<u8")
+    crcs = np.array([google_crc32c.value(body[i * step:(i + 1) * step]) for i in range(blocks)], "<u4")
+    head = _BASE_MAGIC + struct.pack("<IQII", _VERSION, keys, BLOCK, blocks) + firsts.tobytes() + crcs.tobytes()
+    return head + body
+
+
+@dataclass(frozen=True)
+class BaseHead:
+    keys: int
+    block: int
+    firsts: object  # numpy uint64: each block's first hash
+    crcs: object  # numpy uint32
+    size: int  # bytes of the head
+
+    @property
+    def file_size(self) -> int:
+        return self.size + self.keys * _RECORD
+
+    def blocks_of(self, hashes) -> list[int]:
+        """The blocks that can hold ``hashes`` (numpy uint64), sorted, each once."""
+        import numpy as np  # noqa: PLC0415
+
+        if not self.keys or not len(hashes):
+            return []
+        at = np.searchsorted(self.firsts, hashes, side="right") - 1
+        return sorted({int(b) for b in at[at >= 0].tolist()})
+
+    def span(self, first: int, last: int) -> tuple[int, int]:
+        """Byte range [start, end) of blocks first..last (inclusive) in the base file."""
+        return (self.size + first * self.block * _RECORD,
+                self.size + min((last + 1) * self.block, self.keys) * _RECORD)
+
+    def block_records(self, number: int, raw: bytes):
+        """(hashes, counts) of one block read from the file, its CRC and order checked."""
+        import google_crc32c  # noqa: PLC0415
+
+        if google_crc32c.value(raw) != int(self.crcs[number]):
+            raise IndexError_(f"block {number} of its base does not match its checksum")
+        hashes, counts = _from_records(raw)
+        if not len(hashes) or hashes[0] != self.firsts[number] or (hashes[1:] <= hashes[:-1]).any() \
+                or (counts <= 0).any():
+            raise IndexError_(f"block {number} of its base is out of order or counts a key held by no range")
+        return hashes, counts
+
+
+def head_size(prefix: bytes) -> int:
+    """How many bytes the head takes, from its first 24."""
+    if len(prefix) < _HEAD or prefix[:4] != _BASE_MAGIC:
+        raise IndexError_("its base is not a kept index (wrong magic or truncated)")
+    version, _, _, blocks = struct.unpack_from("<IQII", prefix, 4)
+    if version != _VERSION:
+        raise IndexError_(f"its base has version {version}, this version reads {_VERSION}")
+    return _HEAD + blocks * 12
+
+
+def decode_head(head: bytes) -> BaseHead:
+    import numpy as np  # noqa: PLC0415
+
+    size = head_size(head)
+    if len(head) != size:
+        raise IndexError_("its base's head is truncated")
+    _, keys, block, blocks = struct.unpack_from("<IQII", head, 4)
+    if block <= 0 or blocks != -(-keys // block):
+        raise IndexError_("its base's head does not add up (keys, block size, blocks)")
+    firsts = np.frombuffer(head, "<u8", blocks, _HEAD)
+    crcs = np.frombuffer(head, "<u4", blocks, _HEAD + 8 * blocks)
+    if (firsts[1:] <= firsts[:-1]).any():
+        raise IndexError_("its base's blocks are out of order")
+    return BaseHead(keys, block, firsts, crcs, size)
+
+
+def encode_delta(changes: Mapping[int, int]) -> bytes:
+    """The changes of count since the base (zeros left out), sorted by hash."""
+    import numpy as np  # noqa: PLC0415
+
+    items = sorted((h, c) for h, c in changes.items() if c)
+    hashes = np.array([h for h, _ in items], np.uint64)
+    counts = np.array([c for _, c in items], np.int64)
+    return _DELTA_MAGIC + struct.pack("<IQ", _VERSION, len(items)) + _records(hashes, counts)
+
+
+def decode_delta(data: bytes) -> dict[int, int]:
+    if len(data) < 16 or data[:4] != _DELTA_MAGIC:
+        raise IndexError_("its delta is not a kept index delta (wrong magic or truncated)")
+    version, entries = struct.unpack_from("<IQ", data, 4)
+    if version != _VERSION or len(data) != 16 + entries * _RECORD:
+        raise IndexError_("its delta has another version or is truncated")
+    hashes, counts = _from_records(data[16:])
+    if (hashes[1:] <= hashes[:-1]).any() or (counts == 0).any():
+        raise IndexError_("its delta is out of order or holds a change of 0")
+    return dict(zip(hashes.tolist(), counts.tolist(), strict=True))

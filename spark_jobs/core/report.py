@@ -174,8 +174,13 @@ def pending_state_key(run_id: str) -> str:
 
 
 def pending_index_key(run_id: str) -> str:
-    """The kept index beside it, when the mark left one."""
-    return f"{run_dir(run_id)}/incremental-kept-index.parquet"
+    """The kept index's base beside it, when the mark built one."""
+    return f"{run_dir(run_id)}/incremental-kept-index.bin"
+
+
+def pending_delta_key(run_id: str) -> str:
+    """The kept index's delta beside it, when the mark brought the stored index up to date."""
+    return f"{run_dir(run_id)}/incremental-kept-delta.bin"
 
 
 def deleted_parquet(addresses: list[str], sizes: list[int]) -> bytes:

@@ -36,7 +36,11 @@ STAT_BATCH = 500  # keys per unit of work when asking for objects one by one
 
 
 def index_key(slot: str) -> str:
-    return f"{PREFIX}/kept-index-{slot}.parquet"
+    return f"{PREFIX}/kept-index-{slot}.bin"
+
+
+def delta_key(slot: str) -> str:
+    return f"{PREFIX}/kept-delta-{slot}.bin"
 
 
 @dataclass(frozen=True)
@@ -79,11 +83,18 @@ def left_an_index(storage: StorageConfig) -> bool:
         return False
 
 
-def write_pending(ns: Namespace, run_id: str, state: State, *, index: bytes | None = None) -> None:
-    """The state (and kept index) this plan's sweep stores; the index first, named by the state."""
+def write_pending(ns: Namespace, run_id: str, state: State, *, index: bytes | None = None,
+                  delta: bytes | None = None) -> None:
+    """The state this plan's sweep stores, and beside it what it names that is new: a kept index's base (a run
+    that built one) or its delta (a run that brought the stored one up to date); those first."""
     if index is not None:
         ns.write(core_report.pending_index_key(run_id), index)
-        state = replace(state, index_sha256=hashlib.sha256(index).hexdigest())
+        head = index[:kept_index.head_size(index)]
+        state = replace(state, index_sha256=hashlib.sha256(head).hexdigest(), index_slot="", delta_sha256=None,
+                        delta_slot="")
+    if delta is not None:
+        ns.write(core_report.pending_delta_key(run_id), delta)
+        state = replace(state, delta_sha256=hashlib.sha256(delta).hexdigest(), delta_slot="")
     ns.write(core_report.pending_state_key(run_id), encode(state))
 
 
@@ -93,13 +104,21 @@ def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
     which is safe (it names more than needed) and costs the next run more requests, or a full listing."""
     try:
         pending = decode(ns.read(core_report.pending_state_key(run_id)))
-        if pending.index_sha256:
+        stored = _stored(ns)
+        if pending.index_sha256 and not pending.index_slot:  # a new base
             index = ns.read(core_report.pending_index_key(run_id))
-            if hashlib.sha256(index).hexdigest() != pending.index_sha256:
+            if hashlib.sha256(index[:kept_index.head_size(index)]).hexdigest() != pending.index_sha256:
                 raise StateError("its kept index does not match its digest")
-            slot = _other_slot(ns)
+            slot = _other(stored.index_slot if stored else "")
             ns.write(index_key(slot), index)
             pending = replace(pending, index_slot=slot)
+        if pending.delta_sha256 and not pending.delta_slot:  # a new delta on the stored base
+            delta = ns.read(core_report.pending_delta_key(run_id))
+            if hashlib.sha256(delta).hexdigest() != pending.delta_sha256:
+                raise StateError("its kept index delta does not match its digest")
+            slot = _other(stored.delta_slot if stored else "")
+            ns.write(delta_key(slot), delta)
+            pending = replace(pending, delta_slot=slot)
         ns.write(STATE_KEY, encode(pending.with_leftover(leftover)))
         return True
     except StorageError as exc:
@@ -107,33 +126,87 @@ def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
             log.warning("GC plan %s: its incremental state was not stored (%s); the next run starts from the "
                         "previous one", run_id, exc)
         return False
-    except StateError as exc:
+    except (StateError, kept_index.IndexError_) as exc:
         log.warning("GC plan %s: its incremental state is unusable (%s); the next run starts from the previous one",
                     run_id, exc)
         return False
 
 
-def _other_slot(ns: Namespace) -> str:
-    """The index slot the stored state does not name (its index stays whole until the new state names the other)."""
+def _stored(ns: Namespace) -> State | None:
     try:
-        current = decode(ns.read(STATE_KEY)).index_slot
+        return decode(ns.read(STATE_KEY))
     except (StorageError, StateError):
-        current = ""
+        return None
+
+
+def _other(current: str) -> str:
+    """The slot the stored state does not name (its file stays whole until the new state names the other)."""
     return INDEX_SLOTS[1] if current == INDEX_SLOTS[0] else INDEX_SLOTS[0]
 
 
-def read_index(ns: Namespace, state: State):
-    """The kept index the state names (an Arrow table), or the reason it cannot be used."""
+class StoredIndex:
+    """The stored kept index as an incremental run reads it: its base's head, the blocks of the base that hold the
+    keys it looks up (ranged reads, each block checked against its CRC), and the delta since the base."""
+
+    def __init__(self, ns: Namespace, state: State, head: kept_index.BaseHead, delta: dict[int, int]) -> None:
+        self.ns, self.key, self.head, self.delta = ns, index_key(state.index_slot), head, delta
+        self.keys = state.index_keys
+        self.blocks_read = 0
+
+    def counts(self, hashes: Iterable[int]) -> dict[int, int]:
+        """hash -> how many live entries point at it (base and delta), for each of ``hashes``."""
+        import numpy as np  # noqa: PLC0415
+
+        wanted = np.array(sorted(set(hashes)), np.uint64)
+        out = dict.fromkeys(wanted.tolist(), 0)
+        blocks = self.head.blocks_of(wanted)
+        runs: list[tuple[int, int]] = []  # consecutive blocks read in one request
+        for b in blocks:
+            if runs and runs[-1][1] == b - 1:
+                runs[-1] = (runs[-1][0], b)
+            else:
+                runs.append((b, b))
+        spans = [self.head.span(first, last) for first, last in runs]
+        raws = self.ns._each(lambda span: self.ns.read_range(self.key, *span), spans)  # noqa: SLF001
+        for (first, last), (start, _), raw in zip(runs, spans, raws, strict=True):
+            for b in range(first, last + 1):
+                lo, hi = self.head.span(b, b)
+                hashes_b, counts_b = self.head.block_records(b, raw[lo - start:hi - start])
+                at = np.minimum(np.searchsorted(hashes_b, wanted), len(hashes_b) - 1)
+                hit = hashes_b[at] == wanted
+                for h, n in zip(wanted[hit].tolist(), counts_b[at[hit]].tolist(), strict=True):
+                    out[h] = n
+        self.blocks_read += len(blocks)
+        for h in out:
+            out[h] += self.delta.get(h, 0)
+            if out[h] < 0:
+                raise kept_index.IndexError_("its delta takes a key below what its base counts")
+        return out
+
+
+def read_index(ns: Namespace, state: State) -> tuple[StoredIndex | None, str | None]:
+    """The kept index the state names, or the reason it cannot be used. Reads its base's head and its delta only."""
+    key = index_key(state.index_slot)
     try:
-        data = ns.read(index_key(state.index_slot))
+        prefix = ns.read_range(key, 0, 65536)
+        size = kept_index.head_size(prefix)
+        head = prefix[:size] if len(prefix) >= size else prefix + ns.read_range(key, len(prefix), size)
+        if hashlib.sha256(head).hexdigest() != state.index_sha256:
+            return None, "its kept index is not the one it names"
+        parsed = kept_index.decode_head(head)
+        if ns.size(key) != parsed.file_size:
+            return None, "its kept index is truncated or too long"
+        delta: dict[int, int] = {}
+        if state.delta_sha256:
+            data = ns.read(delta_key(state.delta_slot))
+            if hashlib.sha256(data).hexdigest() != state.delta_sha256:
+                return None, "its kept index delta is not the one it names"
+            delta = kept_index.decode_delta(data)
     except StorageError as exc:
         return None, f"its kept index is unreadable: {exc}"
-    if hashlib.sha256(data).hexdigest() != state.index_sha256:
-        return None, "its kept index is not the one it names"
-    try:
-        return kept_index.decode(data), None
     except kept_index.IndexError_ as exc:
         return None, f"its kept index: {exc}"
+    return StoredIndex(ns, state, parsed, delta), None
 
 
 def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:

@@ -19,7 +19,7 @@ from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.context import JobConfig, OpenContext
-from spark_jobs.engine.incremental import ask_for, changed, list_recent
+from spark_jobs.engine.incremental import StoredIndex, ask_for, changed, list_recent
 from spark_jobs.engine.parallel import Runner
 
 
@@ -160,12 +160,14 @@ class LeanMark:
     range_ids: list[str]  # the live ranges
     units: frozenset[Unit]
     metaranges: dict[str, list[str]]  # retained metarange -> its ranges
-    index: object  # the kept index, up to date (an Arrow table)
+    delta: dict[int, int]  # the kept index's change since its base, this run's included (what the state stores)
+    index_keys: int  # how many keys the index counts now
     listing: dict
 
 
-def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: OpenContext, metaranges: list[str],
-              uncommitted: set[str], range_partitions: int, address_partitions: int) -> LeanMark:
+def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobConfig, ctx: OpenContext,
+              metaranges: list[str], uncommitted: set[str], range_partitions: int,
+              address_partitions: int) -> LeanMark:
     clock = _Clock()
     known = state.metarange_ranges()
     missing = [m for m in metaranges if m not in known]
@@ -179,20 +181,28 @@ def lean_mark(state: State, index, *, runner: Runner, config: JobConfig, ctx: Op
     delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, prefixes=tuple(ctx.prefixes),
                                       partitions=range_partitions, tally=tally)
     clock("changed blocks")
-    index = kept_index.apply(index, delta)
-    clock("index update")
     recent = list_recent(state, runner=runner, config=config, ctx=ctx, partitions=address_partitions)
     clock("recent slices")
     seen = recent.keys
     carried = state.carried()
     hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
-    held = kept_index.holds(index, hashes.values())
-    committed = {k for k, h in hashes.items() if h in held}
+    # the index is read only at the keys that changed and those judged
+    counted = index.counts(set(delta) | set(hashes.values()))
+    now = {h: n + delta.get(h, 0) for h, n in counted.items()}
+    if any(n < 0 for n in now.values()):
+        raise kept_index.IndexError_("a range's entries were subtracted from keys the index does not count")
+    committed = {k for k, h in hashes.items() if now[h] > 0}
+    keys = index.keys + sum(1 for h in delta if counted[h] <= 0 < now[h]) - sum(
+        1 for h in delta if now[h] <= 0 < counted[h])
+    cumulative = dict(index.delta)
+    for h, n in delta.items():
+        cumulative[h] = cumulative.get(h, 0) + n
     wanted = sorted((dead_keys | carried) - committed - uncommitted - seen)
     clock("lookup")
     found = ask_for(wanted, runner=runner, config=config, partitions=address_partitions)
     clock("asked for")
-    result = changed(state, recent, wanted=wanted, found=found, kept_index=len(index), ranges_dead=len(dead),
-                     ranges_new=len(new), metaranges_read=len(missing), **tally, seconds=clock.laps)
-    return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange, index,
-                    result.listing)
+    result = changed(state, recent, wanted=wanted, found=found, kept_index=keys, ranges_dead=len(dead),
+                     ranges_new=len(new), metaranges_read=len(missing), index_blocks_read=index.blocks_read,
+                     index_blocks=len(index.head.firsts), **tally, seconds=clock.laps)
+    return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange,
+                    {h: n for h, n in cumulative.items() if n}, keys, result.listing)

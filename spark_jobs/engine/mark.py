@@ -90,7 +90,8 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         if previous.incremental and previous.state is not None and previous.state.index_sha256 and unscoped \
                 and request.cache:
             index, lean_refused = incremental.read_index(ctx.ns, previous.state)
-        pending_index = None  # the kept index this run leaves (an Arrow table)
+        pending_index = None  # the kept index this run builds (an Arrow table)
+        lean = None
         if index is not None:
             if preload is not None:
                 preload.cancel()
@@ -106,7 +107,6 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             listed, listing, checked = lean.objects, lean.listing, set()
             cache_state = {"state": "unused", "reason": "an incremental run with a kept index reads only the "
                                                         "ranges that changed"}
-            pending_index = lean.index
             retained_ranges = lean.metaranges
             seconds["mark"] = time.monotonic() - t
         else:
@@ -174,7 +174,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits),
             # an incremental run does not see every kept object: it counts the keys kept (the index's, or the set's)
             kept_objects=plan.kept if listing["kind"] != "incremental" else (
-                len(pending_index) + len(uncommitted - found.kept) if index is not None else len(kept)),
+                lean.index_keys + len(uncommitted - found.kept) if lean is not None else len(kept)),
             candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
             by_path=by_path_prefix(deleted, paths, request.prefix_depth) if request.by_path else {},
             oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
@@ -195,10 +195,15 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
                                      else request.now),
                     units=found.units, versions=frozenset(by_versions - found.kept),
                     staged=frozenset(uncommitted - found.kept - by_versions), key_prefixes=tuple(ctx.prefixes),
-                    index_keys=0 if pending_index is None else len(pending_index),
+                    index_keys=lean.index_keys if lean is not None else 0 if pending_index is None else len(
+                        pending_index),
+                    # a run that brought the stored index up to date names its base, and leaves a new delta
+                    index_sha256=previous.state.index_sha256 if lean is not None else None,
+                    index_slot=previous.state.index_slot if lean is not None else "",
                     metaranges=metarange_indices(retained_ranges, sorted({r for r, _ in found.units}))
-                    if pending_index is not None else ()),
-                    index=None if pending_index is None else kept_index.encode(pending_index))
+                    if pending_index is not None or lean is not None else ()),
+                    index=None if pending_index is None else kept_index.encode_base(pending_index),
+                    delta=None if lean is None else kept_index.encode_delta(lean.delta))
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
         return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept, listed,
                       cutoff.timestamp(), range_ids, uncommitted)

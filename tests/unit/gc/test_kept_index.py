@@ -36,62 +36,107 @@ def recount(ranges: dict[str, list[str]], live: set[str]) -> dict[int, int]:
     return counts
 
 
-def as_dict(index) -> dict[int, int]:
-    return dict(zip(index["hash"].to_pylist(), index["count"].to_pylist(), strict=True))
+def stored(tmp_path, counts: dict[int, int], delta: dict[int, int] | None = None):
+    """A base (and delta) written to a local namespace and read back as an incremental run reads them."""
+    import hashlib  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+
+    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageConfig, open_namespace  # noqa: PLC0415
+
+    ns = open_namespace(StorageConfig("local://ns", str(tmp_path)))
+    base = ki.encode_base(ki.build(counts))
+    ns.write(inc.index_key("a"), base)
+    state = _state()
+    state = replace(state, index_sha256=hashlib.sha256(base[:ki.head_size(base)]).hexdigest(), index_slot="a")
+    if delta is not None:
+        data = ki.encode_delta(delta)
+        ns.write(inc.delta_key("b"), data)
+        state = replace(state, delta_sha256=hashlib.sha256(data).hexdigest(), delta_slot="b")
+    return ns, state
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_updating_the_index_equals_recounting(seed):
+def _state():
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    when = datetime(2026, 11, 20, tzinfo=UTC)
+    return State(repository_id="r", namespace="local://ns", run_id="x", horizon=when, listed_at=when,
+                 full_listing_at=when)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_base_read_in_blocks_and_its_delta_answer_as_a_recount(seed, tmp_path, monkeypatch):
+    """Counts read through the base's blocks plus the delta equal a recount of the live ranges, whatever keys are
+    asked (present, absent, beyond either end), and only the blocks that can hold them are read."""
+    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+
+    monkeypatch.setattr(ki, "BLOCK", 7)  # many blocks from few keys
     rng = random.Random(seed)
-    keys = [f"data/s{rng.randrange(5)}/k{i}" for i in range(60)]
-    # range versions share most of their entries, as lakeFS's do
-    ranges = {f"r{i}": sorted(set(rng.sample(keys, rng.randint(1, 15)))) for i in range(30)}
+    keys = [f"data/s{rng.randrange(5)}/k{i}" for i in range(300)]
+    ranges = {f"r{i}": sorted(set(rng.sample(keys, rng.randint(1, 60)))) for i in range(30)}
     live = set(rng.sample(sorted(ranges), 8))
-    index = ki.decode(ki.encode(ki.build(recount(ranges, live))))
-    for _ in range(15):
-        now = set(rng.sample(sorted(ranges), rng.randint(0, 12)))
-        dead, new = live - now, now - live
-        index = ki.apply(index, delta_of([range_counts(ranges[r]) for r in sorted(dead)],
-                                            [range_counts(ranges[r]) for r in sorted(new)]))
-        live = now
-        assert as_dict(index) == recount(ranges, live)
-        reached = {k for r in live for k in ranges[r]}
-        held = ki.holds(index, [ki.key_hash(k) for k in keys])
-        assert {k for k in keys if ki.key_hash(k) in held} == reached
-        assert index["hash"].to_pylist() == sorted(index["hash"].to_pylist())
+    base_counts = recount(ranges, live)
+    now = set(rng.sample(sorted(ranges), rng.randint(1, 12)))
+    delta = delta_of([range_counts(ranges[r]) for r in sorted(live - now)],
+                     [range_counts(ranges[r]) for r in sorted(now - live)])
+    ns, state = stored(tmp_path, base_counts, delta)
+    index, why = inc.read_index(ns, state)
+    assert why is None and index is not None
+    asked = rng.sample(sorted({ki.key_hash(k) for k in keys}), 40) + [0, 2**64 - 1, 12345]
+    want = recount(ranges, now)
+    assert index.counts(asked) == {h: want.get(h, 0) for h in asked}
+    assert 0 < index.blocks_read <= len(index.head.firsts)
 
 
-def test_subtracting_what_was_never_counted_is_an_error_not_a_guess():
-    index = ki.build(range_counts(["a", "b"]))
+def test_a_damaged_or_mismatched_base_is_refused(tmp_path):
+    from dataclasses import replace  # noqa: PLC0415
+
+    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+
+    counts = range_counts([f"k{i}" for i in range(10000)])
+    ns, state = stored(tmp_path, counts)
+    path = tmp_path / "ns" / inc.index_key("a")
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-7])  # truncated
+    assert "truncated" in inc.read_index(ns, state)[1]
+    raw = bytearray(whole)
+    raw[-100] ^= 1  # a flipped bit in the last block: found when that block is read
+    path.write_bytes(bytes(raw))
+    index, why = inc.read_index(ns, state)
+    assert why is None
+    with pytest.raises(ki.IndexError_, match="checksum"):
+        index.counts(list(counts))
+    assert "not the one it names" in inc.read_index(ns, replace(state, index_sha256="0" * 64))[1]
+    path.write_bytes(b"not an index at all")
+    assert "kept index" in inc.read_index(ns, state)[1]
+    ns, state = stored(tmp_path / "2", counts, {1: 1})
+    (tmp_path / "2" / "ns" / inc.delta_key("b")).write_bytes(ki.encode_delta({1: 2}))
+    assert "delta is not the one it names" in inc.read_index(ns, state)[1]
+
+
+def test_a_delta_that_takes_a_key_below_zero_is_an_error_not_a_guess(tmp_path):
+    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+
+    ns, state = stored(tmp_path, range_counts(["a", "b"]), {ki.key_hash("a"): -2})
+    index, why = inc.read_index(ns, state)
     with pytest.raises(ki.IndexError_):
-        ki.apply(index, delta_of([range_counts(["a", "c"])], []))
+        index.counts([ki.key_hash("a")])
+    assert index.counts([ki.key_hash("b")]) == {ki.key_hash("b"): 1}
 
 
-def test_an_index_out_of_order_is_refused():
-    """Lookups binary-search the hashes: an index out of order (or with a hash twice) could hide a held key."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    schema = ki.build({}).schema
-    for hashes in ([5, 3], [3, 3]):
-        table = pa.table([pa.array(hashes, pa.uint64()), pa.array([1, 1], pa.int64())], schema=schema)
-        with pytest.raises(ki.IndexError_, match="not in order"):
-            ki.decode(ki.encode(table))
-
-
-def test_a_count_below_zero_is_an_error_on_a_known_key_too():
-    index = ki.build(range_counts(["a", "b"]))
-    with pytest.raises(ki.IndexError_):
-        ki.apply(index, {ki.key_hash("a"): -2})
-    assert as_dict(ki.apply(index, {ki.key_hash("a"): -1})) == {ki.key_hash("b"): 1}
-    assert ki.holds(ki.empty(), [1, 2]) == set()
-
-
-def test_a_damaged_index_is_refused():
-    data = ki.encode(ki.build(range_counts(["a", "b", "b"])))
-    assert as_dict(ki.decode(data)) == {ki.key_hash("a"): 1, ki.key_hash("b"): 2}
-    for bad in (data[:-9], b"not parquet", ki.encode(ki.build({}))[:20]):
+def test_deltas_and_heads_refuse_what_they_cannot_trust():
+    assert ki.decode_delta(ki.encode_delta({5: -1, 3: 2, 9: 0})) == {3: 2, 5: -1}
+    for bad in (b"", b"LJKD", ki.encode_delta({1: 1})[:-1], b"LJKB" + bytes(40)):
         with pytest.raises(ki.IndexError_):
-            ki.decode(bad)
+            ki.decode_delta(bad)
+    base = ki.encode_base(ki.build({1: 1, 2: 3}))
+    head = base[:ki.head_size(base)]
+    assert ki.decode_head(head).keys == 2
+    for bad in (b"", head[:-1], b"LJKD" + head[4:]):
+        with pytest.raises(ki.IndexError_):
+            ki.decode_head(bad)
+    empty = ki.encode_base(ki.build({}))
+    assert ki.decode_head(empty[:ki.head_size(empty)]).blocks_of(__import__("numpy").array([1], "uint64")) == []
 
 
 def test_the_state_keeps_the_retained_metaranges_ranges():
