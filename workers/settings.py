@@ -18,6 +18,7 @@ import redis
 from pydantic import BaseModel, Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from spark_jobs.core import inventory_url
 from spark_jobs.core.durations import DurationError, parse_duration
 from spark_jobs.engine.redis_connect import is_sentinel, parse_sentinel_url
 from workers.settings_sources import (
@@ -176,7 +177,9 @@ class GCSettings(BaseModel):
                                     "when the state cannot be trusted")
     inventory: dict[str, str] = Field(default_factory=dict, description="repository id -> an S3 Inventory report "
                                       "of its namespace's bucket (a manifest.json, or the configuration's folder: "
-                                      "its newest complete report), read instead of listing the namespace")
+                                      "its newest complete report) or an Azure Blob Inventory report of its "
+                                      "container (a <rule>-manifest.json, or the rule: its newest complete run), "
+                                      "read instead of listing the namespace")
 
     @field_validator("full_listing_every")
     @classmethod
@@ -191,9 +194,8 @@ class GCSettings(BaseModel):
     @classmethod
     def _inventory(cls, value: dict[str, str]) -> dict[str, str]:
         for repository_id, url in value.items():
-            if not re.match(r"^s3a?://[^/\s]+/", url):
-                raise ValueError(f"gc.inventory[{repository_id!r}]: {url!r} is not an s3://bucket/... URL of an S3 "
-                                 "Inventory manifest.json or configuration folder")
+            if why := inventory_url.problem(url):
+                raise ValueError(f"gc.inventory[{repository_id!r}]: {why}")
         return value
 
     @model_validator(mode="before")

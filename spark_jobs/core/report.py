@@ -131,7 +131,8 @@ def describe_listing(listing: dict) -> str:
                 f"{listing.get('slices_total', 0):,} slices and the root, {listing.get('found_without_listing', 0):,} "
                 f"found without listing ({listing.get('checked', 0):,} asked for)")
     if listing.get("kind") == "inventory":
-        line = (f"listing: none, {listing.get('objects', 0):,} objects from the S3 Inventory report of "
+        store = "Azure Blob" if ".core.windows.net/" in str(listing.get("report", "")) else "S3"
+        line = (f"listing: none, {listing.get('objects', 0):,} objects from the {store} Inventory report of "
                 f"{listing.get('report_time', '?')} ({listing.get('files', 0):,} files, {listing.get('report')})")
     elif listing.get("kind") == "full":
         line = f"listing: full, {listing.get('objects', 0):,} objects in {listing.get('slices', 0):,} slices and the root"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from spark_jobs.core import inventory_url
 from spark_jobs.core.freeing import describe
 from spark_jobs.core.report import describe_cache, describe_listing
 from workers.cli_common import (
@@ -103,13 +103,8 @@ def _print_summary(summary, as_json: bool, by_prefix: bool = False) -> None:
 
 
 def _inventory(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not value.startswith(("s3://", "s3a://")) and not re.match(
-            r"^https?://[a-z0-9]{3,24}\.(?:blob|dfs)\.core\.windows\.net/[^/\s]+", value):
-        raise click.BadParameter(f"{value!r}: name an S3 Inventory report by its manifest's URL "
-                                 "(s3://bucket/.../YYYY-MM-DDTHH-MMZ/manifest.json) or its configuration's folder, "
-                                 "or an Azure Blob Inventory report by its manifest's URL (https://<account>.blob."
-                                 "core.windows.net/<container>/YYYY/MM/DD/HH-MM-SS/<rule>/<rule>-manifest.json) or "
-                                 "its rule (https://<account>.blob.core.windows.net/<container>/<rule>)")
+    if value is not None and (why := inventory_url.problem(value)):
+        raise click.BadParameter(why)
     return value
 
 
