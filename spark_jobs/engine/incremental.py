@@ -168,13 +168,15 @@ class StoredIndex:
                 runs.append((b, b))
         spans = [self.head.span(first, last) for first, last in runs]
         raws = self.ns._each(lambda span: self.ns.read_range(self.key, *span), spans)  # noqa: SLF001
+        block_of = np.searchsorted(self.head.firsts, wanted, side="right") - 1  # sorted, as wanted is
         for (first, last), (start, _), raw in zip(runs, spans, raws, strict=True):
             for b in range(first, last + 1):
                 lo, hi = self.head.span(b, b)
                 hashes_b, counts_b = self.head.block_records(b, raw[lo - start:hi - start])
-                at = np.minimum(np.searchsorted(hashes_b, wanted), len(hashes_b) - 1)
-                hit = hashes_b[at] == wanted
-                for h, n in zip(wanted[hit].tolist(), counts_b[at[hit]].tolist(), strict=True):
+                mine = wanted[np.searchsorted(block_of, b):np.searchsorted(block_of, b, side="right")]
+                at = np.minimum(np.searchsorted(hashes_b, mine), len(hashes_b) - 1)
+                hit = hashes_b[at] == mine
+                for h, n in zip(mine[hit].tolist(), counts_b[at[hit]].tolist(), strict=True):
                     out[h] = n
         self.blocks_read += len(blocks)
         for h in out:
