@@ -98,9 +98,14 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             seconds["index read"] = time.monotonic() - t
             uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
             seconds["uncommitted"] = time.monotonic() - t - seconds["index read"]
-            lean = lean_mark(previous.state, index, runner=runner, config=config, ctx=ctx, metaranges=metaranges,
-                             uncommitted=uncommitted, range_partitions=request.range_partitions,
-                             address_partitions=request.address_partitions)
+            try:
+                lean = lean_mark(previous.state, index, runner=runner, config=config, ctx=ctx,
+                                 metaranges=metaranges, uncommitted=uncommitted,
+                                 range_partitions=request.range_partitions,
+                                 address_partitions=request.address_partitions)
+            except kept_index.IndexError_ as exc:  # a block of the index damaged, or it disagrees with the ranges
+                lean_refused, preload = f"its kept index: {exc}", None
+        if lean is not None:
             found = Reached(lean.committed, lean.range_ids, lean.units)
             by_versions: set[str] = set()
             kept = found.kept | uncommitted

@@ -320,6 +320,15 @@ def test_when_the_state_cannot_be_trusted_the_run_lists_everything(world, reques
     without, _ = gc.run(lake.repo)
     assert without.listing["kind"] == "incremental" and "kept_index" not in without.listing
     assert "kept index" in without.listing["kept_index_refused"], without.listing
+    stored = decode(lake.fs.cat_file(state_file))
+    index_file = lake.store.fsspec_path(lake.namespace, index_key(stored.index_slot))
+    raw = bytearray(lake.fs.cat_file(index_file))
+    raw[-5] ^= 0xFF  # a bit flipped inside a block, the size unchanged: seen when the block is read
+    lake.fs.pipe_file(index_file, bytes(raw))
+    lake.upload("main", "after/flip")  # a key to judge, so the block is read
+    flipped, _ = gc.run(lake.repo)
+    assert flipped.listing["kind"] == "incremental" and "kept_index" not in flipped.listing
+    assert "checksum" in flipped.listing["kept_index_refused"], flipped.listing
     whole = lake.fs.cat_file(state_file)
     lake.fs.pipe_file(state_file, whole[: len(whole) // 2])  # torn
     torn, _ = gc.run(lake.repo)
