@@ -83,14 +83,20 @@ def newest_report(reports: Namespace, folder: str) -> str:
                          f"manifest.checksum) in s3://{reports.root}/{folder}/")
 
 
-def parse_manifest(raw: bytes, url: str) -> Manifest:
-    """A manifest.json as S3 writes it, checked for what a listing needs."""
+def manifest_object(raw: bytes, url: str, what: str) -> dict:
+    """A manifest's JSON object, or an InventoryError saying the file is not ``what``."""
     try:
         doc = json.loads(raw)
     except ValueError as exc:
-        raise InventoryError(f"{url} is not JSON ({exc}): not an S3 Inventory manifest") from None
+        raise InventoryError(f"{url} is not JSON ({exc}): not {what}") from None
     if not isinstance(doc, dict):
-        raise InventoryError(f"{url} is not an S3 Inventory manifest (a JSON object)")
+        raise InventoryError(f"{url} is not {what} (a JSON object)")
+    return doc
+
+
+def parse_manifest(raw: bytes, url: str) -> Manifest:
+    """A manifest.json as S3 writes it, checked for what a listing needs."""
+    doc = manifest_object(raw, url, "an S3 Inventory manifest")
     fmt = doc.get("fileFormat")
     if fmt not in FORMATS:
         raise InventoryError(f"{url}: fileFormat {fmt!r}; reports in {' or '.join(FORMATS)} can be read (set the "
@@ -150,25 +156,35 @@ def _seconds(modified: object) -> float | None:
     return int(modified) / 1000
 
 
+def report_rows(read, data: bytes, *, manifest, name: str) -> list:
+    """``read(data, manifest, name)``'s rows; a file that cannot be read is an InventoryError naming it."""
+    try:
+        return list(read(data, manifest, name))
+    except InventoryError:
+        raise
+    except (ValueError, TypeError, EOFError, OSError, csv.Error, ImportError) as exc:  # pyarrow's: ValueErrors
+        raise InventoryError(f"{name} (of {manifest.url}) is not a readable {manifest.file_format} report file: "
+                             f"{type(exc).__name__}: {exc}") from None
+
+
+def listable(relative: str) -> bool:
+    """Whether a listing of the namespace lists this key (relative to it): data/<slice>/… and the files directly at
+    the root (the legacy layout); never a folder marker, anything under _lakefs/, nor lakeFS's ``dummy``."""
+    listed = relative.startswith("data/") and relative.count("/") >= 2 or "/" not in relative
+    return listed and not relative.endswith("/") and not relative.startswith(METADATA_PREFIX) and relative != "dummy"
+
+
 def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: str, prefix: str) -> list[StoredObject]:
     """The data objects of the namespace at ``bucket``/``prefix`` the report lists (keys relative to it)."""
     base = prefix.strip("/") + "/" if prefix.strip("/") else ""
     out = []
     for name, data in files.items():
-        try:
-            rows = list(_rows(data, manifest, name))
-        except InventoryError:
-            raise
-        except (ValueError, EOFError, OSError, csv.Error, ImportError) as exc:  # pyarrow's errors are ValueErrors
-            raise InventoryError(f"{name} (of {manifest.url}) is not a readable {manifest.file_format} report file: "
-                                 f"{type(exc).__name__}: {exc}") from None
+        rows = report_rows(_rows, data, manifest=manifest, name=name)
         for row_bucket, key, size, mtime, latest, marker in rows:
             if row_bucket != bucket or not key.startswith(base) or not latest or marker:
                 continue
             relative = key[len(base):]
-            # what a listing lists: data/<slice>/… and the files directly at the root (the legacy layout)
-            listed = relative.startswith("data/") and relative.count("/") >= 2 or "/" not in relative
-            if not listed or relative.endswith("/") or relative.startswith(METADATA_PREFIX) or relative == "dummy":
+            if not listable(relative):
                 continue
             if mtime is None:
                 raise InventoryError(f"{name}: {key} has no last-modified date; the report cannot say which "

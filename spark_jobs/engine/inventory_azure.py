@@ -60,7 +60,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
-from spark_jobs.engine.inventory import InventoryError
+from spark_jobs.engine.inventory import InventoryError, listable, manifest_object, report_rows
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, locate, open_namespace
 
 FORMATS = ("csv", "parquet")
@@ -121,12 +121,7 @@ def _utc(text: str, what: str) -> float:
 
 def parse_manifest(raw: bytes, url: str) -> AzureManifest:
     """A ``<rule>-manifest.json`` as Azure writes it, checked for what a listing needs."""
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise InventoryError(f"{url} is not JSON ({exc}): not an Azure Blob Inventory manifest") from None
-    if not isinstance(doc, dict):
-        raise InventoryError(f"{url} is not an Azure Blob Inventory manifest (a JSON object)")
+    doc = manifest_object(raw, url, "an Azure Blob Inventory manifest")
     if doc.get("status") != "Succeeded":
         raise _status_error(url, doc.get("status"))
     try:
@@ -275,22 +270,14 @@ def namespace_objects(manifest: AzureManifest, files: dict[str, bytes], *, conta
     base = f"{container}/{prefix.strip('/')}/" if prefix.strip("/") else f"{container}/"
     found: dict[str, StoredObject] = {}
     for name, data in files.items():
-        try:
-            rows = list(_rows(data, manifest, name))
-        except InventoryError:
-            raise
-        except (ValueError, TypeError, EOFError, OSError, csv.Error, ImportError) as exc:  # pyarrow's: ValueErrors
-            raise InventoryError(f"{name} (of {manifest.url}) is not a readable {manifest.file_format} report file: "
-                                 f"{type(exc).__name__}: {exc}") from None
+        rows = report_rows(_rows, data, manifest=manifest, name=name)
         for blob, size, mtime, current in rows:
             if "/" not in blob:
                 raise InventoryError(f"{name}: Name {blob!r} is not <container>/<blob name>")
             if not current or not blob.startswith(base):
                 continue
             relative = blob[len(base):]
-            # what a listing lists: data/<slice>/… and the files directly at the root (the legacy layout)
-            listed = relative.startswith("data/") and relative.count("/") >= 2 or "/" not in relative
-            if not listed or relative.endswith("/") or relative.startswith(METADATA_PREFIX) or relative == "dummy":
+            if not listable(relative):
                 continue
             if mtime is None:
                 raise InventoryError(f"{name}: {blob} has no Last-Modified; the report cannot say which objects are "

@@ -51,18 +51,6 @@ def test_only_the_namespace_s_current_objects_are_kept():
     assert [(o.key, o.size, o.mtime) for o in got] == [("data/gabc/obj+1 x", 5, T), ("legacy-object", 6, T)]
 
 
-@pytest.fixture(params=["UTC", "America/New_York"])
-def local_zone(request, monkeypatch):
-    """The machine's zone must not matter: S3's timestamps are UTC."""
-    import time  # noqa: PLC0415
-
-    monkeypatch.setenv("TZ", request.param)
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 def test_a_parquet_report_reads_the_same(local_zone):
     m = parse_manifest(manifest("Parquet", fileSchema="message s3.inventory { ... }"), "s3://reports/m.json")
     columns = list(zip(*ROWS, strict=True))

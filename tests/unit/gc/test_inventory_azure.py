@@ -80,18 +80,6 @@ def test_only_the_namespace_s_current_blobs_are_kept():
     assert objects(got) == EXPECTED
 
 
-@pytest.fixture(params=["UTC", "America/New_York"])
-def local_zone(request, monkeypatch):
-    """The machine's zone must not matter: the report's times are UTC."""
-    import time  # noqa: PLC0415
-
-    monkeypatch.setenv("TZ", request.param)
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 @pytest.mark.parametrize("unit", ["ms", "int"])
 def test_a_parquet_report_reads_the_same(local_zone, unit):
     """Parquet dates are timestamp_millis (milliseconds since the epoch, UTC), booleans are booleans."""
