@@ -167,7 +167,7 @@ class StoredIndex:
             else:
                 runs.append((b, b))
         spans = [self.head.span(first, last) for first, last in runs]
-        raws = self.ns._each(lambda span: self.ns.read_range(self.key, *span), spans)  # noqa: SLF001
+        raws = self.ns.read_ranges(self.key, spans)
         block_of = np.searchsorted(self.head.firsts, wanted, side="right") - 1  # sorted, as wanted is
         for (first, last), (start, _), raw in zip(runs, spans, raws, strict=True):
             for b in range(first, last + 1):

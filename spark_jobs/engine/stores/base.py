@@ -240,6 +240,10 @@ class Namespace:
         except FileNotFoundError:
             raise StorageError(f"{self.config.namespace}/{key} does not exist") from None
 
+    def read_ranges(self, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
+        """``read_range`` of each span of one object, the requests in flight together (up to the store's cap)."""
+        return self._each(lambda span: self.read_range(key, *span), spans)
+
     def size(self, key: str) -> int:
         try:
             return int(self._call(f"reading the size of {key}", lambda: self._info(key)).get("size") or 0)
