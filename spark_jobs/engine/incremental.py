@@ -22,7 +22,7 @@ from spark_jobs.core.plan import StoredObject
 from spark_jobs.core.slices import slices_to_list
 from spark_jobs.engine.context import JobConfig, OpenContext
 from spark_jobs.engine.mark_source import Source
-from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.parallel import Runner, fitting
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 log = logging.getLogger(__name__)
@@ -262,14 +262,14 @@ def list_recent(state: State, *, runner: Runner, config: JobConfig, ctx: OpenCon
     """The objects of the slices that can hold an object written since ``state``'s horizon, and of the root."""
     units = ctx.ns.list_units()
     recent = recent_units(units, state.horizon)
-    listed = runner.map_units(recent, unit_list, config.open, partitions=partitions)
+    listed = fitting(runner, recent).map_units(recent, unit_list, config.open, partitions=partitions)
     return Recent(listed, len(recent) - 1, len(units) - 1)
 
 
 def ask_for(wanted: list[str], *, runner: Runner, config: JobConfig, partitions: int) -> list[StoredObject]:
     """Of ``wanted``, the objects still in the store, with their sizes and times (a request each, in batches)."""
     batches = [wanted[i:i + STAT_BATCH] for i in range(0, len(wanted), STAT_BATCH)]
-    return runner.map_units(batches, unit_stat, config.open, partitions=partitions)
+    return fitting(runner, batches).map_units(batches, unit_stat, config.open, partitions=partitions)
 
 
 def changed(state: State, recent: Recent, *, wanted: list[str], found: list[StoredObject], **record) -> Changed:

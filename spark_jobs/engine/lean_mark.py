@@ -20,7 +20,7 @@ from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.context import JobConfig, OpenContext
 from spark_jobs.engine.incremental import StoredIndex, ask_for, changed, list_recent
-from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.parallel import Runner, fitting
 
 
 def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[tuple[str, list[str]]]:
@@ -65,7 +65,8 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
     in a range shifts the blocks after it), every entry is fingerprinted at once (``core.block_scan``); the
     entries the dead and the new blocks share cancel out by fingerprint, and only one entry of each fingerprint
     whose count changed is decoded, mapped to its key and hashed. Blocks of another shape are decoded whole."""
-    digests = dict(runner.map_units(dead + new, unit_range_digests, config.open, partitions=partitions))
+    digests = dict(fitting(runner, dead + new).map_units(dead + new, unit_range_digests, config.open,
+                                                          partitions=partitions))
     net: dict[bytes, int] = {}
     holder: dict[bytes, str] = {}
     for sign, ranges in ((-1, dead), (1, new)):
@@ -78,7 +79,7 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
         if times:
             by_range.setdefault(holder[digest], set()).add(digest)
     units = [(r, frozenset(ds)) for r, ds in sorted(by_range.items())]
-    scans = runner.map_units(units, unit_block_scan, config.open, partitions=partitions)
+    scans = fitting(runner, units).map_units(units, unit_block_scan, config.open, partitions=partitions)
     picks, weight, irregular = _changed_entries(scans, net)
     wanted: dict[str, dict[bytes, tuple[int, ...] | None]] = {}
     for range_id, digest, ordinal in picks:
@@ -88,7 +89,7 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
         wanted.setdefault(range_id, {})[digest] = None
     units2 = [(r, tuple(sorted(ds.items()))) for r, ds in sorted(wanted.items())]
     count: dict[tuple[str, int], int] = {}
-    decoded = runner.map_units(units2, unit_block_picks, config.open, partitions=partitions)
+    decoded = fitting(runner, units2).map_units(units2, unit_block_picks, config.open, partitions=partitions)
     for digest, ordinal, entry in decoded:
         times = net[digest] if ordinal < 0 else weight[(digest, ordinal)]
         count[entry] = count.get(entry, 0) + times
@@ -171,7 +172,8 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     clock = _Clock()
     known = state.metarange_ranges()
     missing = [m for m in metaranges if m not in known]
-    read = dict(runner.map_units(missing, unit_metarange_ranges, config.open, partitions=range_partitions))
+    read = dict(fitting(runner, missing).map_units(missing, unit_metarange_ranges, config.open,
+                                                   partitions=range_partitions))
     by_metarange = {m: known[m] if m in known else read[m] for m in metaranges}
     live = sorted({r for ranges in by_metarange.values() for r in ranges})
     before = set(state.range_ids)

@@ -17,15 +17,15 @@ from spark_jobs.core.cleaning import CleaningPolicy, Scope
 from spark_jobs.core.mark import keys_in_range, scope_of
 from spark_jobs.core.mark_cache import Memory
 from spark_jobs.engine.context import OpenContext
-from spark_jobs.engine.parallel import Runner, ThreadRunner
+from spark_jobs.engine.parallel import FEW_UNITS, Runner, ThreadRunner
 
 Span = tuple[bytes, str]  # (first key, range id) of one range a metarange lists
 Member = tuple[str, bytes, str]  # (metarange id, first key, range id)
 Scoped = tuple[str, Scope, tuple[str, ...]]  # (range id, scope, keys of the range's entries in that scope)
 
-# Up to this many files the cache does not hold are read by the driver's threads, whatever the runner: a daily
-# run reads a few dozen new files, and a Spark job per kind of file costs more in scheduling than reading them
-DRIVER_READS = 64
+# Up to this many files the cache does not hold are read by the driver's threads, whatever the runner (the rule
+# of parallel.fitting): a daily run reads a few dozen new files
+DRIVER_READS = FEW_UNITS
 
 
 class Source(Protocol):
