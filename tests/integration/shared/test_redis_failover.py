@@ -121,6 +121,20 @@ class HookStream:
         self._thread.join(60)
 
 
+def settings_for(ha_env: dict[str, str], monkeypatch) -> object:
+    """The janitor's settings on the Sentinel-managed Redis, as the worker and the receiver read them."""
+    for key, value in ha_env.items():
+        monkeypatch.setenv(key, value)
+    return load_settings()
+
+
+def idle_after_a_day(lakefs, repo: str, settings, pattern: str) -> ClockStore:
+    """A lifecycle policy deleting branches matching ``pattern`` idle for a day; the idle clocks' store."""
+    set_policies(lakefs, repo, parse_policies({"policies": [{"id": "p", "patterns": [pattern],
+                                                             "max_idle_age": "1d"}]}, "main"))
+    return ClockStore(redis_client(settings), settings.key_prefix)
+
+
 def beat_sends(worker: CeleryWorker) -> list[str]:
     """The minute (log time, to the minute) of each reconcile_all beat sent."""
     text = worker.log.read_text(errors="replace")
@@ -129,9 +143,7 @@ def beat_sends(worker: CeleryWorker) -> list[str]:
 
 
 def test_primary_killed_while_hooks_stream_in(ha, ha_env, ha_receiver, ha_worker, lakefs, repo, monkeypatch):
-    for key, value in ha_env.items():
-        monkeypatch.setenv(key, value)
-    settings = load_settings()
+    settings = settings_for(ha_env, monkeypatch)
     app = create_celery(settings)
     assert app.send_task("workers.idle_clock.tasks.reconcile_repository", args=(repo,)).get(timeout=60)
     hooks_repo = f"ha-{uuid.uuid4().hex[:10]}"
@@ -193,9 +205,7 @@ def test_a_gc_lease_across_a_failover(ha, ha_env, monkeypatch):
     """The run's lease on the new primary: the deleters (here the watch a Spark job builds from the lease's URL)
     go on only while it is confirmed; a lease the failover lost stops them before their next batch, and the
     next run of the repository can start."""
-    for key, value in ha_env.items():
-        monkeypatch.setenv(key, value)
-    settings = load_settings()
+    settings = settings_for(ha_env, monkeypatch)
     runs = GCRuns(redis_client(settings), f"ha-{uuid.uuid4().hex[:6]}", settings.redis_client_url())
     lease = runs.lease("repo", lease_seconds=10)
     lease.acquire()
@@ -234,12 +244,8 @@ def test_a_failover_that_loses_writes_deletes_no_written_branch(ha, ha_env, lake
     """The replica promoted before it caught up: the clocks of the last hook writes go back in time. The lifecycle
     run's re-check against lakeFS (HEAD moved since the clock's HEAD) keeps every branch written in the lost
     seconds, deletes only the ones really idle, and the reconciler repairs the clocks."""
-    for key, value in ha_env.items():
-        monkeypatch.setenv(key, value)
-    settings = load_settings()
-    clock = ClockStore(redis_client(settings), settings.key_prefix)
-    set_policies(lakefs, repo, parse_policies({"policies": [{"id": "p", "patterns": ["lw-*"],
-                                                             "max_idle_age": "1d"}]}, "main"))
+    settings = settings_for(ha_env, monkeypatch)
+    clock = idle_after_a_day(lakefs, repo, settings, "lw-*")
     old_time = datetime.now(UTC) - timedelta(days=10)
     names = [f"lw-{i}" for i in range(6)]
     for name in names:  # idle for 10 days, as their hooks said
@@ -279,9 +285,7 @@ def test_the_primary_killed_during_a_gc_sweep(ha, ha_env, lakefs, lakefs_server,
     Spark job's deleters reach the Sentinels through the lease reference it was given). The run completes (its
     lease confirmed on the new primary) or stops before deleting more (it could not be); either way nothing live
     is lost and the next run converges."""
-    for key, value in ha_env.items():
-        monkeypatch.setenv(key, value)
-    settings = load_settings()
+    settings = settings_for(ha_env, monkeypatch)
     runs = GCRuns(redis_client(settings), f"ha-{uuid.uuid4().hex[:6]}", settings.redis_client_url())
     connection = LakeFSConnection(endpoint_url=lakefs_server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
                                   secret_access_key=ADMIN_SECRET_KEY)
@@ -314,12 +318,8 @@ def test_the_primary_killed_during_a_gc_sweep(ha, ha_env, lakefs, lakefs_server,
 def test_the_primary_killed_during_a_lifecycle_run(ha, ha_env, lakefs, repo, monkeypatch):
     """The primary SIGKILLed once a branch lifecycle run has started deleting: the run goes on on the new primary
     or stops (Redis errors end it); no written branch is deleted, and the next run deletes the idle rest."""
-    for key, value in ha_env.items():
-        monkeypatch.setenv(key, value)
-    settings = load_settings()
-    clock = ClockStore(redis_client(settings), settings.key_prefix)
-    set_policies(lakefs, repo, parse_policies({"policies": [{"id": "p", "patterns": ["lr-*"],
-                                                             "max_idle_age": "1d"}]}, "main"))
+    settings = settings_for(ha_env, monkeypatch)
+    clock = idle_after_a_day(lakefs, repo, settings, "lr-*")
     old_time = datetime.now(UTC) - timedelta(days=10)
     # Enough idle branches that the run is still deleting when the primary dies (asserted below).
     idle, written = [f"lr-idle-{i:03d}" for i in range(150)], [f"lr-written-{i}" for i in range(5)]
@@ -397,9 +397,7 @@ def test_random_lifecycle_histories_across_a_failover_that_loses_writes(ha, ha_e
             self.m.history.append((time.time(), op, branch))
             getattr(self, f"op_{op}")(branch)
 
-    for key, value in ha_env.items():
-        monkeypatch.setenv(key, value)
-    settings = load_settings()
+    settings = settings_for(ha_env, monkeypatch)
     clock = ClockStore(redis_client(settings), settings.key_prefix)
     rng = random.Random(SEED)
     repos = [f"rfo-{uuid.uuid4().hex[:10]}" for _ in range(4)]
