@@ -57,7 +57,7 @@ def _ping(client: redis.Redis | None) -> Callable[[dict], object] | None:
 
 
 def _hook_script(client: redis.Redis | None) -> Callable[[dict], object] | None:
-    """The receiver's one Redis call for a post-commit or post-merge (workers.hook_record.record's, step for step)."""
+    """The receiver's one Redis call for a post-commit or post-merge (webhook.hook_record.record's, step for step)."""
     if client is None:
         return None
     from workers.gc.history import GCRuns  # noqa: PLC0415 - only this app needs the project

@@ -74,7 +74,7 @@ from workers.branch_lifecycle.policies import parse_policies
 from workers.branch_lifecycle.run import plan
 from workers.branch_lifecycle.store import get_policies, set_policies
 from workers.idle_clock.store import ClockStore
-from workers.lakefs.client import LakeFS, make_lakefs_for
+from workers.shared.lakefs.client import LakeFS, make_lakefs_for
 
 RESULTS = ROOT / "bench" / "results"
 GOAL = 1.2

@@ -17,7 +17,7 @@ import gc
 import redis
 
 from webhook import create_app
-from workers.settings import load_settings
+from workers.shared.settings import load_settings
 
 
 class _AnsweredInProcess(redis.Redis):

@@ -29,7 +29,7 @@ from tests.services import (  # noqa: E402
     RedisServer,
     janitor_env,
 )
-from workers.lakefs.client import make_lakefs_for  # noqa: E402
+from workers.shared.lakefs.client import make_lakefs_for  # noqa: E402
 
 REPO = "demo"
 POLICIES = """\

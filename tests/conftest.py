@@ -28,8 +28,8 @@ from tests.services import (
     stop_on_sigterm,
 )
 from tests.spark.cluster import SparkMaster, SparkWorker, spark_env
-from workers.lakefs.client import LakeFS, make_lakefs_for
-from workers.settings import LakeFSConnection, SparkSettings
+from workers.shared.lakefs.client import LakeFS, make_lakefs_for
+from workers.shared.settings import LakeFSConnection, SparkSettings
 
 
 def pytest_configure(config) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from workers.metrics import Metrics
+from workers.shared.metrics import Metrics
 
 
 def fresh_metrics() -> Metrics:

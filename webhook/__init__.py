@@ -6,9 +6,9 @@ import redis
 from flask import Flask
 from prometheus_client import CollectorRegistry
 
-from workers.metrics import multiprocess_enabled
-from workers.services import Services
-from workers.settings import Settings
+from workers.shared.metrics import multiprocess_enabled
+from workers.shared.services import Services
+from workers.shared.settings import Settings
 
 
 def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,

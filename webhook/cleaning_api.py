@@ -17,7 +17,7 @@ from workers.gc.history import GCRuns
 from workers.gc.run import GCError
 
 if TYPE_CHECKING:
-    from workers.lakefs.client import LakeFS
+    from workers.shared.lakefs.client import LakeFS
 
 bp = Blueprint("cleaning", __name__, url_prefix="/api/v1/repositories/<repository>/settings/gc_cleaning")
 

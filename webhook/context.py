@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import current_app
 
-from workers.services import Services
+from workers.shared.services import Services
 
 
 def app_services() -> Services:

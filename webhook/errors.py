@@ -8,7 +8,7 @@ import redis
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from workers.lakefs.errors import LakeFSError, Unavailable
+from workers.shared.lakefs.errors import LakeFSError, Unavailable
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from webhook.context import app_services
-from workers.metrics import exposition
+from workers.shared.metrics import exposition
 
 bp = Blueprint("health", __name__)
 

@@ -15,7 +15,7 @@ from workers.object_lifecycle.rules import RulesValidationError, needing_confirm
 from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords, StoredRulesInvalid
 
 if TYPE_CHECKING:
-    from workers.lakefs.client import LakeFS
+    from workers.shared.lakefs.client import LakeFS
 
 bp = Blueprint("object_lifecycle", __name__, url_prefix="/api/v1/repositories/<repository>/settings/object_lifecycle")
 

@@ -13,7 +13,7 @@ from workers.branch_lifecycle.policies import PolicyValidationError, parse_polic
 from workers.branch_lifecycle.store import POLICIES, LifecycleRecords
 
 if TYPE_CHECKING:
-    from workers.lakefs.client import LakeFS
+    from workers.shared.lakefs.client import LakeFS
 
 bp = Blueprint("policies", __name__, url_prefix="/api/v1/repositories/<repository>/settings/branch_lifecycle")
 

@@ -16,12 +16,12 @@ from flask import Blueprint, Response, jsonify, request
 
 from webhook.context import app_services
 from webhook.errors import error_response
-from workers.lakefs.documents import PolicyDocument, StaleETag, Stored
+from workers.shared.lakefs.documents import PolicyDocument, StaleETag, Stored
 
 if TYPE_CHECKING:
-    from workers.lakefs.client import LakeFS
-    from workers.locks import EditLocks
-    from workers.services import Services
+    from workers.shared.lakefs.client import LakeFS
+    from workers.shared.locks import EditLocks
+    from workers.shared.services import Services
 
 
 @contextmanager
@@ -30,7 +30,7 @@ def caller_client() -> Iterator[LakeFS | None]:
     if auth is None or auth.type != "basic" or not auth.username or not auth.password:
         yield None
         return
-    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415 - the SDK only for policy calls
+    from workers.shared.lakefs.client import make_lakefs_for  # noqa: PLC0415 - the SDK only for policy calls
 
     settings = app_services().settings
     client = make_lakefs_for(settings.lakefs.endpoint_url, auth.username, auth.password,

@@ -13,11 +13,11 @@ from werkzeug.exceptions import ClientDisconnected, HTTPException
 from webhook.auth import secret_ok
 from webhook.context import app_services
 from webhook.errors import error_response
+from webhook.hook_record import record
 from workers.gc.history import GCRuns
-from workers.hook_record import record
 from workers.idle_clock.events import EVENT_TYPES, EventError, parse_event
 from workers.idle_clock.store import ClockStore
-from workers.metrics import Metrics
+from workers.shared.metrics import Metrics
 
 bp = Blueprint("hooks", __name__)
 

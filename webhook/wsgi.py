@@ -3,7 +3,7 @@
 import gc
 
 from webhook import create_app
-from workers.settings import load_settings
+from workers.shared.settings import load_settings
 
 app = create_app(load_settings())
 # The app's long-lived objects never become garbage: keep the collector from walking them on every full

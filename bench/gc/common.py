@@ -25,7 +25,7 @@ from tests.services import (  # noqa: E402
     Store,
     stop_on_sigterm,
 )
-from workers.lakefs.client import make_lakefs_for  # noqa: E402
+from workers.shared.lakefs.client import make_lakefs_for  # noqa: E402
 
 STORE_NAMES = {"local": "local disk", "s3": "versitygw (S3)", "azure": "Azurite", "gcs": "fake-gcs-server"}
 

@@ -316,7 +316,7 @@ def main() -> int:
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer  # noqa: PLC0415
-    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415
+    from workers.shared.lakefs.client import make_lakefs_for  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=10_000)

@@ -161,9 +161,9 @@ def child(endpoint: str, redis_url: str, concurrent_commit: bool) -> None:
     import redis  # noqa: PLC0415
 
     from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY  # noqa: PLC0415
-    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415
     from workers.object_lifecycle.run import RunOptions, run_repository  # noqa: PLC0415
     from workers.object_lifecycle.store import ObjectLifecycleRecords  # noqa: PLC0415
+    from workers.shared.lakefs.client import make_lakefs_for  # noqa: PLC0415
 
     lakefs = make_lakefs_for(endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, timeout=600)
     timeline: list[tuple[str, float, float]] = []  # (kind, start, end) relative to the run's start
@@ -282,10 +282,10 @@ def run(n: int, fraction: float, rounds: int, concurrent_commit: bool = False) -
     import lakefs_sdk  # noqa: PLC0415
 
     from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer  # noqa: PLC0415
-    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415
     from workers.object_lifecycle.rules import parse_rules  # noqa: PLC0415
     from workers.object_lifecycle.run import TEMP_PREFIX  # noqa: PLC0415
     from workers.object_lifecycle.store import set_rules  # noqa: PLC0415
+    from workers.shared.lakefs.client import make_lakefs_for  # noqa: PLC0415
 
     server = LakeFSServer().start()
     redis_server = RedisServer().start()

@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from tests.services import RedisServer
 from workers.idle_clock.store import ClockStore
-from workers.lakefs.client import LakeFS
+from workers.shared.lakefs.client import LakeFS
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.spark.cluster import SparkMaster, SparkWorker
 from workers.gc.submit import SparkSubmitError, run_job
-from workers.settings import SparkSettings
+from workers.shared.settings import SparkSettings
 
 
 def test_local_job_reports_events_and_receives_the_seed_keys(local_spark, submit_env):

@@ -29,7 +29,7 @@ from tests.spark.history import build_history
 from workers.gc.history import GCRuns
 from workers.gc.run import GCRequest, execute
 from workers.gc.submit import run_gc
-from workers.settings import GCSettings
+from workers.shared.settings import GCSettings
 
 
 def _plan(summary: Summary, options_json: str | None = None) -> tuple[Summary, list[str]]:
@@ -200,8 +200,8 @@ def test_s3_blockstore_both_runners_agree_and_spark_sweeps(submit_env, local_spa
     """lakeFS on S3 (versitygw, a real S3 server): executors list and delete through s3fs with the storage options
     they are given; the metadata is read through lakeFS's endpoint on one runner and from the bucket on the
     other."""
-    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415
-    from workers.settings import LakeFSConnection  # noqa: PLC0415
+    from workers.shared.lakefs.client import make_lakefs_for  # noqa: PLC0415
+    from workers.shared.settings import LakeFSConnection  # noqa: PLC0415
 
     s3 = VersityGW(bucket="gc-spark").start()
     server = None

@@ -31,7 +31,7 @@ from tests.spark.history import build_history
 from workers.gc.history import GCRuns
 from workers.gc.run import storage_config
 from workers.gc.submit import run_gc
-from workers.settings import GCSettings
+from workers.shared.settings import GCSettings
 
 
 @pytest.fixture

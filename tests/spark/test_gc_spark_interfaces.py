@@ -17,7 +17,7 @@ from tests.services import CeleryWorker, LakeFSServer, RedisServer, janitor_env
 from tests.spark.cluster import spark_env
 from tests.spark.history import build_history
 from workers.gc.history import GCRuns
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.errors import LakeFSError
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_gc_run_with_the_spark_engine_from_the_cli(env, history, lakefs):
 
 def test_the_celery_task_submits_the_spark_job(env, history, lakefs, monkeypatch):
     from workers.celery.app import create_celery  # noqa: PLC0415
-    from workers.settings import load_settings  # noqa: PLC0415
+    from workers.shared.settings import load_settings  # noqa: PLC0415
 
     worker_env = {**env, "LAKEFS_JANITOR_GC__RUNNER": "spark", "LAKEFS_JANITOR_GC__MIN_AGE": "0s"}
     worker = CeleryWorker(worker_env).start()

@@ -17,7 +17,8 @@ from workers.branch_lifecycle.policy_text import load_policy_text
 from workers.branch_lifecycle.run import decision_dict, plan
 from workers.branch_lifecycle.scheduled import FutureRunRefused, LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import POLICIES, LifecycleRecords
-from workers.cli_common import (
+from workers.idle_clock.store import ClockStore
+from workers.shared.cli_common import (
     DocumentCommands,
     Runtime,
     console,
@@ -29,9 +30,8 @@ from workers.cli_common import (
     short_time,
     table,
 )
-from workers.idle_clock.store import ClockStore
-from workers.lakefs.client import Conflict, LakeFSError, NotFound
-from workers.uris import URIError, parse_branch_uri
+from workers.shared.lakefs.client import Conflict, LakeFSError, NotFound
+from workers.shared.uris import URIError, parse_branch_uri
 
 
 @click.group("branch-lifecycle")

@@ -19,7 +19,7 @@ from datetime import timedelta
 from wcmatch import fnmatch
 
 from spark_jobs.core.durations import DurationError, format_duration, parse_duration, parse_seconds
-from workers.document_text import kind_of, quote_value
+from workers.shared.document_text import kind_of, quote_value
 
 # fnmatch, not globmatch: `*` also crosses `/`. lakeFS branch ids are [\w-]+ so a `/` never occurs and the
 # choice is moot for matching; fnmatch simply keeps the semantics "a pattern is matched against a name".

@@ -24,14 +24,14 @@ from workers.branch_lifecycle.policies import Policy
 from workers.branch_lifecycle.store import LifecycleRecords, get_policies
 from workers.idle_clock.reconcile import DetectedWrite, look_at_branch
 from workers.idle_clock.store import Activity, BranchClock, ClockStore
-from workers.lakefs.client import (
+from workers.shared.lakefs.client import (
     LakeFS,
     LakeFSError,
     NotFound,
     PreconditionFailed,
     Unavailable,
 )
-from workers.metrics import Metrics
+from workers.shared.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from spark_jobs.core.durations import parse_duration
 from workers.branch_lifecycle.run import Plan, RunReport, decision_dict, execute, pending_within, plan
 from workers.branch_lifecycle.store import LifecycleRecords
 from workers.idle_clock.store import ClockStore
-from workers.lakefs.client import LakeFS
-from workers.locks import release_quietly, still_held
-from workers.metrics import Metrics
-from workers.settings import Settings
+from workers.shared.lakefs.client import LakeFS
+from workers.shared.locks import release_quietly, still_held
+from workers.shared.metrics import Metrics
+from workers.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Branch lifecycle policies stored on the repository itself, in lakeFS repository metadata (a
-``workers.lakefs.documents.PolicyDocument``: its ETag is a hash of the canonical list), and the lifecycle's own
+``workers.shared.lakefs.documents.PolicyDocument``: its ETag is a hash of the canonical list), and the lifecycle's own
 records in Redis.
 """
 
@@ -14,15 +14,15 @@ import redis
 from redis.lock import Lock
 
 from workers.branch_lifecycle.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
-from workers.lakefs.documents import PolicyDocument
-from workers.lakefs.errors import LakeFSError
-from workers.locks import named_lock
+from workers.shared.lakefs.documents import PolicyDocument
+from workers.shared.lakefs.errors import LakeFSError
+from workers.shared.locks import named_lock
 
 DELETION_LOG_LENGTH = 10_000
 
 if TYPE_CHECKING:
     from workers.idle_clock.store import ClockStore
-    from workers.services import Services
+    from workers.shared.services import Services
 
 METADATA_KEY = "lakefs_janitor.branch_lifecycle.v1"
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from celery import shared_task
 
 from workers.idle_clock.store import ClockStore
-from workers.task_base import JanitorTask
+from workers.shared.task_base import JanitorTask
 
 
 @shared_task(bind=True, base=JanitorTask, name="workers.branch_lifecycle.tasks.run_repository")

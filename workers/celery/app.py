@@ -11,9 +11,9 @@ from workers.branch_lifecycle import schedule as branch_lifecycle_schedule
 from workers.gc import schedule as gc_schedule
 from workers.idle_clock import schedule as idle_clock_schedule
 from workers.object_lifecycle import schedule as object_lifecycle_schedule
-from workers.redis_connection import celery_options
-from workers.services import Services
-from workers.settings import Settings
+from workers.shared.redis_connection import celery_options
+from workers.shared.services import Services
+from workers.shared.settings import Settings
 
 # Each domain declares its beat entries and tasks beside each other; the app merges them.
 DOMAINS = (idle_clock_schedule, branch_lifecycle_schedule, gc_schedule, object_lifecycle_schedule)
@@ -60,7 +60,7 @@ def _serve_metrics_from_worker(addr: str, port: int) -> None:
     from celery.signals import worker_init, worker_process_shutdown  # noqa: PLC0415
     from prometheus_client import REGISTRY, CollectorRegistry, multiprocess, start_http_server  # noqa: PLC0415
 
-    from workers.metrics import multiprocess_enabled  # noqa: PLC0415
+    from workers.shared.metrics import multiprocess_enabled  # noqa: PLC0415
 
     @worker_init.connect(weak=False)
     def _start(**_: object) -> None:

@@ -1,8 +1,8 @@
 """Shim for ``celery -A workers.celery.worker worker|beat``."""
 
 from workers.celery.app import create_celery
-from workers.redis_connection import check_redis
-from workers.settings import SettingsError, load_settings
+from workers.shared.redis_connection import check_redis
+from workers.shared.settings import SettingsError, load_settings
 
 try:
     check_redis(_settings := load_settings())  # a wrong password stops here, named, not in a retry loop

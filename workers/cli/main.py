@@ -9,12 +9,12 @@ import tempfile
 import click
 
 from workers.branch_lifecycle import cli as branch_lifecycle_cli
-from workers.cli_common import Runtime, friendly_errors, pass_runtime
 from workers.gc import cli as gc_cli
 from workers.idle_clock import cli as idle_clock_cli
 from workers.object_lifecycle import cli as object_lifecycle_cli
-from workers.redis_connection import check_redis
-from workers.settings_sources import CONFIG_FILE_ENV
+from workers.shared.cli_common import Runtime, friendly_errors, pass_runtime
+from workers.shared.redis_connection import check_redis
+from workers.shared.settings_sources import CONFIG_FILE_ENV
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

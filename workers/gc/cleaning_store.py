@@ -1,5 +1,5 @@
 """Cleaning policies stored on the repository, beside the lifecycle policies (lakeFS repository metadata), read
-and written with an ETag precondition like them (a ``workers.lakefs.documents.PolicyDocument``)."""
+and written with an ETag precondition like them (a ``workers.shared.lakefs.documents.PolicyDocument``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 from collections.abc import Sequence
 
 from spark_jobs.core.cleaning import METADATA_KEY, CleaningPolicy, CleaningPolicyError, parse_cleaning_policies
-from workers.lakefs.documents import PolicyDocument
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.documents import PolicyDocument
+from workers.shared.lakefs.errors import LakeFSError
 
 
 def _document(policies: Sequence[CleaningPolicy]) -> dict:

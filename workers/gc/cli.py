@@ -16,7 +16,14 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from spark_jobs.core import inventory_url
 from spark_jobs.core.freeing import describe
 from spark_jobs.core.report import describe_cache, describe_listing
-from workers.cli_common import (
+from workers.gc.history import GCRuns
+from workers.gc.policy_cli import policy
+from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
+from workers.gc.run import Busy, GCError, GCRequest, doctor, execute, repository_impact
+from workers.gc.savepoint_cli import cutoff as _min_age
+from workers.gc.savepoint_cli import savepoint
+from workers.gc.show_cli import describe_freed, show_cmd
+from workers.shared.cli_common import (
     Runtime,
     console,
     friendly_errors,
@@ -26,14 +33,7 @@ from workers.cli_common import (
     repository_argument,
     table,
 )
-from workers.gc.history import GCRuns
-from workers.gc.policy_cli import policy
-from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
-from workers.gc.run import Busy, GCError, GCRequest, doctor, execute, repository_impact
-from workers.gc.savepoint_cli import cutoff as _min_age
-from workers.gc.savepoint_cli import savepoint
-from workers.gc.show_cli import describe_freed, show_cmd
-from workers.settings import RUNNER_ALIASES
+from workers.shared.settings import RUNNER_ALIASES
 
 
 @contextlib.contextmanager

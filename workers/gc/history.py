@@ -9,11 +9,11 @@ import redis
 
 from spark_jobs.core.report import upgrade_record
 from workers.gc.lease import Holder, RunLease
-from workers.locks import named_lock
-from workers.scripts import Step
+from workers.shared.locks import named_lock
+from workers.shared.redis_script import Step
 
 if TYPE_CHECKING:
-    from workers.services import Services
+    from workers.shared.services import Services
 
 HISTORY_LENGTH = 1000
 

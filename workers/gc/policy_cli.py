@@ -9,7 +9,12 @@ from pathlib import Path
 import click
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
-from workers.cli_common import (
+from workers.gc.cleaning_store import CLEANING
+from workers.gc.history import GCRuns
+from workers.gc.preview import policy_preview
+from workers.gc.run import GCError
+from workers.gc.savepoint_cli import cutoff
+from workers.shared.cli_common import (
     DocumentCommands,
     Runtime,
     console,
@@ -20,11 +25,6 @@ from workers.cli_common import (
     repository_argument,
     table,
 )
-from workers.gc.cleaning_store import CLEANING
-from workers.gc.history import GCRuns
-from workers.gc.preview import policy_preview
-from workers.gc.run import GCError
-from workers.gc.savepoint_cli import cutoff
 
 
 @click.group("policy")

@@ -10,7 +10,7 @@ from spark_jobs.engine.lakefs_api import LakeFSApiConfig
 from spark_jobs.engine.parallel import ThreadRunner
 from spark_jobs.engine.preview import Effect, policy_effect, run_breakdown
 from workers.gc.run import api_config, min_age_of, storage_config
-from workers.settings import GCSettings, LakeFSConnection
+from workers.shared.settings import GCSettings, LakeFSConnection
 
 __all__ = ["policy_preview", "run_breakdown"]
 

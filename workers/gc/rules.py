@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workers.lakefs.client import LakeFS
-from workers.lakefs.errors import NotFound
+from workers.shared.lakefs.client import LakeFS
+from workers.shared.lakefs.errors import NotFound
 
 
 class BranchRule(BaseModel):

@@ -27,8 +27,8 @@ from spark_jobs.engine.stores import StorageConfig, StorageError, open_namespace
 from workers.gc.history import GCRuns
 from workers.gc.lease import Busy, Holder
 from workers.gc.store_options import storage_options_json
-from workers.metrics import Metrics
-from workers.settings import GCSettings, LakeFSConnection, SparkSettings
+from workers.shared.metrics import Metrics
+from workers.shared.settings import GCSettings, LakeFSConnection, SparkSettings
 
 __all__ = ["Busy", "GCError", "GCRequest", "execute", "repository_impact"]
 log = logging.getLogger(__name__)

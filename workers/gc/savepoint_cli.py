@@ -8,11 +8,19 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from spark_jobs.core.durations import DurationError, parse_duration
-from workers.cli_common import Runtime, console, friendly_errors, pass_runtime, repository_argument, short_time, table
 from workers.gc import savepoints
 from workers.gc.history import GCRuns
 from workers.gc.run import GCError
-from workers.uris import URIError, parse_branch_uri, parse_uri
+from workers.shared.cli_common import (
+    Runtime,
+    console,
+    friendly_errors,
+    pass_runtime,
+    repository_argument,
+    short_time,
+    table,
+)
+from workers.shared.uris import URIError, parse_branch_uri, parse_uri
 
 
 def _ref_uri(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, str]:

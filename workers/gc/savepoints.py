@@ -20,12 +20,12 @@ from spark_jobs.engine.preview import dry_mark
 from spark_jobs.engine.stores import StorageError
 from workers.gc.cleaning_store import get_cleaning
 from workers.gc.run import GCError, api_config, min_age_of, storage_config
-from workers.lakefs.documents import MetadataDocument
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.documents import MetadataDocument
+from workers.shared.lakefs.errors import LakeFSError
 
 if TYPE_CHECKING:
-    from workers.lakefs.client import LakeFS
-    from workers.settings import GCSettings, LakeFSConnection
+    from workers.shared.lakefs.client import LakeFS
+    from workers.shared.settings import GCSettings, LakeFSConnection
 
 METADATA_KEY = "lakefs_janitor.gc_savepoints.v1"
 RECORDS = MetadataDocument(METADATA_KEY)  # name -> what the tag does not hold: commit id, comment, creator, time

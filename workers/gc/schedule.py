@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery.schedules import crontab
 
-from workers.settings import Settings
+from workers.shared.settings import Settings
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict]:

@@ -9,11 +9,11 @@ import click
 
 from spark_jobs.core.freeing import Verdict, describe
 from spark_jobs.core.report import describe_cache, describe_listing
-from workers.cli_common import Runtime, console, friendly_errors, pass_runtime, table
 from workers.gc.history import GCRuns
 from workers.gc.preview import run_breakdown
 from workers.gc.run import GCError, api_config, storage_config
-from workers.uris import URIError, parse_repository_uri
+from workers.shared.cli_common import Runtime, console, friendly_errors, pass_runtime, table
+from workers.shared.uris import URIError, parse_repository_uri
 
 
 @click.command("show")

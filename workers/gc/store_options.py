@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workers.settings import GCSettings
+from workers.shared.settings import GCSettings
 
 
 def storage_options(gc: GCSettings) -> dict[str, dict[str, Any]]:

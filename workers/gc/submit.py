@@ -30,7 +30,7 @@ from typing import Any
 import spark_jobs
 from spark_jobs.jobs.config import JobSettings
 from spark_jobs.jobs.protocol import parse_job_event
-from workers.settings import LakeFSConnection, SparkSettings
+from workers.shared.settings import LakeFSConnection, SparkSettings
 
 PACKAGE_DIR = Path(spark_jobs.__file__).resolve().parent
 JOBS_DIR = PACKAGE_DIR / "jobs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from workers.task_base import JanitorTask
+from workers.shared.task_base import JanitorTask
 
 
 @shared_task(bind=True, base=JanitorTask, name="workers.gc.tasks.run_repository")

@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from spark_jobs.core.durations import format_duration
-from workers.cli_common import (
+from workers.idle_clock.store import BranchClock, ClockStore
+from workers.shared.cli_common import (
     Runtime,
     console,
     friendly_errors,
@@ -18,8 +19,7 @@ from workers.cli_common import (
     short_time,
     table,
 )
-from workers.idle_clock.store import BranchClock, ClockStore
-from workers.lakefs.client import LakeFS
+from workers.shared.lakefs.client import LakeFS
 
 
 @click.group()

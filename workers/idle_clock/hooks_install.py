@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import yaml
 
 from workers.idle_clock.events import CLOCK_EVENTS
-from workers.lakefs.client import Forbidden, LakeFS, LakeFSError, NotFound, PreconditionFailed
+from workers.shared.lakefs.client import Forbidden, LakeFS, LakeFSError, NotFound, PreconditionFailed
 
 ACTION_PATH = "_lakefs_actions/lakefs-janitor.yaml"
 ACTION_NAME = "lakefs-janitor"

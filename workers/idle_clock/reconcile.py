@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 
 from workers.idle_clock.events import WRITE_EVENTS
 from workers.idle_clock.store import BranchClock, ClockStore
-from workers.lakefs.client import LakeFS, LakeFSError, NotFound
-from workers.locks import release_quietly
-from workers.metrics import Metrics
+from workers.shared.lakefs.client import LakeFS, LakeFSError, NotFound
+from workers.shared.locks import release_quietly
+from workers.shared.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Literal
 import redis
 from redis.lock import Lock
 
-from workers import scripts
-from workers.locks import named_lock
-from workers.scripts import Step
+from workers.shared import redis_script
+from workers.shared.locks import named_lock
+from workers.shared.redis_script import Step
 
 if TYPE_CHECKING:
     from workers.idle_clock.events import ClockKind
-    from workers.services import Services
+    from workers.shared.services import Services
 
 Source = Literal["webhook", "reconciler", "restored"]
 
@@ -34,7 +34,7 @@ local function refresh_summary(key, summary, branch)
 end
 """
 
-# One change to a branch's clock, as a step of an atomic call (workers.scripts): a hook's other changes (GC's commit
+# One change to a branch's clock, as a step of an atomic call (workers.shared.redis_script): a hook's other changes (GC's commit
 # count) run in the same script. Written for the receiver's hot path: one HMGET reads all it decides on, one HSET
 # writes the branch, and the summary is built from what was read instead of read back.
 # KEYS: branch hash, repository summary hash, repository set.
@@ -211,7 +211,7 @@ class ClockStore:
     def record(self, change: Step, *also: Step) -> bool:
         """Apply a ``change`` and the other stores' steps ``also``, in one atomic call and one round trip; whether
         the clock moved (False: the change was older than what is known)."""
-        return bool(scripts.run(self.redis, (change, *also))[0])
+        return bool(redis_script.run(self.redis, (change, *also))[0])
 
     def record_created(self, repository_id: str, branch_id: str, at: datetime, *, source: Source = "webhook",
                        head: str | None = None) -> bool:

@@ -8,7 +8,7 @@ from celery import shared_task
 
 from workers.idle_clock.reconcile import writable_repositories
 from workers.idle_clock.store import ClockStore
-from workers.task_base import JanitorTask
+from workers.shared.task_base import JanitorTask
 
 
 @shared_task(bind=True, base=JanitorTask, name="workers.idle_clock.tasks.reconcile_repository", max_retries=5)

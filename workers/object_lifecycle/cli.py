@@ -10,22 +10,7 @@ from pathlib import Path
 import click
 
 from spark_jobs.core.durations import format_duration
-from workers.cli_common import (
-    DocumentCommands,
-    Runtime,
-    console,
-    etag_options,
-    friendly_errors,
-    parse_now,
-    pass_runtime,
-    repository_argument,
-    short_time,
-    table,
-)
-from workers.document_text import DocumentTextError, load_document_text
 from workers.gc.rules import get_rules_document
-from workers.lakefs.client import LakeFS
-from workers.lakefs.documents import Stored
 from workers.object_lifecycle.evaluation import Evaluation, applicable_rules, evaluate
 from workers.object_lifecycle.rules import Rule, RulesValidationError, needing_confirmation, parse_rules
 from workers.object_lifecycle.run import (
@@ -39,7 +24,22 @@ from workers.object_lifecycle.run import (
 )
 from workers.object_lifecycle.scheduled import options_from
 from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords, StoredRulesInvalid
-from workers.uris import URIError, parse_uri
+from workers.shared.cli_common import (
+    DocumentCommands,
+    Runtime,
+    console,
+    etag_options,
+    friendly_errors,
+    parse_now,
+    pass_runtime,
+    repository_argument,
+    short_time,
+    table,
+)
+from workers.shared.document_text import DocumentTextError, load_document_text
+from workers.shared.lakefs.client import LakeFS
+from workers.shared.lakefs.documents import Stored
+from workers.shared.uris import URIError, parse_uri
 
 
 @click.group("object-lifecycle")

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from spark_jobs.core.cleaning import path_glob
 from spark_jobs.core.durations import DurationError, format_duration, parse_duration
-from workers.document_text import kind_of, quote_value
+from workers.shared.document_text import kind_of, quote_value
 
 # lakeFS-ish: what lakeFS accepts as a branch id ([\w-]+, not starting with '-'), plus '.', at most 64 characters.
 _ID = re.compile(r"^\w[-\w.]{0,63}\Z")

@@ -26,7 +26,10 @@ from datetime import UTC, datetime, timedelta
 
 import lakefs_sdk
 
-from workers.lakefs.client import (
+from workers.object_lifecycle.evaluation import Evaluation, Expiry, ObjectInfo, applicable_rules, evaluate, prefix_of
+from workers.object_lifecycle.rules import Rule
+from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords
+from workers.shared.lakefs.client import (
     Conflict,
     Forbidden,
     LakeFS,
@@ -36,11 +39,8 @@ from workers.lakefs.client import (
     Unauthorized,
     Unavailable,
 )
-from workers.locks import release_quietly, still_held
-from workers.metrics import Metrics
-from workers.object_lifecycle.evaluation import Evaluation, Expiry, ObjectInfo, applicable_rules, evaluate, prefix_of
-from workers.object_lifecycle.rules import Rule
-from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords
+from workers.shared.locks import release_quietly, still_held
+from workers.shared.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

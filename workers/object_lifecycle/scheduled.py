@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from workers.lakefs.client import LakeFS
-from workers.locks import release_quietly
-from workers.metrics import Metrics
 from workers.object_lifecycle.run import RunOptions, RunReport, run_repository
 from workers.object_lifecycle.store import ObjectLifecycleRecords
-from workers.settings import Settings
+from workers.shared.lakefs.client import LakeFS
+from workers.shared.locks import release_quietly
+from workers.shared.metrics import Metrics
+from workers.shared.settings import Settings
 
 __all__ = ["options_from", "run_all", "run_repository"]
 

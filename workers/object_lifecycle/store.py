@@ -1,5 +1,5 @@
 """Object lifecycle rules stored on the repository itself, in lakeFS repository metadata (a
-``workers.lakefs.documents.PolicyDocument``: its ETag is a hash of the canonical list), beside the branch
+``workers.shared.lakefs.documents.PolicyDocument``: its ETag is a hash of the canonical list), beside the branch
 lifecycle and cleaning policies, and the lock their editors share."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 import redis
 from redis.lock import Lock
 
-from workers.lakefs.documents import PolicyDocument
-from workers.lakefs.errors import LakeFSError
-from workers.locks import named_lock
 from workers.object_lifecycle.rules import Rule, RulesValidationError, canonical, etag, parse_rules
+from workers.shared.lakefs.documents import PolicyDocument
+from workers.shared.lakefs.errors import LakeFSError
+from workers.shared.locks import named_lock
 
 if TYPE_CHECKING:
-    from workers.services import Services
+    from workers.shared.services import Services
 
 METADATA_KEY = "lakefs_janitor.object_lifecycle.v1"
 

@@ -9,7 +9,7 @@ import pytest
 from tests.integration.conftest import create_branch
 from workers.branch_lifecycle.policies import parse_policies
 from workers.branch_lifecycle.store import set_policies
-from workers.cli_common import console
+from workers.shared.cli_common import console
 
 
 @pytest.fixture

@@ -226,7 +226,7 @@ class CountingStats:
 
 
 def test_staged_stats_budget_reaches_the_pre_delete_look(lakefs, clock, repo, env):
-    from workers.settings import load_settings  # noqa: PLC0415
+    from workers.shared.settings import load_settings  # noqa: PLC0415
 
     hooked_branch(lakefs, clock, repo, "feature-b", datetime.now(UTC) - timedelta(minutes=5))
     for i in range(3):

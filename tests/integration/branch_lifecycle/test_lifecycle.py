@@ -16,8 +16,8 @@ from workers.branch_lifecycle.run import execute, plan
 from workers.branch_lifecycle.scheduled import LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import get_policies, set_policies
 from workers.celery.app import create_celery
-from workers.metrics import Metrics
-from workers.settings import load_settings
+from workers.shared.metrics import Metrics
+from workers.shared.settings import load_settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -389,7 +389,7 @@ def test_restored_branch_survives_the_next_run(cli, lakefs, clock, repo):
 
 
 def test_lakefs_down_mid_run_deletes_nothing_and_says_so(lakefs, clock, repo):
-    from workers.lakefs.client import make_lakefs_for  # noqa: PLC0415
+    from workers.shared.lakefs.client import make_lakefs_for  # noqa: PLC0415
 
     policies(lakefs, repo, {"policies": [{"id": "p", "patterns": ["dn-*"], "max_age": "1d"}]})
     for i in range(3):

@@ -30,7 +30,7 @@ from workers.branch_lifecycle.scheduled import LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import set_policies
 from workers.idle_clock import hooks_install
 from workers.idle_clock.reconcile import reconcile_repository
-from workers.lakefs.client import LakeFSError
+from workers.shared.lakefs.client import LakeFSError
 
 REPOS = int(os.environ.get("LAKEFS_JANITOR_RANDOM_REPOS", "20"))
 SEED = int(os.environ.get("LAKEFS_JANITOR_RANDOM_SEED", str(random.randrange(1 << 30))))

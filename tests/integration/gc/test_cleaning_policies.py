@@ -14,7 +14,7 @@ from spark_jobs.core.cleaning import parse_cleaning_policies
 from tests.integration.conftest import commit, upload
 from tests.integration.gc.test_gc_against_lakefs import lakefs_own_retained
 from workers.gc.cleaning_store import set_cleaning
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.errors import LakeFSError
 
 DAY = 86400
 

@@ -15,7 +15,7 @@ from tests.integration.conftest import commit, upload
 from tests.services import WEBHOOK_SECRET
 from workers.gc.history import GCRuns
 from workers.gc.trigger import due
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.errors import LakeFSError
 
 
 def hook(receiver, repo, commit_id, event_type="post-commit"):

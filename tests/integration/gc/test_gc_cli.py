@@ -9,8 +9,8 @@ import lakefs_sdk
 
 from tests.integration.conftest import commit, upload
 from workers.celery.app import create_celery
-from workers.lakefs.errors import LakeFSError
-from workers.settings import load_settings
+from workers.shared.lakefs.errors import LakeFSError
+from workers.shared.settings import load_settings
 
 DAY = 86400
 

@@ -19,11 +19,11 @@ from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_threads import old_commit, read, rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
-from workers import scripts
 from workers.gc.cleaning_store import set_cleaning
 from workers.gc.history import GCRuns
 from workers.gc.run import GCError, GCRequest, api_config, choose_runner, execute
-from workers.settings import GCSettings, LakeFSConnection, SparkSettings
+from workers.shared import redis_script
+from workers.shared.settings import GCSettings, LakeFSConnection, SparkSettings
 
 
 def history(lakefs, repo) -> None:
@@ -116,7 +116,7 @@ def test_auto_sends_a_repository_with_cleaning_policies_to_spark_too(lakefs, rep
 
 def test_a_missing_repository_is_a_recorded_and_counted_failure(connection, runs, redis_client):
     missing = f"missing-{uuid.uuid4().hex[:8]}"
-    scripts.run(redis_client, [runs.commit_step(missing, "c1")])  # a commit the hooks reported
+    redis_script.run(redis_client, [runs.commit_step(missing, "c1")])  # a commit the hooks reported
     assert runs.commits_since_run()[missing] == 1
     metrics = fresh_metrics()
     with pytest.raises(GCError, match="404") as err:

@@ -35,7 +35,7 @@ from tests.services import (
     store_binary,
     wait_until,
 )
-from workers.lakefs.client import LakeFS
+from workers.shared.lakefs.client import LakeFS
 
 VERSIONED, PLAIN = "versioned", "plain"
 
@@ -284,8 +284,8 @@ def test_the_purge_setting_through_a_production_run(world, redis_client):
 
     from workers.gc.history import GCRuns  # noqa: PLC0415
     from workers.gc.run import GCRequest, execute  # noqa: PLC0415
-    from workers.metrics import Metrics  # noqa: PLC0415
-    from workers.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
+    from workers.shared.metrics import Metrics  # noqa: PLC0415
+    from workers.shared.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
 
     store, server, lakefs = world
     repo, h, _ = setup(store, lakefs, VERSIONED)

@@ -31,7 +31,7 @@ from spark_jobs.engine.context import GCError
 from spark_jobs.engine.incremental import STATE_KEY, index_key
 from tests.gc_engine import RUNNERS
 from tests.integration.gc.test_gc_stores import collector, data_keys, store_world
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.errors import LakeFSError
 
 DAY = 86400
 

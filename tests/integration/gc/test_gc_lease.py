@@ -24,8 +24,8 @@ from tests.integration.gc.test_gc_threads import old_commit, read, rules
 from tests.services import free_port
 from workers.gc.history import GCRuns
 from workers.gc.run import Busy, GCRequest, execute
-from workers.metrics import Metrics
-from workers.settings import GCSettings, LakeFSConnection
+from workers.shared.metrics import Metrics
+from workers.shared.settings import GCSettings, LakeFSConnection
 
 PREFIX = "lakefs-janitor"
 

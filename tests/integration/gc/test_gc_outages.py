@@ -34,8 +34,8 @@ from tests.services import (
 )
 from workers.gc.history import GCRuns
 from workers.gc.run import GCRequest, execute
-from workers.lakefs.client import make_lakefs_for
-from workers.settings import GCSettings, LakeFSConnection
+from workers.shared.lakefs.client import make_lakefs_for
+from workers.shared.settings import GCSettings, LakeFSConnection
 
 DAY = 86400
 CLI = [sys.executable, "-m", "workers.cli"]

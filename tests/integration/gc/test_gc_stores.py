@@ -18,8 +18,8 @@ from spark_jobs.engine.context import GCError
 from spark_jobs.engine.mark import plan_fingerprint
 from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer, Store
-from workers.lakefs.client import LakeFS, make_lakefs_for
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.client import LakeFS, make_lakefs_for
+from workers.shared.lakefs.errors import LakeFSError
 
 DAY = 86400
 
@@ -194,7 +194,7 @@ def test_the_settings_reach_every_store(world, redis_client):
     run through the runner that wraps production runs: the options each store library gets are usable."""
     from workers.gc.history import GCRuns  # noqa: PLC0415
     from workers.gc.run import GCRequest, execute  # noqa: PLC0415
-    from workers.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
+    from workers.shared.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
 
     store, server, lakefs = world
     repo = new_repo(lakefs, store)
@@ -216,7 +216,7 @@ def test_a_savepoint_keeps_every_path_of_its_commit(world, runner, request):
     restoring it puts the whole branch back. Versions no savepoint or retention keeps are still collected."""
     from spark_jobs.core.cleaning import METADATA_KEY  # noqa: PLC0415
     from workers.gc import savepoints  # noqa: PLC0415
-    from workers.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
+    from workers.shared.settings import GCSettings, LakeFSConnection  # noqa: PLC0415
 
     store, server, lakefs = world
     gc = collector(world, runner, request)

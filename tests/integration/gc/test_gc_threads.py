@@ -11,7 +11,7 @@ import pytest
 
 from spark_jobs.engine.context import GCError
 from tests.integration.conftest import commit, create_branch, upload
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.errors import LakeFSError
 
 DAY = 86400
 

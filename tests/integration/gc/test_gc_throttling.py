@@ -13,7 +13,7 @@ import pytest
 from spark_jobs.engine.parallel import ThreadRunner
 from tests.gc_engine import Collector
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, ThrottlingProxy, VersityGW
-from workers.lakefs.client import make_lakefs_for
+from workers.shared.lakefs.client import make_lakefs_for
 
 
 def _repository(server: LakeFSServer, store: VersityGW) -> tuple[str, str]:

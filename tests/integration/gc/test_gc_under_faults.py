@@ -28,9 +28,9 @@ from tests.integration.gc.test_gc_threads import rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, RedisServer, janitor_env
 from workers.gc.history import GCRuns
 from workers.gc.run import Busy, GCRequest, execute
-from workers.lakefs.client import make_lakefs_for
-from workers.lakefs.errors import LakeFSError
-from workers.settings import GCSettings, LakeFSConnection
+from workers.shared.lakefs.client import make_lakefs_for
+from workers.shared.lakefs.errors import LakeFSError
+from workers.shared.settings import GCSettings, LakeFSConnection
 
 SEED = int(os.environ.get("LAKEFS_JANITOR_FAULT_SEED", str(random.randrange(1 << 30))))
 KILLS = int(os.environ.get("LAKEFS_JANITOR_FAULT_KILLS", "2"))

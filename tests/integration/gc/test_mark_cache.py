@@ -30,7 +30,7 @@ from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_against_lakefs import key_of, rules
 from workers.gc.cleaning_store import clear_cleaning, set_cleaning
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.errors import LakeFSError
 
 DAY = 86400
 PATHS = [f"tables/{t}/{i}" for t in ("events", "users") for i in range(3)] + ["tmp/a", "tmp/b", "top"]

@@ -13,7 +13,7 @@ import requests
 from tests.integration.conftest import commit, upload
 from tests.integration.gc.test_gc_against_lakefs import rules
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.errors import LakeFSError
 
 DAY = 86400
 

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 import pytest
 import redis
 
+from webhook.hook_record import record
 from workers.gc.history import GCRuns
-from workers.hook_record import record
 from workers.idle_clock.events import LakeFSEvent, parse_event
 from workers.idle_clock.store import ClockStore
 

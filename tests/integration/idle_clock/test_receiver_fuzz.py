@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from tests.services import WEBHOOK_SECRET
 from webhook import create_app
 from workers.idle_clock.store import ClockStore
-from workers.settings import Settings
+from workers.shared.settings import Settings
 
 settings.register_profile("ci", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

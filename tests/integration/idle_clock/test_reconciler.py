@@ -13,7 +13,7 @@ from tests.services import free_port
 from workers.celery.app import create_celery
 from workers.idle_clock import hooks_install
 from workers.idle_clock.reconcile import reconcile_repository
-from workers.settings import load_settings
+from workers.shared.settings import load_settings
 
 
 def run(lakefs, clock, repo, now=None):

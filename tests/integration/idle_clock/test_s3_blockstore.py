@@ -10,7 +10,7 @@ import pytest
 from tests.integration.conftest import commit, create_branch, eventually
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, WEBHOOK_SECRET, LakeFSServer, VersityGW
 from workers.idle_clock.reconcile import reconcile_repository
-from workers.lakefs.client import make_lakefs_for
+from workers.shared.lakefs.client import make_lakefs_for
 
 
 @pytest.fixture(scope="module")

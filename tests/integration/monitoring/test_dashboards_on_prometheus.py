@@ -148,7 +148,7 @@ def observed(lakefs_server, lakefs, tmp_path_factory) -> Iterator[PrometheusServ
     from workers.celery.app import create_celery  # noqa: PLC0415
     from workers.gc.history import GCRuns  # noqa: PLC0415
     from workers.idle_clock.store import ClockStore  # noqa: PLC0415
-    from workers.settings import load_settings  # noqa: PLC0415
+    from workers.shared.settings import load_settings  # noqa: PLC0415
 
     tmp = tmp_path_factory.mktemp("monitoring")
     started: list[Service] = []

@@ -15,7 +15,7 @@ from celery.exceptions import TimeoutError as CeleryTimeout
 
 from tests.services import CeleryWorker, RedisServer, janitor_env, wait_until
 from workers.celery.app import create_celery
-from workers.settings import load_settings
+from workers.shared.settings import load_settings
 
 
 @pytest.fixture(scope="module")

@@ -45,8 +45,8 @@ from workers.gc.history import GCRuns
 from workers.gc.run import GCRequest, execute
 from workers.idle_clock.reconcile import reconcile_repository
 from workers.idle_clock.store import ClockStore
-from workers.redis_connection import redis_client
-from workers.settings import GCSettings, LakeFSConnection, load_settings
+from workers.shared.redis_connection import redis_client
+from workers.shared.settings import GCSettings, LakeFSConnection, load_settings
 
 HEADERS = {"X-Lakefs-Janitor-Secret": WEBHOOK_SECRET}
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer, Store
-from workers.lakefs.client import LakeFS, make_lakefs_for
+from workers.shared.lakefs.client import LakeFS, make_lakefs_for
 
 
 @pytest.fixture(scope="session")

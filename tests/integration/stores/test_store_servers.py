@@ -16,8 +16,8 @@ from botocore.exceptions import ClientError
 
 from tests.integration.conftest import commit
 from tests.services import Store, ThrottlingProxy, VersityGW
-from workers.lakefs.client import LakeFS
-from workers.lakefs.errors import LakeFSError
+from workers.shared.lakefs.client import LakeFS
+from workers.shared.lakefs.errors import LakeFSError
 
 KINDS = ["local", "s3", "azure", "gcs"]
 CLOUDS = ["s3", "azure", "gcs"]

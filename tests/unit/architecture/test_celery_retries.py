@@ -5,7 +5,7 @@ import redis
 from workers.branch_lifecycle import tasks as lifecycle_tasks
 from workers.gc import tasks as gc_tasks
 from workers.idle_clock import tasks as clock_tasks
-from workers.lakefs.errors import Unavailable
+from workers.shared.lakefs.errors import Unavailable
 
 TASKS = [clock_tasks.reconcile_repository, clock_tasks.reconcile_all, lifecycle_tasks.run_repository_task,
          lifecycle_tasks.run_all_task, gc_tasks.run_repository_task, gc_tasks.run_all_task, gc_tasks.trigger_due_task]

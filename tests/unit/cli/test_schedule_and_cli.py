@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from workers.celery.app import beat_schedule
 from workers.cli import main
-from workers.settings import Settings
+from workers.shared.settings import Settings
 
 CONN = {"endpoint_url": "http://127.0.0.1:8000", "access_key_id": "A", "secret_access_key": "S"}
 

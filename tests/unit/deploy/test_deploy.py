@@ -23,9 +23,9 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from workers.cli import main
 from workers.idle_clock.hooks_install import action_file
-from workers.metrics import Metrics
-from workers.settings import ENV_PREFIX, LakeFSConnection, Settings, load_settings
-from workers.settings_sources import CONFIG_FILE_ENV
+from workers.shared.metrics import Metrics
+from workers.shared.settings import ENV_PREFIX, LakeFSConnection, Settings, load_settings
+from workers.shared.settings_sources import CONFIG_FILE_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -126,7 +126,7 @@ def all_exprs() -> list[tuple[str, str]]:
 def test_every_metric_the_dashboard_and_alerts_use_exists(exposed):
     missing = sorted({f"{where}: {name}" for where, expr in all_exprs() for name in METRIC_RE.findall(expr)
                       if name not in exposed})
-    assert not missing, ("metrics that workers.metrics.Metrics does not expose (renamed?): " + "; ".join(missing)
+    assert not missing, ("metrics that workers.shared.metrics.Metrics does not expose (renamed?): " + "; ".join(missing)
                          + f"\nexposed: {sorted(exposed)}")
 
 
@@ -403,7 +403,7 @@ def test_environment_variables_name_real_settings():
     names = [(where, n) for where, n in environment_variables() if n.startswith(ENV_PREFIX) and n != CONFIG_FILE_ENV]
     assert names
     bad = [f"{where}: {name}" for where, name in names if not _setting_path_exists(name)]
-    assert not bad, "not settings of workers.settings.Settings: " + "; ".join(bad)
+    assert not bad, "not settings of workers.shared.settings.Settings: " + "; ".join(bad)
 
 
 # --- process definitions --------------------------------------------------------------------------------------

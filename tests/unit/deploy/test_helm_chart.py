@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from workers.cli import main as cli_main
-from workers.settings import ENV_PREFIX, load_settings
-from workers.settings_sources import CONFIG_FILE_ENV
+from workers.shared.settings import ENV_PREFIX, load_settings
+from workers.shared.settings_sources import CONFIG_FILE_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy/helm/lakefs-janitor"

@@ -173,7 +173,7 @@ def test_the_metrics_split_the_bytes_deleted():
 
     from spark_jobs.core.report import Summary  # noqa: PLC0415
     from workers.gc.run import GCRequest, _observe  # noqa: PLC0415
-    from workers.metrics import Metrics  # noqa: PLC0415
+    from workers.shared.metrics import Metrics  # noqa: PLC0415
 
     registry = CollectorRegistry()
     summary = Summary("r1", "repo", True, "", "", 3, deleted_bytes=30, phase="swept", swept=3, bytes_freed=10,

@@ -24,7 +24,7 @@ def test_anything_else_is_refused_naming_both_forms(url):
 
 
 def test_the_setting_takes_an_azure_report_and_refuses_others(monkeypatch):
-    from workers.settings import GCSettings  # noqa: PLC0415
+    from workers.shared.settings import GCSettings  # noqa: PLC0415
 
     azure = "https://acct1.blob.core.windows.net/inventory/rule"
     assert GCSettings(inventory={"r": azure}).inventory == {"r": azure}

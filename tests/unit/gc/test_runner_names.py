@@ -8,9 +8,9 @@ from click.testing import CliRunner
 
 from spark_jobs.core.report import Summary, upgrade_record
 from tests.settings_env import LAKECTL, clean_env  # noqa: F401 (clean_env: autouse)
-from workers import settings as settings_module
 from workers.cli import main
-from workers.settings import SettingsError, load_settings
+from workers.shared import settings as settings_module
+from workers.shared.settings import SettingsError, load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import pytest
 from spark_jobs.jobs.config import JobSettings, JobSettingsError
 from spark_jobs.jobs.protocol import EVENT_PREFIX, parse_job_event
 from workers.gc.submit import JobOutcome, build_py_files, job_properties, submit_command, write_properties
-from workers.settings import LakeFSConnection, SparkSettings
+from workers.shared.settings import LakeFSConnection, SparkSettings
 
 
 def test_zip_holds_the_whole_package_and_nothing_else(tmp_path: Path):

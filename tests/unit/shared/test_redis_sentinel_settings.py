@@ -3,8 +3,8 @@
 import pytest
 
 from spark_jobs.engine.redis_connect import SentinelURL, parse_sentinel_url
-from workers.redis_connection import celery_options
-from workers.settings import SettingsError, load_settings
+from workers.shared.redis_connection import celery_options
+from workers.shared.settings import SettingsError, load_settings
 
 LAKEFS = {"lakefs": {"endpoint_url": "http://127.0.0.1:8000", "access_key_id": "a", "secret_access_key": "s"}}
 SENTINELS = "sentinel://:redis%40pw@10.0.0.1:26379/2;sentinel://10.0.0.2:26380/2;sentinel://h3"

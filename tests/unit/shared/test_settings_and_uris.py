@@ -3,8 +3,8 @@ import pytest
 
 from tests.settings_env import LAKECTL, clean_env  # noqa: F401 (clean_env: autouse)
 from workers.idle_clock.hooks_install import InstallError, action_file
-from workers.settings import SettingsError, load_settings
-from workers.uris import URIError, parse_branch_uri, parse_repository_uri
+from workers.shared.settings import SettingsError, load_settings
+from workers.shared.uris import URIError, parse_branch_uri, parse_repository_uri
 
 
 def test_lakectl_environment_is_read(monkeypatch):

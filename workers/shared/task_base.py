@@ -7,8 +7,8 @@ from __future__ import annotations
 import redis
 from celery import Task
 
-from workers.lakefs.errors import Unavailable
-from workers.services import Services
+from workers.shared.lakefs.errors import Unavailable
+from workers.shared.services import Services
 
 # redis-py's ConnectionError and TimeoutError do not derive from the builtins of the same name: both are listed,
 # or a Redis blip would fail the task instead of retrying it.

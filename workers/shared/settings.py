@@ -21,7 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from spark_jobs.core import inventory_url
 from spark_jobs.core.durations import DurationError, parse_duration
 from spark_jobs.engine.redis_connect import is_sentinel, parse_sentinel_url
-from workers.settings_sources import (
+from workers.shared.settings_sources import (
     ConfigFileSource,
     LakectlEnvSource,
     LakectlFileSource,

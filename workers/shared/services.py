@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from workers.metrics import Metrics, multiprocess_enabled
-from workers.redis_connection import redis_client
-from workers.settings import Settings
+from workers.shared.metrics import Metrics, multiprocess_enabled
+from workers.shared.redis_connection import redis_client
+from workers.shared.settings import Settings
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from workers.lakefs.client import LakeFS
+    from workers.shared.lakefs.client import LakeFS
 
 
 class Services:
@@ -37,7 +37,7 @@ class Services:
 
     @cached_property
     def lakefs(self) -> LakeFS:
-        from workers.lakefs.client import make_lakefs  # noqa: PLC0415 - the SDK loads only where it is used
+        from workers.shared.lakefs.client import make_lakefs  # noqa: PLC0415 - the SDK loads only where it is used
 
         return make_lakefs(self.settings.lakefs, self.settings.lakefs_timeout_seconds)
 

@@ -22,12 +22,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from workers.lakefs.client import LakeFS, LakeFSError
-from workers.lakefs.documents import PolicyDocument, StaleETag, Stored
-from workers.locks import EditLocks
-from workers.services import Services
-from workers.settings import Settings, SettingsError, load_settings
-from workers.uris import URIError, parse_repository_uri
+from workers.shared.lakefs.client import LakeFS, LakeFSError
+from workers.shared.lakefs.documents import PolicyDocument, StaleETag, Stored
+from workers.shared.locks import EditLocks
+from workers.shared.services import Services
+from workers.shared.settings import Settings, SettingsError, load_settings
+from workers.shared.uris import URIError, parse_repository_uri
 
 # Piped output is not cut to 80 columns: tables stay readable in logs and CI.
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -121,7 +121,7 @@ def load_yaml_file(path: Path, param_hint: str) -> Any:
 
 class DocumentCommands:
     """`get`, `clear` and the write of `set` for a policy document stored on the repository
-    (``workers.lakefs.documents.PolicyDocument``), the same for every domain that has one: ``locks(services)`` is
+    (``workers.shared.lakefs.documents.PolicyDocument``), the same for every domain that has one: ``locks(services)`` is
     the domain's store whose ``edit_lock`` its other writers hold too, ``cleared`` what `clear` says
     (``{repository}`` filled in)."""
 

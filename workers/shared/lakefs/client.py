@@ -18,7 +18,7 @@ import lakefs_sdk
 import urllib3
 from lakefs_sdk.exceptions import ApiException
 
-from workers.lakefs.errors import (
+from workers.shared.lakefs.errors import (
     BY_STATUS,
     Conflict,
     Forbidden,
@@ -28,7 +28,7 @@ from workers.lakefs.errors import (
     Unauthorized,
     Unavailable,
 )
-from workers.settings import LakeFSConnection
+from workers.shared.settings import LakeFSConnection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

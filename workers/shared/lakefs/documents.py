@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from workers.lakefs.client import LakeFS
+    from workers.shared.lakefs.client import LakeFS
 
 P = TypeVar("P")
 

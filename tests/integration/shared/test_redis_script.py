@@ -1,12 +1,12 @@
-"""workers.scripts on a real Redis: steps of several stores run as one script, each seeing only its own keys and
+"""workers.shared.redis_script on a real Redis: steps of several stores run as one script, each seeing only its own keys and
 arguments, numbered from 1."""
 
 from __future__ import annotations
 
 import uuid
 
-from workers import scripts
-from workers.scripts import Step
+from workers.shared import redis_script
+from workers.shared.redis_script import Step
 
 ECHO = "return {#KEYS, #ARGV, KEYS[1], ARGV[1]}"
 INCR = "return redis.call('INCRBY', KEYS[1], tonumber(ARGV[1]))"
@@ -17,21 +17,21 @@ def test_each_step_sees_its_own_keys_and_arguments(redis_client):
     k = f"scripts-test-{uuid.uuid4().hex[:8]}"
     steps = [Step(SET_BOTH, (f"{k}:a", f"{k}:b"), ("1", "2")), Step(INCR, (f"{k}:a",), (5,)),
              Step(INCR, (f"{k}:b",), (10,))]
-    assert scripts.run(redis_client, steps) == [1, 6, 12]
+    assert redis_script.run(redis_client, steps) == [1, 6, 12]
     assert redis_client.mget(f"{k}:a", f"{k}:b") == [b"6", b"12"]
 
 
 def test_steps_of_the_same_shape_share_one_script_and_others_get_their_own(redis_client):
     k = f"scripts-test-{uuid.uuid4().hex[:8]}"
-    one = scripts.source([Step(INCR, (f"{k}:x",), (1,))])
-    assert scripts.source([Step(INCR, (f"{k}:y",), (7,))]) is one  # built and hashed once
-    assert scripts.source([Step(INCR, (f"{k}:x",), (1,)), Step(INCR, (f"{k}:y",), (1,))]) != one
+    one = redis_script.source([Step(INCR, (f"{k}:x",), (1,))])
+    assert redis_script.source([Step(INCR, (f"{k}:y",), (7,))]) is one  # built and hashed once
+    assert redis_script.source([Step(INCR, (f"{k}:x",), (1,)), Step(INCR, (f"{k}:y",), (1,))]) != one
     redis_client.script_flush()  # a restarted Redis: loaded again, once
-    assert scripts.run(redis_client, [Step(INCR, (f"{k}:x",), (3,))]) == [3]
+    assert redis_script.run(redis_client, [Step(INCR, (f"{k}:x",), (3,))]) == [3]
     assert redis_client.script_exists(one[1]) == [True]
 
 
 def test_a_step_does_not_see_the_other_steps_keys(redis_client):
     k = f"scripts-test-{uuid.uuid4().hex[:8]}"
-    got = scripts.run(redis_client, [Step(INCR, (f"{k}:a",), (1,)), Step(ECHO, (f"{k}:only",), ("mine",))])
+    got = redis_script.run(redis_client, [Step(INCR, (f"{k}:a",), (1,)), Step(ECHO, (f"{k}:only",), ("mine",))])
     assert got == [1, [1, 1, f"{k}:only".encode(), b"mine"]]

@@ -1,6 +1,6 @@
 """Where settings come from besides keyword arguments and ``LAKEFS_JANITOR_*``: the YAML file named by
 ``LAKEFS_JANITOR_CONFIG``, lakectl's environment variables and lakectl's own config file (the lakeFS connection
-only), each a pydantic-settings source that ``workers.settings.Settings`` lists in its order of priority."""
+only), each a pydantic-settings source that ``workers.shared.settings.Settings`` lists in its order of priority."""
 
 from __future__ import annotations
 

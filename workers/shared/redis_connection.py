@@ -17,7 +17,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from spark_jobs.engine.redis_connect import connect, is_sentinel, parse_sentinel_url
-from workers.settings import Settings, SettingsError
+from workers.shared.settings import Settings, SettingsError
 
 # Celery's Redis caveat: the same visibility timeout in the broker's and the result backend's transport options
 # and in ``visibility_timeout`` itself, or a task still running is redelivered to another worker.
