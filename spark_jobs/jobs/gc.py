@@ -27,8 +27,15 @@ from typing import Any
 class SparkRunner:
     """spark_jobs.engine.parallel.Runner on Spark: one task per partition of units, one context per task."""
 
+    prefers_datasets = True
+
     def __init__(self, sc) -> None:
         self.sc = sc
+
+    def datasets(self, config, *, partitions: int):
+        from spark_jobs.engine.datasets.spark import SparkBackend  # noqa: PLC0415
+
+        return SparkBackend(self.sc, config, partitions=partitions)
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
                   make_context: Callable[[], Any], *, partitions: int) -> list[Any]:
