@@ -51,14 +51,10 @@ class SparkRunner:
 
 
 def executor_error(exc: Exception) -> Exception:
-    """What failed on an executor, as the thread runner raises it: a store's error comes back from Py4J as text
-    (the task's Python traceback), and the run's callers classify store errors by type."""
-    import re  # noqa: PLC0415
+    """What failed on an executor, as the thread runner raises it (the dataset backend's one translation)."""
+    from spark_jobs.engine.datasets.spark import executor_error as translate  # noqa: PLC0415
 
-    from spark_jobs.engine.stores import StorageError  # noqa: PLC0415
-
-    found = re.search(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", str(exc))
-    return StorageError(found.group(1).strip()) if found else exc
+    return translate(exc)
 
 
 class LeaseGuard:

@@ -11,12 +11,14 @@ from typing import Any, Protocol
 
 from spark_jobs.core import kept_index
 from spark_jobs.core.cleaning import ScopedRetention
+from spark_jobs.core.columns import PLAN_SCHEMA
 from spark_jobs.core.incremental import State, dead_ranges, metarange_indices, units_of
 from spark_jobs.core.plan import PlanSummary, StoredObject
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
 from spark_jobs.engine import incremental, report
 from spark_jobs.engine.context import JobConfig, OpenContext, Progress
+from spark_jobs.engine.datasets import units
 from spark_jobs.engine.repository import Graph, uncommitted_files
 from spark_jobs.engine.request import RunRequest
 
@@ -132,7 +134,9 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     summary.uncommitted_addresses = backend.count_distinct(staged)
     if record:
         t = time.monotonic()
-        parts = backend.write_plan(deleted, request.run_id)
+        # an empty plan is one empty part: a plan in parts always names its parts
+        parts = backend.write_plan(deleted, request.run_id) or [
+            units.write_part(ctx, request.run_id, 0, PLAN_SCHEMA.empty_table())]
         summary.plan_parts = [[p["part"], p["rows"]] for p in parts]
         if not request.dry_run:
             # the next run's kept index (as the mark cache's run builds it; --no-cache uses neither)

@@ -41,6 +41,42 @@ def _counts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield units.key_counts(batch.column(0))
 
 
+def executor_error(exc: Exception) -> Exception:
+    """What failed on an executor, as the thread runner raises it: an error comes back from Py4J as text (the
+    task's Python traceback), and the run's callers classify store errors and corrupt metadata by type."""
+    import re  # noqa: PLC0415
+
+    from spark_jobs.core.sstable import SSTableError  # noqa: PLC0415
+    from spark_jobs.engine.context import GCError  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageError  # noqa: PLC0415
+
+    text = str(exc)
+    if found := re.search(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", text):
+        return StorageError(found.group(1).strip())
+    if found := re.search(r"spark_jobs\.core\.sstable\.SSTableError: ([^\n]*)", text):
+        return SSTableError(found.group(1).strip())
+    if found := re.search(r"spark_jobs\.engine\.context\.GCError: ([^\n]*)", text):
+        return GCError(found.group(1).strip(), "executor")
+    return exc
+
+
+def _translated(method):
+    """A backend method whose Spark actions fail as the thread runner's steps do (``executor_error``)."""
+    import functools  # noqa: PLC0415
+
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:
+            translated = executor_error(exc)
+            if translated is exc:
+                raise
+            raise translated from None
+
+    return call
+
+
 def _spark_schema(schema: pa.Schema) -> str:
     names = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.binary(): "binary"}
     return ", ".join(f"{f.name} {names[f.type]}" for f in schema)
@@ -85,6 +121,7 @@ class SparkBackend:
         # listed once: every later step reads the persisted rows, not the store again
         return self._keep(self._map(slices, units.listing, columns.LISTING_SCHEMA))
 
+    @_translated
     def judge(self, listed, kept: Sequence, *, cutoff: float, prefix_depth: int):
         from pyspark.sql import functions as F  # noqa: PLC0415
 
@@ -110,6 +147,7 @@ class SparkBackend:
             summary.by_prefix[r["prefix"]] = [int(r["n"]), int(r["bytes"] or 0)]
         return deleted, summary
 
+    @_translated
     def write_plan(self, deleted, run_id: str) -> list[dict[str, int]]:
         from pyspark.sql import functions as F  # noqa: PLC0415
 
@@ -138,6 +176,7 @@ class SparkBackend:
         return sorted(({k: int(r[k]) for k in ("part", "rows", "bytes", "size")} for r in written),
                       key=lambda p: p["part"])
 
+    @_translated
     def index(self, reached) -> pa.Table:
         """The kept index's table, summed by hash on executors; its 16-byte records come to the driver one
         partition at a time to be written as one base file (what this version still holds per key)."""
@@ -156,7 +195,9 @@ class SparkBackend:
                 yield pa.RecordBatch.from_arrays([pa.array([records.tobytes()], pa.binary())], names=["records"])
 
         hashes, counts = [], []
-        for row in counted.mapInArrow(pack, "records binary").toLocalIterator(prefetchPartitions=False):
+        # at most ``partitions`` blobs, one at a time: what comes back per job is one partition's records
+        blobs = counted.coalesce(self.partitions).mapInArrow(pack, "records binary")
+        for row in blobs.toLocalIterator(prefetchPartitions=False):
             records = np.frombuffer(row["records"], dtype=[("hash", "<i8"), ("count", "<i8")])
             hashes.append(records["hash"].view(np.uint64))
             counts.append(records["count"])
@@ -166,10 +207,12 @@ class SparkBackend:
         order = np.argsort(h, kind="stable")
         return pa.table({"hash": pa.array(h[order]), "count": pa.array(c[order])})
 
+    @_translated
     def keys_not_in(self, keys, other) -> set[str]:
         return {r["key"] for r in keys.select("key").distinct().join(other.select("key"), "key", "left_anti")
                 .toLocalIterator()}
 
+    @_translated
     def missed(self, deleted, *, recent: set[str], checked) -> int:
         from pyspark.sql import functions as F  # noqa: PLC0415
 
@@ -178,6 +221,7 @@ class SparkBackend:
         outside = deleted.filter(~unit.isin(sorted(recent))) if recent else deleted
         return outside.join(checked.select(F.col("key").alias("address")), "address", "left_anti").count()
 
+    @_translated
     def slices_of(self, deleted) -> list[str]:
         from pyspark.sql import functions as F  # noqa: PLC0415
 
@@ -185,6 +229,7 @@ class SparkBackend:
                       F.regexp_extract("address", r"^(data/[^/]*/)", 1)).otherwise(F.lit(""))
         return sorted(r["u"] for r in deleted.select(unit.alias("u")).distinct().collect())
 
+    @_translated
     def objects(self, deleted) -> list[StoredObject]:
         """The deleted objects as Python objects: only for a caller that asks (an impact view, a test)."""
         return [StoredObject(r["address"], int(r["size"]), 0.0) for r in deleted.orderBy("address").toLocalIterator()]
@@ -198,15 +243,19 @@ class SparkBackend:
             out = out.unionByName(frame.select("key"))
         return out
 
+    @_translated
     def count_distinct(self, keys) -> int:
         return keys.select("key").distinct().count()
 
+    @_translated
     def count(self, dataset) -> int:
         return dataset.count()
 
+    @_translated
     def key_set(self, keys) -> set[str]:
         return {r["key"] for r in keys.select("key").toLocalIterator()}
 
+    @_translated
     def listed_objects(self, listed) -> list[StoredObject]:
         return [StoredObject(r["key"], int(r["size"]), float(r["mtime"])) for r in listed.toLocalIterator()]
 
