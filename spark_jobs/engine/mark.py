@@ -347,6 +347,6 @@ def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) 
 def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:
     """What both runners must agree on: the deleted set and the decision's fields (not the run id, the runner,
     nor timings)."""
-    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache", "listing"}
+    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache", "listing", "plan_parts"}
     fields = summary.as_dict()
     return {"deleted": sorted(deleted), **{k: fields[k] for k in sorted(fields) if k not in skip}}

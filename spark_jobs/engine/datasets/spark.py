@@ -159,9 +159,10 @@ class SparkBackend:
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             from pyspark import TaskContext  # noqa: PLC0415
 
-            table = pa.Table.from_batches(list(batches), schema=columns.PLAN_SCHEMA)
-            if not table.num_rows:
+            received = [b for b in batches if b.num_rows]
+            if not received:
                 return
+            table = pa.Table.from_batches(received)
             ctx = config.open()
             try:
                 # one task's part: its range of keys, sorted (the parts together are the plan in key order)
@@ -187,8 +188,9 @@ class SparkBackend:
             .groupBy("hash").agg(F.sum("count").alias("count"))
 
         def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            table = pa.Table.from_batches(list(batches), schema=units.INDEX_SCHEMA)
-            if table.num_rows:
+            received = [b for b in batches if b.num_rows]
+            if received:
+                table = pa.Table.from_batches(received)
                 records = np.empty(table.num_rows, dtype=[("hash", "<i8"), ("count", "<i8")])
                 records["hash"] = table["hash"].to_numpy()
                 records["count"] = table["count"].to_numpy()
