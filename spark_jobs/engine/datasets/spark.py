@@ -92,6 +92,10 @@ class SparkBackend:
 
         self.spark = SparkSession(sc) if SparkSession.getActiveSession() is None else SparkSession.getActiveSession()
         self.config, self.partitions = config, max(1, partitions)
+        if not sc.getConf().contains("spark.sql.shuffle.partitions"):
+            # Spark's 200 shuffle partitions are tasks of a few keys on a small lake; the run's own partition count
+            # (lakefs.gc.range.num_partitions) sizes its joins unless the job sets Spark's
+            self.spark.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
         self._persisted: list = []
 
     def _units(self, names: Sequence[str]):
