@@ -116,9 +116,6 @@ class DriverResultLimit(AssertionError):
     driver (any other failure of the run stays a plain failure)."""
 
 
-@pytest.mark.xfail(strict=True, raises=DriverResultLimit,
-                   reason="issue 37: the Spark runner collects every listed object and kept address to the driver "
-                          "(spark.driver.maxResultSize exceeded); flip when the dataset engine lands")
 def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_repository, lakefs_server,
                                                                          lakefs_conn, cluster_spark, submit_env):
     now = datetime.now(UTC)
