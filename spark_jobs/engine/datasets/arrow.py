@@ -50,7 +50,7 @@ class ArrowBackend:
     def write_plan(self, deleted: pa.Table, run_id: str) -> list[dict[str, int]]:
         parts = [(n, deleted.slice(at, units.ROWS_PER_PART))
                  for n, at in enumerate(range(0, deleted.num_rows, units.ROWS_PER_PART))]
-        return sorted(self.runner.map_units(parts, lambda ctx, p: [units.write_part(ctx, run_id, *p)],
+        return sorted(self.runner.map_units(parts, lambda ctx, p: [units.write_part(ctx, run_id, part=p[0], table=p[1])],
                                             self.config.open, partitions=0), key=lambda p: p["part"])
 
     def index(self, reached: pa.Table) -> pa.Table:

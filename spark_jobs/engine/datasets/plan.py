@@ -128,7 +128,8 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=request.now.timestamp()
         - cutoff.timestamp(), commits=len(graph.commits), lakefs_retained_commits=len(graph.lakefs_retained),
         metaranges=len(metaranges), ranges=len(range_ids), uncommitted_addresses=0,
-        cache={"state": "unused", "reason": f"the {backend.name} dataset plan reads every range it needs"},
+        cache={"state": "unused", "reason": f"the {backend.name} dataset plan reads every range it needs"}
+        if request.cache else {"state": "off"},
         listing=listing)
     only_staged = backend.keys_not_in(staged, reached)
     summary.uncommitted_addresses = backend.count_distinct(staged)
@@ -136,7 +137,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         t = time.monotonic()
         # an empty plan is one empty part: a plan in parts always names its parts
         parts = backend.write_plan(deleted, request.run_id) or [
-            units.write_part(ctx, request.run_id, 0, PLAN_SCHEMA.empty_table())]
+            units.write_part(ctx, request.run_id, part=0, table=PLAN_SCHEMA.empty_table())]
         summary.plan_parts = [[p["part"], p["rows"]] for p in parts]
         if not request.dry_run:
             # the next run's kept index (as the mark cache's run builds it; --no-cache uses neither)

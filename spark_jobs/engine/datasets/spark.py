@@ -170,7 +170,8 @@ class SparkBackend:
             ctx = config.open()
             try:
                 # one task's part: its range of keys, sorted (the parts together are the plan in key order)
-                done = units.write_part(ctx, run_id, TaskContext.get().partitionId(), table.sort_by("address"))
+                done = units.write_part(ctx, run_id, part=TaskContext.get().partitionId(),
+                                        table=table.sort_by("address"))
             finally:
                 ctx.close()
             yield pa.RecordBatch.from_pylist([done], schema=units.PART_SCHEMA)

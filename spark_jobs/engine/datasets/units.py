@@ -69,7 +69,7 @@ def staged_keys(ctx: OpenContext, key: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([keys.filter(keys.is_valid())], schema=columns.KEYS_SCHEMA)
 
 
-def write_part(ctx: OpenContext, run_id: str, part: int, table: pa.Table) -> dict[str, int]:
+def write_part(ctx: OpenContext, run_id: str, *, part: int, table: pa.Table) -> dict[str, int]:
     """One part of the plan (``core.report.plan_part_key``), sorted by key, in lakeFS's report layout."""
     import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
