@@ -71,6 +71,9 @@ class Summary:
     purged_versions: int = 0  # noncurrent versions removed by GC__PURGE_NONCURRENT, and their bytes
     purged_bytes: int = 0
     purge_failed: list = field(default_factory=list)  # the first versions the purge could not remove
+    # A plan written in parts by the dataset steps: [part number, objects] of each, in key order (empty: the one
+    # part-00000 of num_deleted_objects)
+    plan_parts: list = field(default_factory=list)
 
     @classmethod
     def parse(cls, data: bytes) -> Summary:
@@ -156,7 +159,12 @@ def summary_key(run_id: str) -> str:
 
 
 def deleted_key(run_id: str) -> str:
-    return f"{run_dir(run_id)}/deleted/part-00000.parquet"
+    return plan_part_key(run_id, 0)
+
+
+def plan_part_key(run_id: str, part: int) -> str:
+    """One part of a plan's deleted list; a plan in parts names them in ``Summary.plan_parts``."""
+    return f"{run_dir(run_id)}/deleted/part-{part:05d}.parquet"
 
 
 def ranges_key(run_id: str) -> str:

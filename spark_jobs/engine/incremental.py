@@ -13,7 +13,7 @@ import hashlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core import kept_index
 from spark_jobs.core import report as core_report
@@ -98,8 +98,9 @@ def write_pending(ns: Namespace, run_id: str, state: State, *, index: bytes | No
     ns.write(core_report.pending_state_key(run_id), encode(state))
 
 
-def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
-    """Store the state a swept plan left, with what the sweep did not delete. False when there is none to store
+def promote(ns: Namespace, run_id: str, leftover: Iterable[str], *, full_next: bool = False) -> bool:
+    """Store the state a swept plan left, with what the sweep did not delete (``full_next``: more was left than it
+    names, so the next run lists the whole namespace). False when there is none to store
     (a dry run's plan, a plan of an older version) or it could not be stored: the state stored before stays,
     which is safe (it names more than needed) and costs the next run more requests, or a full listing."""
     try:
@@ -119,6 +120,8 @@ def promote(ns: Namespace, run_id: str, leftover: Iterable[str]) -> bool:
             slot = _other(stored.delta_slot if stored else "")
             ns.write(delta_key(slot), delta)
             pending = replace(pending, delta_slot=slot)
+        if full_next:
+            pending = replace(pending, full_listing_at=datetime.fromtimestamp(0, UTC))
         ns.write(STATE_KEY, encode(pending.with_leftover(leftover)))
         return True
     except StorageError as exc:

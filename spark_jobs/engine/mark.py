@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from spark_jobs.core import kept_index, sstable
 from spark_jobs.core.addresses import relative_key
@@ -25,6 +26,7 @@ from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api, oldest_retained
 from spark_jobs.engine import incremental, mark_cache, report
 from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
+from spark_jobs.engine.datasets import plan as datasets
 from spark_jobs.engine.inventory import read_inventory
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.lean_mark import lean_mark
@@ -35,20 +37,42 @@ from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.stores import Namespace, StorageError
 
 
-@dataclass
 class Marked:
-    """A mark's plan, and what it saw (the impact view and the sweep's re-check use it)."""
+    """A mark's plan, and what it saw (the impact view and the sweep's re-check use it). A mark made by the dataset
+    steps keeps its objects in the backend (``view``): they become Python objects only when asked for."""
 
-    summary: Summary
-    deleted: list[StoredObject]
-    graph: Graph
-    retained: frozenset[str]
-    why: dict[str, str]
-    kept: set[str]
-    listed: list[StoredObject]
-    cutoff: float
-    ranges: list[str]
-    uncommitted: set[str] = field(default_factory=set)
+    def __init__(self, summary: Summary, graph: Graph, retained: frozenset[str], why: dict[str, str], *,
+                 cutoff: float, ranges: list[str], deleted: list[StoredObject] | None = None,
+                 kept: set[str] | None = None, listed: list[StoredObject] | None = None,
+                 uncommitted: set[str] | None = None, view: Any = None) -> None:
+        self.summary, self.graph, self.retained, self.why = summary, graph, retained, why
+        self.cutoff, self.ranges, self.view = cutoff, ranges, view
+        self._deleted, self._kept, self._listed = deleted, kept, listed
+        self._uncommitted = uncommitted
+
+    @property
+    def deleted(self) -> list[StoredObject]:
+        if self._deleted is None:
+            self._deleted = self.view.deleted()
+        return self._deleted
+
+    @property
+    def kept(self) -> set[str]:
+        if self._kept is None:
+            self._kept = self.view.kept()
+        return self._kept
+
+    @property
+    def listed(self) -> list[StoredObject]:
+        if self._listed is None:
+            self._listed = self.view.listed()
+        return self._listed
+
+    @property
+    def uncommitted(self) -> set[str]:
+        if self._uncommitted is None:
+            self._uncommitted = self.view.uncommitted() if self.view is not None else set()
+        return self._uncommitted
 
     @property
     def lakefs_retained(self) -> frozenset[str]:
@@ -85,6 +109,13 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         # Without path policies and keep_versions an entry's fate is its range's: a kept index then says what is
         # still reached, and only what changed is read
         unscoped = not retention.by_path and not any(p.keep_versions for p in graph.cleaning)
+        if datasets.eligible(request, retention, graph, full_listing=not previous.incremental) and (
+                getattr(runner, "prefers_datasets", False) or not request.cache):
+            if preload is not None:
+                preload.cancel()
+            return _mark_datasets(runner, ctx, config, request=request, graph=graph, retention=retention,
+                                  metaranges=metaranges, previous=previous, cutoff=cutoff, seconds=seconds,
+                                  progress=progress, record=record)
         index, lean_refused = None, None
         # (--no-cache reads every file: the kept index, a cache too, is not used either)
         if previous.incremental and previous.state is not None and previous.state.index_sha256 and unscoped \
@@ -210,8 +241,8 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
                     index=None if pending_index is None else kept_index.encode_base(pending_index),
                     delta=None if lean is None else kept_index.encode_delta(lean.delta))
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
-        return Marked(summary, deleted, graph, decision.commits, dict(decision.why), kept, listed,
-                      cutoff.timestamp(), range_ids, uncommitted)
+        return Marked(summary, graph, decision.commits, dict(decision.why), cutoff=cutoff.timestamp(),
+                      ranges=range_ids, deleted=deleted, kept=kept, listed=listed, uncommitted=uncommitted)
     except (StorageError, LakeFSApiError) as exc:
         raise GCError(str(exc), getattr(exc, "reason", "storage")) from exc
     except ValueError as exc:  # SSTableError: a corrupt range or metarange
@@ -220,6 +251,22 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         if cache_written is not None:  # a run that failed after the mark still leaves it whole
             wait([cache_written])
         ctx.close()
+
+
+def _mark_datasets(runner: Runner, ctx: OpenContext, config: JobConfig, *, request: RunRequest, graph: Graph,
+                   retention: ScopedRetention, metaranges: list[str], previous: incremental.Previous,
+                   cutoff: datetime, seconds: dict[str, float], progress: Progress, record: bool) -> Marked:
+    t = time.monotonic()
+    files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
+    range_ids = in_key_order(files.spans(metaranges))
+    seconds["metaranges"] = time.monotonic() - t
+    backend = runner.datasets(config, partitions=request.range_partitions)
+    summary, view = datasets.mark_datasets(backend, ctx, config, request=request, graph=graph, retention=retention,
+                                           metaranges=metaranges, range_ids=range_ids, previous=previous,
+                                           cutoff=cutoff, seconds=seconds, progress=progress, record=record)
+    decision = retention.bound()
+    return Marked(summary, graph, decision.commits, dict(decision.why), cutoff=cutoff.timestamp(), ranges=range_ids,
+                  view=view)
 
 
 def write_cache(ns: Namespace, cached: Cached, loaded: mark_cache.Loaded, *, request: RunRequest,
@@ -300,6 +347,6 @@ def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) 
 def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:
     """What both runners must agree on: the deleted set and the decision's fields (not the run id, the runner,
     nor timings)."""
-    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache", "listing"}
+    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache", "listing", "plan_parts"}
     fields = summary.as_dict()
     return {"deleted": sorted(deleted), **{k: fields[k] for k in sorted(fields) if k not in skip}}

@@ -12,14 +12,28 @@ from typing import Any, Protocol
 
 
 class Runner(Protocol):
+    # whether a run's plan is made by the dataset steps whenever they can make it (engine/datasets), the mark
+    # cache unused: the Spark runner, so that nothing per object reaches its driver
+    prefers_datasets: bool
+
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
                   make_context: Callable[[], Any], *, partitions: int) -> list[Any]:
         """Everything ``fn(context, unit)`` yields for every unit, in any order; one context per partition."""
 
+    def datasets(self, config: Any, *, partitions: int) -> Any:
+        """The dataset backend of this runner (``engine.datasets``)."""
+
 
 class ThreadRunner:
+    prefers_datasets = False  # the mark cache speeds up repeated full runs in process; --no-cache: datasets
+
     def __init__(self, threads: int = 8) -> None:
         self.threads = threads
+
+    def datasets(self, config: Any, *, partitions: int) -> Any:
+        from spark_jobs.engine.datasets.arrow import ArrowBackend  # noqa: PLC0415
+
+        return ArrowBackend(self, config)
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
                   make_context: Callable[[], Any], *, partitions: int) -> list[Any]:

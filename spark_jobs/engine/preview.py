@@ -107,7 +107,7 @@ def run_breakdown(api_config: LakeFSApiConfig, storage: StorageConfig, *, reposi
         ctx = config.open()
         try:
             summary = report.read_summary(ctx.ns, run_id)
-            keys, sizes = core.read_deleted(ctx.ns.read(core.deleted_key(run_id)))
+            keys, sizes = report.read_deleted_list(ctx.ns, summary)
             graph = Graph(storage.namespace, storage.local_root, rules=None, heads=api.branches(repository_id),  # type: ignore[arg-type]
                           commits={})
             paths = paths_of(api, ctx, graph, keys=set(keys))

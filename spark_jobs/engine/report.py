@@ -40,6 +40,14 @@ def write_plan(ns: Namespace, summary: Summary, *, deleted: Sequence[StoredObjec
     write_summary(ns, summary)
 
 
+def write_plan_parts(ns: Namespace, summary: Summary, *, ranges: Iterable[str], retained: Iterable[str]) -> None:
+    """A plan whose deleted list its parts already hold (``Summary.plan_parts``, written by the dataset steps)."""
+    run_id = summary.run_id
+    ns.write_many({core.ranges_key(run_id): json.dumps(sorted(ranges)).encode(),
+                   core.retained_key(run_id): json.dumps(sorted(retained)).encode()})
+    write_summary(ns, summary)
+
+
 def write_summary(ns: Namespace, summary: Summary) -> None:
     ns.write(core.summary_key(summary.run_id), summary.dumps())
 
@@ -65,14 +73,52 @@ def read_summary(ns: Namespace, run_id: str) -> Summary:
 @dataclass
 class StoredPlan:
     summary: Summary
-    keys: list[str]
-    sizes: list[int]
+    keys: list[str] | None  # None: not read (the sweep reads each part where it deletes it)
+    sizes: list[int] | None
     ranges: set[str] | None  # None: not recorded (the re-check then reads every HEAD's ranges)
     retained: set[str] | None
 
+    @property
+    def parts(self) -> list[tuple[int, int]]:
+        """(part number, objects) of each part of the deleted list, in key order."""
+        return plan_parts(self.summary)
 
-def read_plan(ns: Namespace, run_id: str, repository_id: str) -> StoredPlan:
-    """A plan a sweep may execute, or a PlanError that says why not."""
+
+def plan_parts(summary: Summary) -> list[tuple[int, int]]:
+    return [(int(p), int(n)) for p, n in summary.plan_parts] or [(0, summary.num_deleted_objects)]
+
+
+def read_deleted_list(ns: Namespace, summary: Summary) -> tuple[list[str], list[int]]:
+    """Every key (and size) a plan lists, its parts read in order: for views of one run, not for a sweep."""
+    keys: list[str] = []
+    sizes: list[int] = []
+    for part, _ in plan_parts(summary):
+        k, z = core.read_deleted(ns.read(core.plan_part_key(summary.run_id, part)))
+        keys += k
+        sizes += z
+    return keys, sizes
+
+
+def _part_rows(ns: Namespace, key: str) -> int:
+    """The rows a Parquet part says it holds, from its footer alone (two ranged reads)."""
+    import io  # noqa: PLC0415
+
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    size = ns.size(key)
+    if size < 12:
+        raise ValueError(f"{size} bytes is no Parquet file")
+    tail = ns.read_range(key, size - 8, size)
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] != b"PAR1" or length + 12 > size:
+        raise ValueError("no Parquet footer")
+    footer = ns.read_range(key, size - 8 - length, size - 8)
+    return pq.ParquetFile(io.BytesIO(b"PAR1" + footer + tail)).metadata.num_rows
+
+
+def read_plan(ns: Namespace, run_id: str, repository_id: str, *, keys: bool = True) -> StoredPlan:
+    """A plan a sweep may execute, or a PlanError that says why not. ``keys``: read its deleted list whole (else
+    only each part's footer is checked against what the summary says it holds)."""
     summary = read_summary(ns, run_id)
     if summary.format != core.FORMAT:
         raise PlanError(f"GC plan {run_id} has format {summary.format}, this janitor sweeps format {core.FORMAT}: "
@@ -83,15 +129,32 @@ def read_plan(ns: Namespace, run_id: str, repository_id: str) -> StoredPlan:
         raise PlanError(f"GC plan {run_id} did not complete its mark; it will not be executed", "failed-plan")
     if summary.dry_run:
         raise PlanError(f"plan {run_id} was a dry run; run a plan without --dry-run to sweep", "dry-run-plan")
+    parts = plan_parts(summary)
+    listed_keys: list[str] | None = [] if keys else None
+    listed_sizes: list[int] | None = [] if keys else None
+    counted = 0
     try:
-        keys, sizes = core.read_deleted(ns.read(core.deleted_key(run_id)))
+        if keys:
+            for part, _ in parts:
+                k, z = core.read_deleted(ns.read(core.plan_part_key(run_id, part)))
+                listed_keys += k  # type: ignore[operator]
+                listed_sizes += z  # type: ignore[operator]
+            counted = len(listed_keys)  # type: ignore[arg-type]
+        else:
+            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+            with ThreadPoolExecutor(16) as pool:
+                found = list(pool.map(lambda p: _part_rows(ns, core.plan_part_key(run_id, p[0])), parts))
+            if any(f != n for f, (_, n) in zip(found, parts, strict=True)):
+                raise ValueError("a part holds another number of objects than the summary says")
+            counted = sum(found)
     except (StorageError, Exception) as exc:  # noqa: BLE001 - pyarrow's errors vary: a torn plan is no plan
         raise PlanError(f"GC plan {run_id}: its list of objects is missing or unreadable ({exc})", "failed-plan") \
             from None
-    if len(keys) != summary.num_deleted_objects:
-        raise PlanError(f"GC plan {run_id} lists {len(keys)} objects but its summary says "
+    if counted != summary.num_deleted_objects:
+        raise PlanError(f"GC plan {run_id} lists {counted} objects but its summary says "
                         f"{summary.num_deleted_objects}: incomplete, not executed", "failed-plan")
-    return StoredPlan(summary, keys, sizes, _optional_set(ns, core.ranges_key(run_id)),
+    return StoredPlan(summary, listed_keys, listed_sizes, _optional_set(ns, core.ranges_key(run_id)),
                 _optional_set(ns, core.retained_key(run_id)))
 
 

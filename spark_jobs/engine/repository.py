@@ -159,23 +159,31 @@ def uncommitted_addresses(api: LakeFSApi, ns: Namespace, repository_id: str) -> 
     return read_uncommitted(ns, api.prepare_uncommitted(repository_id)[1])
 
 
+def uncommitted_files(ns: Namespace, locations: list[str]) -> list[str]:
+    """The files in which lakeFS wrote the staged addresses (``prepare_uncommitted``'s locations): keys under
+    ``_lakefs/``, one per page of staged entries."""
+    out: list[str] = []
+    for location in sorted(set(locations)):
+        relative = relative_key(location, FULL, ns.prefixes)
+        if relative is None:
+            raise GCError(f"lakeFS wrote uncommitted addresses outside the namespace: {location}", "lakefs-prepare")
+        out += ns.list_metadata(relative.rstrip("/") + "/")
+    return out
+
+
 def read_uncommitted(ns: Namespace, locations: list[str]) -> set[str]:
     """The staged addresses lakeFS wrote at ``locations`` (``prepare_uncommitted``), relative to the namespace."""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     out: set[str] = set()
-    for location in sorted(set(locations)):
-        relative = relative_key(location, FULL, ns.prefixes)
-        if relative is None:
-            raise GCError(f"lakeFS wrote uncommitted addresses outside the namespace: {location}", "lakefs-prepare")
-        for key in ns.list_metadata(relative.rstrip("/") + "/"):
-            try:
-                table = pq.read_table(io.BytesIO(ns.read(key)), columns=["physical_address"])
-            except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
-                raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}",
-                              "corrupt-metadata") from None
-            for address in table.column("physical_address").to_pylist():
-                rel = relative_key(address, FULL if "://" in address else RELATIVE, ns.prefixes)
-                if rel is not None:
-                    out.add(rel)
+    for key in uncommitted_files(ns, locations):
+        try:
+            table = pq.read_table(io.BytesIO(ns.read(key)), columns=["physical_address"])
+        except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
+            raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}",
+                          "corrupt-metadata") from None
+        for address in table.column("physical_address").to_pylist():
+            rel = relative_key(address, FULL if "://" in address else RELATIVE, ns.prefixes)
+            if rel is not None:
+                out.add(rel)
     return out

@@ -23,6 +23,7 @@ from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api
 from spark_jobs.engine import incremental, report
 from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
+from spark_jobs.engine.datasets import units
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
 from spark_jobs.engine.mark_source import Files
@@ -31,6 +32,8 @@ from spark_jobs.engine.repository import uncommitted_addresses
 from spark_jobs.engine.stores import Namespace, StorageError
 
 log = logging.getLogger(__name__)
+
+CARRY_CAPPED = 100_000  # keys a capped sweep names to the next run; more: the next run lists the namespace
 
 
 class DeleteContext(OpenContext):
@@ -122,7 +125,7 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
     ctx = config.open()
     try:
         try:
-            plan = report.read_plan(ctx.ns, mark_id, config.repository_id)
+            plan = report.read_plan(ctx.ns, mark_id, config.repository_id, keys=False)
         except report.PlanError as exc:
             raise GCError(str(exc), exc.reason) from None
         summary = plan.summary
@@ -132,17 +135,30 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
         except (StorageError, LakeFSApiError, ValueError) as exc:
             raise GCError(f"re-checking branches before the sweep failed: {exc}; nothing deleted", "recheck") \
                 from exc
-        doomed = [k for k in plan.keys if k not in spare]
-        summary.spared_by_recheck = len(plan.keys) - len(doomed)
-        if max_deletions is not None and len(doomed) > max_deletions:
+        parts = plan.parts
+        spare_keys = frozenset(spare)
+        if spare_keys:
+            counts = dict(runner.map_units([(mark_id, p, spare_keys) for p, _ in parts], units.count_part,
+                                           config.open, partitions=address_partitions))
+        else:
+            counts = dict(parts)
+        planned = sum(n for _, n in parts)
+        doomed_total = sum(counts.values())
+        summary.spared_by_recheck = planned - doomed_total
+        allowances: dict[int, int | None] = {p: None for p, _ in parts}
+        if max_deletions is not None and doomed_total > max_deletions:
             # a long pause must not produce one huge run: the rest is still garbage next time
-            summary.capped = len(doomed) - max_deletions
-            doomed = doomed[:max_deletions]
-        progress("re-checked", len(doomed))
-        size = ctx.ns.batch
-        batches = [doomed[i:i + size] for i in range(0, len(doomed), size)]
+            summary.capped = doomed_total - max_deletions
+            left = max_deletions
+            for p, _ in parts:
+                allowances[p] = min(left, counts[p])
+                left -= allowances[p]
+        # capped keys are named to the next run when few; else it lists the namespace again
+        carry = summary.capped <= CARRY_CAPPED
+        progress("re-checked", doomed_total - summary.capped)
+        work = [(mark_id, p, allowances[p], spare_keys, carry) for p, n in parts if n]
         try:
-            results = runner.map_units(batches, partial(unit_delete, purge=purge_noncurrent),
+            results = runner.map_units(work, partial(units.sweep_part, purge=purge_noncurrent),
                                        partial(open_deleter, config, lease), partitions=address_partitions)
         except LeaseLost as exc:
             raise GCError(str(exc), exc.reason) from None
@@ -159,11 +175,10 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
         summary.purged_bytes = sum(r.get("purged_bytes", 0) for r in results)
         summary.purge_failed = [f for r in results for f in r.get("purge_failed", [])][:100]
         progress("deleted", summary.swept)
-        sizes = dict(zip(plan.keys, plan.sizes, strict=True))
-        left = not_deleted(plan.keys, doomed, failed)
-        split_bytes(summary, read_freeing(ctx.ns), sum(sizes[k] for k in doomed if k not in left))
+        split_bytes(summary, read_freeing(ctx.ns), sum(r["freed_size"] for r in results))
         # what this run leaves for the next one, with what it did not delete (so that nothing garbage is forgotten)
-        incremental.promote(ctx.ns, mark_id, not_deleted(plan.keys, doomed, failed))
+        incremental.promote(ctx.ns, mark_id, [k for r in results for k in r["not_deleted"]],
+                            full_next=not carry)
         report.write_summary(ctx.ns, summary)
         if failed:
             raise GCError(summary.error, "storage-delete")

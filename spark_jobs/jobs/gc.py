@@ -27,8 +27,15 @@ from typing import Any
 class SparkRunner:
     """spark_jobs.engine.parallel.Runner on Spark: one task per partition of units, one context per task."""
 
+    prefers_datasets = True
+
     def __init__(self, sc) -> None:
         self.sc = sc
+
+    def datasets(self, config, *, partitions: int):
+        from spark_jobs.engine.datasets.spark import SparkBackend  # noqa: PLC0415
+
+        return SparkBackend(self.sc, config, partitions=partitions)
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
                   make_context: Callable[[], Any], *, partitions: int) -> list[Any]:
@@ -44,14 +51,10 @@ class SparkRunner:
 
 
 def executor_error(exc: Exception) -> Exception:
-    """What failed on an executor, as the thread runner raises it: a store's error comes back from Py4J as text
-    (the task's Python traceback), and the run's callers classify store errors by type."""
-    import re  # noqa: PLC0415
+    """What failed on an executor, as the thread runner raises it (the dataset backend's one translation)."""
+    from spark_jobs.engine.datasets.spark import executor_error as translate  # noqa: PLC0415
 
-    from spark_jobs.engine.stores import StorageError  # noqa: PLC0415
-
-    found = re.search(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", str(exc))
-    return StorageError(found.group(1).strip()) if found else exc
+    return translate(exc)
 
 
 class LeaseGuard:

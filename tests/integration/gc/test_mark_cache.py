@@ -124,6 +124,7 @@ def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rou
     for _ in range(6):
         history.commit_on("main")
     stats = []
+    cached = False  # whether a run wrote the mark cache yet
     for round_ in range(rounds):
         changes = [history.change() for _ in range(rng.randint(1, 4))] if round_ else ["initial"]
         # what lakeFS lists per commit, and which of it still exists before the run (a reset or a branch may
@@ -138,11 +139,17 @@ def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rou
         assert reference.summary.cache == {"state": "off"}, where
         assert plan_fingerprint(marked.summary, [o.key for o in marked.deleted]) == plan_fingerprint(
             reference.summary, [o.key for o in reference.deleted]), where
-        assert summary.cache["state"] == ("empty" if round_ == 0 else "used") and summary.cache["written"], where
-        assert summary.cache["stale_entries" if round_ else "ranges_cached"] == 0, where
-        assert summary.cache["write"] in (("compacted",) if round_ == 0 else ("compacted", "appended", "unchanged")), \
-            where
-        check_bounded(repo, local_root, summary.cache, where)
+        # (the Spark runner makes the plan of a run without path policies and keep_versions as datasets on its
+        # executors, the mark cache unused: then only its plan is compared)
+        datasets = "plan" in summary.listing
+        assert datasets or summary.cache["state"] == ("used" if cached else "empty") and \
+            summary.cache["written"], where
+        if not datasets:
+            assert summary.cache["stale_entries" if cached else "ranges_cached"] == 0, where
+            assert summary.cache["write"] in (("compacted", "appended", "unchanged") if cached else
+                                              ("compacted",)), where
+            check_bounded(repo, local_root, summary.cache, where)
+            cached = True
         # The run deleted nothing a branch reaches, nor (without path policies, which retain per path) anything a
         # retained commit reaches
         refs = set(history.heads().values()) | (
@@ -157,9 +164,10 @@ def run_rounds(any_runner_gc, lakefs, repo: str, local_root: str, seed: int, rou
     assert plan_fingerprint(marked.summary, [o.key for o in marked.deleted]) == plan_fingerprint(
         reference.summary, [o.key for o in reference.deleted]), f"seed {seed}, unchanged"
     cache = marked.summary.cache
-    assert cache["ranges_read"] == cache["metaranges_read"] == 0 and cache["ranges_cached"] >= len(marked.ranges), (
-        f"seed {seed}, unchanged: {cache}")
-    assert cache["write"] == "unchanged", f"seed {seed}, unchanged: {cache}"  # nothing new: nothing written
+    if "plan" not in marked.summary.listing:
+        assert cache["ranges_read"] == cache["metaranges_read"] == 0 and \
+            cache["ranges_cached"] >= len(marked.ranges), f"seed {seed}, unchanged: {cache}"
+        assert cache["write"] == "unchanged", f"seed {seed}, unchanged: {cache}"  # nothing new: nothing written
     return [*stats, cache]
 
 

@@ -1,0 +1,123 @@
+"""The dataset steps in process: pyarrow tables and compute on the thread runner's pool. Every key lives in an Arrow
+column (tens of bytes per object, no Python object per key); the per-unit steps are ``units.py``'s, as on Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_jobs.core import columns
+from spark_jobs.core.plan import PlanSummary, StoredObject
+from spark_jobs.engine.context import JobConfig
+from spark_jobs.engine.datasets import units
+from spark_jobs.engine.parallel import ThreadRunner
+
+
+def _table(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches(list(batches), schema=schema) if batches else schema.empty_table()
+
+
+class ArrowBackend:
+    """A run's datasets as Arrow tables in this process."""
+
+    name = "arrow"
+
+    def __init__(self, runner: ThreadRunner, config: JobConfig) -> None:
+        self.runner, self.config = runner, config
+
+    def _map(self, items: Sequence, fn, schema: pa.Schema) -> pa.Table:
+        batches = self.runner.map_units(list(items), lambda ctx, item: [fn(ctx, item)], self.config.open,
+                                        partitions=0)
+        return _table(batches, schema)
+
+    def reach(self, range_ids: Sequence[str]) -> pa.Table:
+        """Every key the ranges' entries point at (one row per entry)."""
+        return self._map(range_ids, units.range_keys, columns.KEYS_SCHEMA)
+
+    def staged(self, files: Sequence[str]) -> pa.Table:
+        return self._map(files, units.staged_keys, columns.KEYS_SCHEMA)
+
+    def listing(self, slices: Sequence[str]) -> pa.Table:
+        return self._map(slices, units.listing, columns.LISTING_SCHEMA)
+
+    def judge(self, listed: pa.Table, kept: Sequence[pa.Table], *, cutoff: float,
+              prefix_depth: int) -> tuple[pa.Table, PlanSummary]:
+        everything = pa.concat_tables([k.select(["key"]) for k in kept]) if kept else columns.KEYS_SCHEMA.empty_table()
+        return columns.judge(listed, everything, cutoff, prefix_depth=prefix_depth)
+
+    def write_plan(self, deleted: pa.Table, run_id: str) -> list[dict[str, int]]:
+        parts = [(n, deleted.slice(at, units.ROWS_PER_PART))
+                 for n, at in enumerate(range(0, deleted.num_rows, units.ROWS_PER_PART))]
+        return sorted(self.runner.map_units(parts, lambda ctx, p: [units.write_part(ctx, run_id, part=p[0], table=p[1])],
+                                            self.config.open, partitions=0), key=lambda p: p["part"])
+
+    def index(self, reached: pa.Table) -> pa.Table:
+        """The kept index (``core.kept_index``'s table: hash, count; sorted by hash) of the reached entries."""
+        keys = reached["key"].combine_chunks() if reached.num_rows else pa.array([], pa.string())
+        step = -(-len(keys) // max(1, self.runner.threads)) or 1
+        chunks = [keys.slice(i, step) for i in range(0, len(keys), step)]
+        counted = _table(self.runner.map_units(chunks, lambda _ctx, c: [units.key_counts(c)], lambda: None,
+                                               partitions=0), units.INDEX_SCHEMA)
+        summed = counted.group_by("hash").aggregate([("count", "sum")]) if counted.num_rows else counted
+        hashes = summed["hash"].combine_chunks().cast(pa.int64()).view(pa.uint64()) if summed.num_rows \
+            else pa.array([], pa.uint64())
+        totals = summed["count_sum" if summed.num_rows else "count"]
+        table = pa.table({"hash": hashes, "count": totals})
+        return table.sort_by("hash")
+
+    def keys_not_in(self, keys: pa.Table, other: pa.Table) -> set[str]:
+        """The distinct keys of ``keys`` not in ``other`` (small: what only staged entries keep)."""
+        if not keys.num_rows:
+            return set()
+        left = keys.group_by("key").aggregate([])
+        if other.num_rows:
+            left = left.join(other.group_by("key").aggregate([]), "key", join_type="left anti")
+        return set(left["key"].to_pylist())
+
+    def missed(self, deleted: pa.Table, *, recent: set[str], checked: pa.Table) -> int:
+        """Of the deleted objects, those whose unit is not among ``recent`` and whose key not in ``checked``."""
+        if not deleted.num_rows:
+            return 0
+        slices = columns.units_of(deleted["address"].combine_chunks())
+        outside = deleted.filter(pc.invert(pc.is_in(slices, value_set=pa.array(sorted(recent), pa.string()))))
+        if not outside.num_rows or not checked.num_rows:
+            return outside.num_rows
+        probe = outside.rename_columns(["key", "size"])
+        return probe.join(checked.group_by("key").aggregate([]), "key", join_type="left anti").num_rows
+
+    def slices_of(self, deleted: pa.Table) -> list[str]:
+        return sorted(set(pc.unique(columns.units_of(deleted["address"].combine_chunks())).to_pylist())) \
+            if deleted.num_rows else []
+
+    def objects(self, deleted: pa.Table) -> list[StoredObject]:
+        return [StoredObject(k, s, 0.0) for k, s in zip(deleted["address"].to_pylist(), deleted["size"].to_pylist(),
+                                                          strict=True)]
+
+    def from_keys(self, keys: list[str]) -> pa.Table:
+        return pa.table({"key": pa.array(keys, pa.string())}, schema=columns.KEYS_SCHEMA)
+
+    def union(self, datasets: list[pa.Table]) -> pa.Table:
+        return pa.concat_tables([d.select(["key"]) for d in datasets])
+
+    def count_distinct(self, keys: pa.Table) -> int:
+        return keys.group_by("key").aggregate([]).num_rows if keys.num_rows else 0
+
+    def count(self, dataset: pa.Table) -> int:
+        return dataset.num_rows
+
+    def key_set(self, keys: pa.Table) -> set[str]:
+        return set(keys["key"].to_pylist())
+
+    def listed_objects(self, listed: pa.Table) -> list[StoredObject]:
+        return [StoredObject(*row) for row in zip(listed["key"].to_pylist(), listed["size"].to_pylist(),
+                                                  listed["mtime"].to_pylist(), strict=True)]
+
+    def release(self, *datasets: object) -> None:
+        """Nothing to free in process: the tables go with their last reference."""
+
+
+def open_backend(runner: ThreadRunner, config: JobConfig) -> ArrowBackend:
+    return ArrowBackend(runner, config)
+

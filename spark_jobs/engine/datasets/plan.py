@@ -1,0 +1,166 @@
+"""A run's mark as datasets (the full listing, without path policies and keep_versions, where an entry's fate is
+its range's): reach ∪ staged, subtracted from the listing under the safety rules, the plan written in parts, the
+kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
+every key stays in the backend's datasets (``arrow.py`` in process, ``spark.py`` on executors)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any, Protocol
+
+from spark_jobs.core import kept_index
+from spark_jobs.core.cleaning import ScopedRetention
+from spark_jobs.core.columns import PLAN_SCHEMA
+from spark_jobs.core.incremental import State, dead_ranges, metarange_indices, units_of
+from spark_jobs.core.plan import PlanSummary, StoredObject
+from spark_jobs.core.report import Summary
+from spark_jobs.core.retention import oldest_retained
+from spark_jobs.engine import incremental, report
+from spark_jobs.engine.context import JobConfig, OpenContext, Progress
+from spark_jobs.engine.datasets import units
+from spark_jobs.engine.repository import Graph, uncommitted_files
+from spark_jobs.engine.request import RunRequest
+
+
+class Backend(Protocol):
+    """What a dataset backend does (``arrow.ArrowBackend``, ``spark.SparkBackend``); datasets are its own type."""
+
+    name: str
+
+    def reach(self, range_ids: list[str]) -> Any: ...
+    def staged(self, files: list[str]) -> Any: ...
+    def listing(self, slices: list[str]) -> Any: ...
+    def judge(self, listed: Any, kept: list, *, cutoff: float, prefix_depth: int) -> tuple[Any, PlanSummary]: ...
+    def write_plan(self, deleted: Any, run_id: str) -> list[dict[str, int]]: ...
+    def index(self, reached: Any) -> Any: ...
+    def keys_not_in(self, keys: Any, other: Any) -> set[str]: ...
+    def missed(self, deleted: Any, *, recent: set[str], checked: Any) -> int: ...
+    def slices_of(self, deleted: Any) -> list[str]: ...
+    def objects(self, deleted: Any) -> list[StoredObject]: ...
+    def from_keys(self, keys: list[str]) -> Any: ...
+    def union(self, datasets: list) -> Any: ...
+    def count_distinct(self, keys: Any) -> int: ...
+    def count(self, dataset: Any) -> int: ...
+    def key_set(self, keys: Any) -> set[str]: ...
+    def listed_objects(self, listed: Any) -> list[StoredObject]: ...
+    def release(self, *datasets: Any) -> None: ...
+
+
+def eligible(request: RunRequest, retention: ScopedRetention, graph: Graph, *, full_listing: bool) -> bool:
+    """Whether the dataset steps can make this run's plan: a full listing of the namespace, every entry's fate its
+    range's (no path policy, no keep_versions), no logical by-path naming (it reads the expired history)."""
+    return (full_listing and not request.inventory and not request.by_path and not retention.by_path
+            and not any(p.keep_versions for p in graph.cleaning))
+
+
+class View:
+    """What the mark saw, kept in the backend's datasets; Python objects only for a caller that asks (an impact
+    view, a test): ``engine.mark.Marked`` asks lazily."""
+
+    def __init__(self, backend: Backend, *, deleted: Any, reached: Any, staged: Any, listed: Any,
+                 written: tuple[JobConfig, Summary] | None) -> None:
+        self.backend, self._deleted, self._reached, self._staged, self._listed = backend, deleted, reached, staged, \
+            listed
+        self.written = written
+
+    def deleted(self) -> list[StoredObject]:
+        if self.written is not None:  # what the plan holds, whatever happened to the store since
+            config, summary = self.written
+            ctx = config.open()
+            try:
+                keys, sizes = report.read_deleted_list(ctx.ns, summary)
+            finally:
+                ctx.close()
+            return [StoredObject(k, z, 0.0) for k, z in zip(keys, sizes, strict=True)]
+        return self.backend.objects(self._deleted)
+
+    def kept(self) -> set[str]:
+        return self.backend.key_set(self._reached) | self.uncommitted()
+
+    def uncommitted(self) -> set[str]:
+        return self.backend.key_set(self._staged)
+
+    def listed(self) -> list[StoredObject]:
+        return self.backend.listed_objects(self._listed)
+
+
+def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, request: RunRequest, graph: Graph,
+                  retention: ScopedRetention, metaranges: list[str], range_ids: list[str],
+                  previous: incremental.Previous, cutoff: datetime, seconds: dict[str, float],
+                  progress: Progress, record: bool) -> tuple[Summary, View]:
+    """The plan of a full run (written unless ``record`` is false) and its summary."""
+    t = time.monotonic()
+    bound = retention.bound()
+    reached = backend.reach(range_ids)
+    progress("ranges", len(range_ids))
+    staged = backend.staged(uncommitted_files(ctx.ns, graph.uncommitted_locations or []))
+    seconds["mark"] = time.monotonic() - t
+    t = time.monotonic()
+    slices = ctx.ns.list_units()
+    listed = backend.listing(slices)
+    seconds["list"] = time.monotonic() - t
+    t = time.monotonic()
+    deleted, plan = backend.judge(listed, [reached, staged], cutoff=cutoff.timestamp(),
+                                  prefix_depth=request.prefix_depth)
+    listing = {"kind": "full", "slices": len(slices) - 1, "objects": backend.count(listed), "plan": backend.name}
+    progress("objects listed", plan.candidates)
+    if previous.full_because:
+        listing["reason"] = previous.full_because
+    state = previous.state
+    if state is not None:
+        # what the incremental rule would have missed since the previous run: the proof it holds (0)
+        checked = backend.reach(dead_ranges(state.units, units_of((r, ()) for r in range_ids)))
+        carried = sorted(state.carried())
+        if carried:
+            checked = backend.union([checked, backend.from_keys(carried)])
+        recent = set(incremental.recent_units(backend.slices_of(deleted), state.horizon))
+        listing["missed_by_incremental"] = backend.missed(deleted, recent=recent, checked=checked)
+    seconds["plan"] = time.monotonic() - t
+    decision = bound
+    summary = Summary(
+        run_id=request.run_id, repository_id=request.repository_id, success=True,
+        start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
+        deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits), kept_objects=plan.kept,
+        candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
+        oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
+        policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, runner=request.runner,
+        storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=request.now.timestamp()
+        - cutoff.timestamp(), commits=len(graph.commits), lakefs_retained_commits=len(graph.lakefs_retained),
+        metaranges=len(metaranges), ranges=len(range_ids), uncommitted_addresses=0,
+        cache={"state": "unused", "reason": f"the {backend.name} dataset plan reads every range it needs"}
+        if request.cache else {"state": "off"},
+        listing=listing)
+    only_staged = backend.keys_not_in(staged, reached)
+    summary.uncommitted_addresses = backend.count_distinct(staged)
+    if record:
+        t = time.monotonic()
+        # an empty plan is one empty part: a plan in parts always names its parts
+        parts = backend.write_plan(deleted, request.run_id) or [
+            units.write_part(ctx, request.run_id, part=0, table=PLAN_SCHEMA.empty_table())]
+        summary.plan_parts = [[p["part"], p["rows"]] for p in parts]
+        if not request.dry_run:
+            # the next run's kept index (as the mark cache's run builds it; --no-cache uses neither)
+            index = backend.index(reached) if request.cache else None
+            incremental.write_pending(ctx.ns, request.run_id, State(
+                repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
+                horizon=cutoff, listed_at=request.now, full_listing_at=request.now,
+                units=units_of((r, ()) for r in range_ids), versions=frozenset(),
+                staged=frozenset(only_staged), key_prefixes=tuple(ctx.prefixes),
+                index_keys=0 if index is None else index.num_rows,
+                metaranges=metarange_indices(retained_ranges(ctx, metaranges), sorted(range_ids))
+                if index is not None else ()),
+                index=None if index is None else kept_index.encode_base(index))
+        seconds["write"] = time.monotonic() - t
+        summary.seconds = {k: round(v, 3) for k, v in seconds.items()}
+        report.write_plan_parts(ctx.ns, summary, ranges=range_ids, retained=decision.commits)
+    summary.seconds = {k: round(v, 3) for k, v in seconds.items()}
+    return summary, View(backend, deleted=deleted, reached=reached, staged=staged, listed=listed,
+                         written=(config, summary) if record else None)
+
+
+def retained_ranges(ctx: OpenContext, metaranges: list[str]) -> dict[str, list[str]]:
+    """Each retained metarange's ranges (read on the driver: they grow with ranges, not objects)."""
+    from spark_jobs.core import sstable  # noqa: PLC0415
+
+    return {m: sstable.metarange_range_ids(ctx.read_metarange(m)) for m in metaranges}

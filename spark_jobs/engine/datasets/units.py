@@ -1,0 +1,145 @@
+"""The per-unit steps both dataset backends run (on the driver's threads or on executors): each turns one unit of
+work (a range file, a listing slice, a file of staged addresses, a part of the plan) into Arrow record batches or
+a few counters, never into a Python object per key."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from spark_jobs.core import columns, kept_index
+from spark_jobs.core import report as core_report
+from spark_jobs.core.addresses import FULL, RELATIVE
+from spark_jobs.core.range_arrow import range_batch
+from spark_jobs.engine.context import GCError, OpenContext
+
+log = logging.getLogger(__name__)
+
+INDEX_SCHEMA = pa.schema([pa.field("hash", pa.int64(), nullable=False),  # a uint64 seen as signed (Spark)
+                          pa.field("count", pa.int64(), nullable=False)])
+PART_SCHEMA = pa.schema([pa.field("part", pa.int64(), nullable=False), pa.field("rows", pa.int64(), nullable=False),
+                         pa.field("bytes", pa.int64(), nullable=False), pa.field("size", pa.int64(), nullable=False)])
+ROWS_PER_PART = 250_000  # ≈ 5–25 MB of Parquet (every file the GC writes stays far under 1 GiB); a sweep unit each
+
+
+def range_keys(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
+    """The namespace-relative keys one range's entries point at, in key order, repeats kept (one per entry):
+    addresses outside the namespace left out."""
+    batch = range_batch(ctx.read_range(range_id))
+    keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
+    return pa.RecordBatch.from_arrays([keys.filter(keys.is_valid())], schema=columns.KEYS_SCHEMA)
+
+
+def key_counts(keys: pa.Array) -> pa.RecordBatch:
+    """The kept index's records of ``keys``: hash -> how many of them (``kept_index.key_hash``)."""
+    import numpy as np  # noqa: PLC0415
+
+    hashes = np.fromiter((kept_index.key_hash(k) for k in keys.to_pylist()), np.uint64, len(keys))
+    unique, counts = np.unique(hashes, return_counts=True)
+    return pa.RecordBatch.from_arrays([pa.array(unique.view(np.int64)), pa.array(counts.astype(np.int64))],
+                                      schema=INDEX_SCHEMA)
+
+
+def listing(ctx: OpenContext, unit: str) -> pa.RecordBatch:
+    """One slice of the namespace (``Namespace.list_unit``) as a batch."""
+    objects = ctx.ns.list_unit(unit)
+    return pa.RecordBatch.from_arrays(
+        [pa.array([o.key for o in objects], pa.string()), pa.array([o.size for o in objects], pa.int64()),
+         pa.array([o.mtime for o in objects], pa.float64())], schema=columns.LISTING_SCHEMA)
+
+
+def staged_keys(ctx: OpenContext, key: str) -> pa.RecordBatch:
+    """The staged addresses of one file lakeFS wrote for ``prepare_uncommitted``, as namespace-relative keys."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    try:
+        table = pq.read_table(io.BytesIO(ctx.ns.read(key)), columns=["physical_address"])
+    except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
+        raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}", "corrupt-metadata") \
+            from None
+    addresses = table.column("physical_address").combine_chunks().cast(pa.string())
+    kinds = pc.if_else(pc.match_substring(addresses, "://"), pa.scalar(FULL, pa.int8()),
+                       pa.scalar(RELATIVE, pa.int8()))
+    keys = columns.relative_keys(addresses, kinds, ctx.prefixes)
+    return pa.RecordBatch.from_arrays([keys.filter(keys.is_valid())], schema=columns.KEYS_SCHEMA)
+
+
+def write_part(ctx: OpenContext, run_id: str, *, part: int, table: pa.Table) -> dict[str, int]:
+    """One part of the plan (``core.report.plan_part_key``), sorted by key, in lakeFS's report layout."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    out = io.BytesIO()
+    pq.write_table(table.select(["address", "size"]), out, compression="snappy")
+    data = out.getvalue()
+    ctx.ns.write(core_report.plan_part_key(run_id, part), data)
+    size = int(pc.sum(table["size"]).as_py() or 0) if table.num_rows else 0
+    return {"part": part, "rows": table.num_rows, "bytes": len(data), "size": size}
+
+
+def read_part(ctx: OpenContext, run_id: str, part: int) -> pa.Table:
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    return pq.read_table(io.BytesIO(ctx.ns.read(core_report.plan_part_key(run_id, part))), columns=["address", "size"])
+
+
+def batches(table: pa.Table, size: int) -> Iterator[list[str]]:
+    keys = table["address"].combine_chunks() if table.num_rows else pa.array([], pa.string())
+    for i in range(0, len(keys), size):
+        yield keys.slice(i, size).to_pylist()
+
+
+def count_part(ctx: OpenContext, unit: tuple[str, int, frozenset[str]]) -> list[tuple[int, int]]:
+    """(part, how many of its keys the sweep would delete): those not in the spare set."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    run_id, part, spare = unit
+    table = read_part(ctx, run_id, part)
+    left = table.num_rows - (int(pc.sum(pc.is_in(table["address"], value_set=pa.array(sorted(spare), pa.string())))
+                                 .as_py() or 0) if spare and table.num_rows else 0)
+    return [(part, left)]
+
+
+def sweep_part(ctx: Any, unit: tuple[str, int, int | None, frozenset[str], bool], *,
+               purge: bool) -> list[dict[str, Any]]:
+    """Delete one part of a plan, in the store's batches: its keys not in the spare set (what became reachable
+    since the mark), the first ``allowance`` of them (None: all; the rest is capped, named back when ``carry``).
+    Counters, the failures, and the keys not deleted that the next run must know of."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    from spark_jobs.engine.sweep import unit_delete  # noqa: PLC0415 - the one deleter, lease checked per batch
+
+    run_id, part, allowance, spare, carry = unit
+    table = read_part(ctx, run_id, part)
+    spared: list[str] = []
+    if spare and table.num_rows:
+        hit = pc.is_in(table["address"], value_set=pa.array(sorted(spare), pa.string()))
+        spared = table.filter(hit)["address"].to_pylist()
+        table = table.filter(pc.invert(hit))
+    doomed = table if allowance is None else table.slice(0, allowance)
+    capped = table.slice(doomed.num_rows)
+    out: dict[str, Any] = {"part": part, "doomed": doomed.num_rows, "spared": len(spared), "capped": capped.num_rows,
+                           "deleted": 0, "requests": 0, "backoffs": 0, "failed": [], "purged": 0, "purged_bytes": 0,
+                           "purge_failed": []}
+    for batch in batches(doomed, ctx.ns.batch):
+        (result,) = unit_delete(ctx, batch, purge)
+        for k in ("deleted", "requests", "backoffs", "purged", "purged_bytes"):
+            out[k] += result[k]
+        out["failed"] += result["failed"]
+        out["purge_failed"] += result["purge_failed"]
+    keys = doomed["address"].to_pylist() if out["failed"] else []
+    failed = {f.split(": ", 1)[0] for f in out["failed"]}
+    # a failure that names no key sent counts every key sent as not deleted (sweep.not_deleted's rule)
+    lost = (failed if failed <= set(keys) else set(keys)) if out["failed"] else set()
+    total = int(pc.sum(doomed["size"]).as_py() or 0) if doomed.num_rows else 0
+    if lost:
+        sizes = dict(zip(keys, doomed["size"].to_pylist(), strict=True))
+        total -= sum(sizes[k] for k in lost)
+    out["freed_size"] = total
+    out["not_deleted"] = sorted(lost) + spared + (capped["address"].to_pylist() if carry else [])
+    return [out]
