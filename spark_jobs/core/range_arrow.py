@@ -3,13 +3,30 @@ from lakeFS's range SSTables without a Python object per entry (pure).
 
 ``range_batch`` is the one entry point; its schema is ``RANGE_SCHEMA``. The careful decoder of ``sstable`` stays the
 reference: whatever decodes faster must give the same rows, in the same order.
+
+How: each data block is checked against the CRC32C it carries (google-crc32c) and Snappy-decompressed (cramjam)
+into one buffer (``sstable.joined_blocks``); the entries are walked by compiled code, ``lakefs_rangewalk``
+(native/rangewalk.c, built by the install), which writes the Arrow arrays' buffers directly and runs without the
+GIL, so two threads decode two ranges at once. The walk takes only the shape lakeFS writes; a block of any other
+shape (or every block, without the compiled module) goes through the careful decoder, and that is logged.
 """
 
 from __future__ import annotations
 
+import array
+import logging
+from collections.abc import Iterable
+
 import pyarrow as pa
 
 from spark_jobs.core import sstable
+
+try:  # built by the install (setup.py); without it every range goes through the careful decoder
+    import lakefs_rangewalk as _native
+except ImportError:  # pragma: no cover - depends on the install
+    _native = None
+
+log = logging.getLogger(__name__)
 
 RANGE_SCHEMA = pa.schema([
     pa.field("path", pa.binary(), nullable=False),  # the entry's path in the repository (user key)
@@ -18,11 +35,89 @@ RANGE_SCHEMA = pa.schema([
     pa.field("size", pa.int64(), nullable=False),
 ])
 
+_told: set[str] = set()  # what was logged once per process (a lake of another shape would log every range)
+
+
+def _tell_once(reason: str, message: str, *args: object) -> None:
+    if reason not in _told:
+        _told.add(reason)
+        log.warning(message, *args)
+
+
+def compiled() -> bool:
+    """Whether the compiled walk is there (else every range is decoded by the careful decoder)."""
+    return _native is not None
+
 
 def range_batch(data: bytes) -> pa.RecordBatch:
     """Every entry of one range file, in key order, checksums verified (``sstable.SSTableError`` otherwise)."""
-    entries = sstable.range_entries(data)
+    table, handles, _ = sstable.block_keys(data)
+    return blocks_batch(table, handles)
+
+
+def range_batches(files: Iterable[bytes]) -> list[pa.RecordBatch]:
+    """``range_batch`` of each file, in order."""
+    return [range_batch(data) for data in files]
+
+
+def blocks_batch(table, handles: list[tuple[int, int]]) -> pa.RecordBatch:
+    """Every entry of the data blocks ``handles`` of one range file (``sstable.block_keys`` gives them), in order."""
+    if not handles:
+        return _empty()
+    buf, ends = sstable.joined_blocks(table, handles)
+    return joined_batch(buf, ends)
+
+
+def joined_batch(buf: bytes | bytearray, ends: array.array) -> pa.RecordBatch:
+    """Every entry of decompressed data blocks held end to end in ``buf`` (block i ends at ends[i])."""
+    if _native is None:
+        _tell_once("native", "lakefs_rangewalk is not installed: ranges are decoded by the careful decoder "
+                             "(about 10x slower); reinstall (scripts/install.sh) to build it")
+        return _careful(buf, ends, range(len(ends)))
+    parts: list[pa.RecordBatch] = []
+    first, blocks = 0, len(ends)
+    while first < blocks:
+        count, po, pd, ao, ad, ty, sz, stop = _native.walk(buf, ends, first)
+        if count:
+            parts.append(pa.RecordBatch.from_arrays([
+                pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(po), pa.py_buffer(pd)]),
+                pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(ao), pa.py_buffer(ad)]),
+                pa.Array.from_buffers(pa.int8(), count, [None, pa.py_buffer(ty)]),
+                pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(sz)])], schema=RANGE_SCHEMA))
+        if stop < blocks:  # a block of another shape (or damaged): the careful decoder takes it, or names the fault
+            parts.append(_careful(buf, ends, (stop,)))
+            _tell_once("shape", "a range data block of a shape the compiled walk does not take (first at block "
+                                "%d): such blocks are decoded by the careful decoder", stop)
+        first = stop + 1
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return _empty()
+    return pa.concat_batches(parts)
+
+
+def _careful(buf: bytes | bytearray, ends: array.array, blocks: Iterable[int]) -> pa.RecordBatch:
+    out: list[tuple[bytes, str, int, int]] = []
+    view = memoryview(buf)
+    for i in blocks:
+        sstable._block_entries_fast(bytes(view[ends[i - 1] if i else 0:ends[i]]), out)  # noqa: SLF001
+    return _from_entries(out)
+
+
+def _from_entries(entries: list[tuple[bytes, str, int, int]]) -> pa.RecordBatch:
+    if any(e[2] > 127 for e in entries):  # lakeFS's types are 0-2; the column holds what a byte holds
+        kind = next(e[2] for e in entries if e[2] > 127)
+        raise sstable.SSTableError(f"entry has address type {kind}, not one lakeFS writes")
     return pa.RecordBatch.from_arrays(
         [pa.array([e[0] for e in entries], pa.binary()), pa.array([e[1] for e in entries], pa.string()),
          pa.array([e[2] for e in entries], pa.int8()), pa.array([e[3] for e in entries], pa.int64())],
         schema=RANGE_SCHEMA)
+
+
+def _empty() -> pa.RecordBatch:
+    return _from_entries([])
+
+
+def careful_batch(data: bytes) -> pa.RecordBatch:
+    """``range_batch`` by the careful decoder alone: the reference the compiled walk is tested against."""
+    return _from_entries(sstable.range_entries(data))
