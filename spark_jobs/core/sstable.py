@@ -606,7 +606,7 @@ def _range_blocks(data: bytes, verify_checksums: bool, seen_blocks: set[bytes] |
 def block_keys(data: bytes) -> tuple[_Table, list[tuple[int, int]], list[int]]:
     """A range file's data blocks, none read: the table, each block's handle (offset, size), and its key, the
     masked CRC32C its trailer stores with its size (``crc | size << 32``). Two blocks with one key are probably the
-    same bytes; whoever takes them as the same must compare the bytes (``stored``) first."""
+    same bytes; whoever takes them as the same must compare the bytes (and compression type) first."""
     table = _Table(data)
     _expect_type(table, b"ranges")
     handles = table.data_handles()
@@ -617,12 +617,6 @@ def block_keys(data: bytes) -> tuple[_Table, list[tuple[int, int]], list[int]]:
             table.block((offset, size))  # raises: the block runs past the file
         keys.append(_unpack_u32(raw, offset + size + 1)[0] | size << 32)
     return table, handles, keys
-
-
-def stored(table: _Table, handle: tuple[int, int]) -> memoryview:
-    """A data block as stored: its bytes and compression type (what its CRC32C covers)."""
-    offset, size = handle
-    return memoryview(table.data)[offset:offset + size + 1]
 
 
 def joined_blocks(table: _Table, handles: list[tuple[int, int]]) -> tuple[bytearray, array.array]:
