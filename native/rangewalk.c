@@ -2,12 +2,14 @@
  *
  * walk(data, ends, first) walks the decompressed data blocks held end to end in `data` (block i ends at ends[i],
  * int64) from block `first`, and returns the entries as the buffers of Arrow arrays: path offsets (int32) and
- * bytes, address offsets (int32) and bytes, address types (int8), sizes (int64), plus where it stopped. It takes
- * only the shape lakeFS writes, the shape sstable._block_entries_fast reads inline: one-byte shared and unshared key
- * lengths, a one- or two-byte value length, a 32-byte identity, catalog.Entry's fields in Go's order with one-byte
- * lengths, ASCII addresses, sizes below 2^63, entries ending exactly where their block's entries end. At the first
- * block holding anything else it stops, having emitted nothing of that block: the caller decodes that block with
- * the careful decoder (which accepts every valid encoding and names what is wrong) and calls again from the next.
+ * bytes, address offsets (int32) and bytes, address types (int8), sizes (int64), the number of entries after
+ * each block walked (int64), plus where it stopped. Each entry is read as sstable._block_entries_fast reads it:
+ * the shape lakeFS writes inline (one-byte key lengths, a 32-byte identity, catalog.Entry's fields in Go's order
+ * with one-byte lengths), any other as its careful path does (varint header, the value split, every field of the
+ * Entry checked as decode_entry checks it). At the first block holding anything the careful decoder would refuse,
+ * or that this walk is unsure of (an address type past 127, a size past 2^63, a fixed-width Entry field...), it
+ * stops, having emitted nothing of that block: the caller decodes that block with the careful decoder (which
+ * accepts every valid encoding and names what is wrong) and calls again from the next.
  * The walk holds no Python object and runs without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
@@ -35,7 +37,7 @@ static int vec_reserve(vec *v, size_t more) {
 #define PUT(v, T, x) do { *(T *)((v)->p + (v)->len) = (x); (v)->len += sizeof(T); } while (0)
 
 typedef struct {
-    vec path_off, path, addr_off, addr, types, sizes;
+    vec path_off, path, addr_off, addr, types, sizes, counts;
     int64_t count;
 } out_t;
 
@@ -339,12 +341,14 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         }
         mark_t m = mark_of(&o);
         int r = walk_block(buf + start, e - start, &o, &key);
+        if (r == OK && vec_reserve(&o.counts, 8)) r = NOMEM;
         if (r != OK) {
             rewind_to(&o, &m);
             if (r == NOMEM) status = NOMEM;
             stop = i;
             break;
         }
+        PUT(&o.counts, int64_t, o.count);
     }
     Py_END_ALLOW_THREADS
     free(key.p);
@@ -352,20 +356,22 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     PyBuffer_Release(&ends);
     if (status == NOMEM) {
         free(o.path_off.p); free(o.path.p); free(o.addr_off.p); free(o.addr.p); free(o.types.p); free(o.sizes.p);
+        free(o.counts.p);
         return PyErr_NoMemory();
     }
     PyObject *po = take(&o.path_off), *pd = take(&o.path), *ao = take(&o.addr_off), *ad = take(&o.addr),
-             *ty = take(&o.types), *sz = take(&o.sizes);
-    if (!po || !pd || !ao || !ad || !ty || !sz) {
+             *ty = take(&o.types), *sz = take(&o.sizes), *ct = take(&o.counts);
+    if (!po || !pd || !ao || !ad || !ty || !sz || !ct) {
         Py_XDECREF(po); Py_XDECREF(pd); Py_XDECREF(ao); Py_XDECREF(ad); Py_XDECREF(ty); Py_XDECREF(sz);
+        Py_XDECREF(ct);
         return NULL;
     }
-    return Py_BuildValue("(LNNNNNNn)", (long long)o.count, po, pd, ao, ad, ty, sz, stop);
+    return Py_BuildValue("(LNNNNNNNn)", (long long)o.count, po, pd, ao, ad, ty, sz, ct, stop);
 }
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "walk(data, ends, first) -> (count, path offsets, path bytes, address offsets, "
-                                 "address bytes, types, sizes, stop block)"},
+                                 "address bytes, types, sizes, entries after each block (int64), stop block)"},
     {NULL, NULL, 0, NULL},
 };
 

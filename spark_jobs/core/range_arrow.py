@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from spark_jobs.core import sstable
+from spark_jobs.core import addresses, sstable
 
 try:  # built by the install (setup.py); without it every range goes through the careful decoder
     import lakefs_rangewalk as _native
@@ -77,7 +77,7 @@ def joined_batch(buf: bytes | bytearray, ends: array.array) -> pa.RecordBatch:
     parts: list[pa.RecordBatch] = []
     first, blocks = 0, len(ends)
     while first < blocks:
-        count, po, pd, ao, ad, ty, sz, stop = _native.walk(buf, ends, first)
+        count, po, pd, ao, ad, ty, sz, _, stop = _native.walk(buf, ends, first)
         if count:
             parts.append(pa.RecordBatch.from_arrays([
                 pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(po), pa.py_buffer(pd)]),
@@ -94,6 +94,44 @@ def joined_batch(buf: bytes | bytearray, ends: array.array) -> pa.RecordBatch:
     if not parts:
         return _empty()
     return pa.concat_batches(parts)
+
+
+def block_entries(table, handles: list[tuple[int, int]]) -> list[list[tuple[bytes, str, int, int]]]:
+    """The (path, address, address type, size) entries of each data block of ``handles``, block by block: what the
+    mark cache keeps (``sstable.range_blocks``), from the compiled walk."""
+    if not handles:
+        return []
+    buf, ends = sstable.joined_blocks(table, handles)
+    if _native is None:
+        _tell_once("native", "lakefs_rangewalk is not installed: ranges are decoded by the careful decoder "
+                             "(about 10x slower); reinstall (scripts/install.sh) to build it")
+        return [_careful_entries(buf, ends, i) for i in range(len(ends))]
+    out: list[list[tuple[bytes, str, int, int]]] = []
+    first, blocks = 0, len(ends)
+    while first < blocks:
+        count, po, pd, ao, ad, ty, sz, counts, stop = _native.walk(buf, ends, first)
+        rows: list[tuple[bytes, str, int, int]] = []
+        if count:
+            rows = list(zip(
+                pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(po), pa.py_buffer(pd)]).to_pylist(),
+                pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(ao), pa.py_buffer(ad)]).to_pylist(),
+                array.array("b", ty).tolist(), array.array("q", sz).tolist(), strict=True))
+        at = 0
+        for n in array.array("q", counts):
+            out.append(rows[at:n])
+            at = n
+        if stop < blocks:
+            out.append(_careful_entries(buf, ends, stop))
+            _tell_once("shape", "a range data block of a shape the compiled walk does not take (first at block "
+                                "%d): such blocks are decoded by the careful decoder", stop)
+        first = stop + 1
+    return out
+
+
+def _careful_entries(buf: bytes | bytearray, ends: array.array, i: int) -> list[tuple[bytes, str, int, int]]:
+    out: list[tuple[bytes, str, int, int]] = []
+    sstable._block_entries_fast(bytes(memoryview(buf)[ends[i - 1] if i else 0:ends[i]]), out)  # noqa: SLF001
+    return out
 
 
 def _careful(buf: bytes | bytearray, ends: array.array, blocks: Iterable[int]) -> pa.RecordBatch:
@@ -121,3 +159,19 @@ def _empty() -> pa.RecordBatch:
 def careful_batch(data: bytes) -> pa.RecordBatch:
     """``range_batch`` by the careful decoder alone: the reference the compiled walk is tested against."""
     return _from_entries(sstable.range_entries(data))
+
+
+def relative_keys(batch: pa.RecordBatch, namespace_uris: Iterable[str]) -> pa.Array:
+    """The namespace-relative key of each entry (``addresses.relative_key``), null for an address outside the
+    namespace: the usual relative address is trimmed as one column; a full one is mapped one by one."""
+    import pyarrow.compute as pc  # noqa: PLC0415 - only the readers of keys pay its import
+
+    address, kind = batch.column(1), batch.column(2)
+    full = pc.or_(pc.equal(kind, addresses.FULL), pc.match_substring(address, "://"))
+    keys = pc.utf8_ltrim(address, characters="/")
+    if not pc.any(full).as_py():
+        return keys
+    mapper = addresses.key_mapper(namespace_uris)
+    mapped = [mapper(a, k) for a, k in zip(pc.filter(address, full).to_pylist(), pc.filter(kind, full).to_pylist(),
+                                           strict=True)]
+    return pc.replace_with_mask(keys, full, pa.array(mapped, pa.string()))

@@ -676,22 +676,37 @@ def joined_blocks(table: _Table, handles: list[tuple[int, int]]) -> tuple[bytear
     return out, ends
 
 
+def unseen_blocks(data: bytes, seen_blocks: set[bytes]) -> tuple[_Table, dict[bytes, tuple[int, int]]]:
+    """A range file's data blocks whose digest (BLAKE2b, as ``range_blocks`` names them) is not in ``seen_blocks``,
+    each once, in order: the table and digest -> handle. The caller adds the digests once it has decoded them."""
+    table = _Table(data)
+    _expect_type(table, b"ranges")
+    wanted: dict[bytes, tuple[int, int]] = {}
+    for offset, size in table.data_handles():
+        digest = _blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
+        if digest not in seen_blocks and digest not in wanted:
+            wanted[digest] = (offset, size)
+    return table, wanted
+
+
 def range_blocks(data: bytes, *, seen_blocks: set[bytes], verify_checksums: bool = True) \
         -> tuple[list[bytes], list[tuple[bytes, list[tuple[bytes, str, int, int]]]]]:
     """A range file as its data blocks (what the mark cache keeps): the digest of every block, in order (the key of
-    range_addresses's ``seen_blocks``), and the entries of each block not in ``seen_blocks``, added to it."""
+    range_addresses's ``seen_blocks``), and the entries of each block not in ``seen_blocks``, added to it. The
+    blocks are walked by the compiled walk (``range_arrow.block_entries``), which gives this decoder's entries."""
+    from spark_jobs.core import range_arrow  # noqa: PLC0415 - range_arrow builds on this module
+
     table = _Table(data, verify_checksums=verify_checksums)
     _expect_type(table, b"ranges")
     digests: list[bytes] = []
-    new: list[tuple[bytes, list[tuple[bytes, str, int, int]]]] = []
+    wanted: dict[bytes, tuple[int, int]] = {}
     for offset, size in table.data_handles():
         digest = _blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
         digests.append(digest)
-        if digest not in seen_blocks:
-            entries: list[tuple[bytes, str, int, int]] = []
-            _block_entries_fast(table.block((offset, size)), entries)
-            new.append((digest, entries))
-            seen_blocks.add(digest)
+        if digest not in seen_blocks and digest not in wanted:
+            wanted[digest] = (offset, size)
+    new = list(zip(wanted, range_arrow.block_entries(table, list(wanted.values())), strict=True))
+    seen_blocks.update(wanted)  # only once decoded and walked: a corrupt block is never taken as seen
     return digests, new
 
 
