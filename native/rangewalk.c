@@ -21,10 +21,12 @@
 typedef struct {
     char *p;
     size_t len, cap;
+    PyObject *owner; /* a bytes object of fixed size holding p (never grown), or NULL: malloc'd, grown */
 } vec;
 
 static int vec_reserve(vec *v, size_t more) {
     if (v->len + more <= v->cap) return 0;
+    if (v->owner) return -1;
     size_t cap = v->cap ? v->cap : 4096;
     while (cap < v->len + more) cap *= 2;
     char *p = realloc(v->p, cap);
@@ -81,6 +83,12 @@ static int uvarint(const uint8_t *b, int64_t *q, int64_t end, uint64_t *v, int *
 /* Python's strict UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF). */
 static int utf8_ok(const uint8_t *s, int64_t n) {
     int64_t i = 0;
+    while (i + 8 <= n) { /* ASCII eight bytes at a time: what addresses are */
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ull) break;
+        i += 8;
+    }
     while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) { i++; continue; }
@@ -244,6 +252,12 @@ static int walk_block(const uint8_t *b, int64_t n, out_t *o, vec *key) {
                         ((uint32_t)b[n - 1] << 24);
     int64_t end = n - 4 - 4 * (int64_t)restarts;
     if (end < 0 || (restarts == 0 && n > 4)) return IRREGULAR;
+    /* an entry takes at least 11 bytes (3 of header, an 8-byte key trailer): room for the block's entries at once,
+     * and for its addresses (never longer than the block); only the paths (prefixes repeated) grow per entry */
+    size_t most = (size_t)(end / 11 + 1);
+    if (vec_reserve(&o->path_off, 4 * most) || vec_reserve(&o->addr_off, 4 * most) || vec_reserve(&o->types, most) ||
+        vec_reserve(&o->sizes, 8 * most) || vec_reserve(&o->addr, (size_t)end) || vec_reserve(&o->path, 2 * (size_t)end))
+        return NOMEM;
     int64_t klen = 0, p = 0;
     while (p < end) {
         int64_t shared, unshared, q, nxt, a, an, size, atype;
@@ -290,10 +304,7 @@ static int walk_block(const uint8_t *b, int64_t n, out_t *o, vec *key) {
             if (uvarint(b, &r, nxt, &v, &big) || big || (v & 1) || (int64_t)(v >> 1) != nxt - r) return IRREGULAR;
             if (entry_careful(b, r, nxt, &a, &an, &size, &atype)) return IRREGULAR;
         }
-        if (vec_reserve(&o->path, (size_t)(klen - 8)) || vec_reserve(&o->path_off, 4) ||
-            vec_reserve(&o->addr, (size_t)an) || vec_reserve(&o->addr_off, 4) || vec_reserve(&o->types, 1) ||
-            vec_reserve(&o->sizes, 8))
-            return NOMEM;
+        if (vec_reserve(&o->path, (size_t)(klen - 8))) return NOMEM;
         memcpy(o->path.p + o->path.len, k, (size_t)(klen - 8));
         o->path.len += (size_t)(klen - 8);
         memcpy(o->addr.p + o->addr.len, b + a, (size_t)an);
@@ -316,6 +327,261 @@ static PyObject *take(vec *v) {
     return r;
 }
 
+/* --- CRC32C (Castagnoli) and Snappy, for the blocks as stored ------------------------------------------------- */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc_soft(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + 4, 4);
+        lo ^= c;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
+    return c ^ 0xFFFFFFFFu;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(const uint8_t *p, size_t n) {
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32 ^ 0xFFFFFFFFu;
+}
+static int have_hw;
+#endif
+
+static uint32_t crc32c(const uint8_t *p, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (have_hw) return crc_hw(p, n);
+#endif
+    return crc_soft(p, n);
+}
+
+/* The length a raw Snappy stream claims (its varint header), or -1. */
+static int64_t snappy_length(const uint8_t *ip, int64_t n, int64_t *header) {
+    uint64_t v = 0;
+    for (int i = 0; i < 5 && i < n; i++) {
+        v |= (uint64_t)(ip[i] & 0x7F) << (7 * i);
+        if (ip[i] < 0x80) {
+            *header = i + 1;
+            return v > 0xFFFFFFFFu ? -1 : (int64_t)v;
+        }
+    }
+    return -1;
+}
+
+/* Raw Snappy from [ip, ip + n) into exactly [op, op + len): 0, or -1 for a stream that is not exactly that.
+ * `in_slack` bytes may be read past the input's end and 16 written past the output's end (the caller's room):
+ * short literals and copies then move 16 bytes at once, as Snappy's own decoder does. */
+static int snappy_into(const uint8_t *ip, int64_t n, uint8_t *op, int64_t len, int64_t in_slack) {
+    const uint8_t *end = ip + n;
+    uint8_t *start = op, *oend = op + len;
+    while (ip < end) {
+        uint8_t tag = *ip++;
+        int64_t l, off;
+        if ((tag & 3) == 0 && tag < (16 << 2) && end - ip + in_slack >= 16) { /* a literal of at most 16 bytes */
+            l = (tag >> 2) + 1;
+            if (end - ip < l || oend - op < l) return -1;
+            memcpy(op, ip, 16);
+            ip += l;
+            op += l;
+            continue;
+        }
+        switch (tag & 3) {
+        case 0:
+            l = tag >> 2;
+            if (l >= 60) {
+                int w = (int)l - 59;
+                if (end - ip < w) return -1;
+                l = 0;
+                for (int i = 0; i < w; i++) l |= (int64_t)ip[i] << (8 * i);
+                ip += w;
+            }
+            l += 1;
+            if (end - ip < l || oend - op < l) return -1;
+            memcpy(op, ip, (size_t)l);
+            ip += l;
+            op += l;
+            continue;
+        case 1:
+            if (end - ip < 1) return -1;
+            l = ((tag >> 2) & 7) + 4;
+            off = ((int64_t)(tag >> 5) << 8) | *ip++;
+            break;
+        case 2:
+            if (end - ip < 2) return -1;
+            l = (tag >> 2) + 1;
+            off = (int64_t)ip[0] | ((int64_t)ip[1] << 8);
+            ip += 2;
+            break;
+        default:
+            if (end - ip < 4) return -1;
+            l = (tag >> 2) + 1;
+            off = (int64_t)ip[0] | ((int64_t)ip[1] << 8) | ((int64_t)ip[2] << 16) | ((int64_t)ip[3] << 24);
+            ip += 4;
+            break;
+        }
+        if (off == 0 || off > op - start || oend - op < l) return -1;
+        if (off >= 16 && l <= 16) { /* the usual short copy: 16 bytes at once (the output has the room) */
+            memcpy(op, op - off, 16);
+            op += l;
+        } else if (off >= l) {
+            memcpy(op, op - off, (size_t)l);
+            op += l;
+        } else if (off >= 8) {
+            while (l > 0) { /* overlapping by 8 or more: 8 bytes at a time */
+                memcpy(op, op - off, 8);
+                int64_t step = l < 8 ? l : 8;
+                op += step;
+                l -= step;
+            }
+        } else {
+            for (int64_t i = 0; i < l; i++, op++) *op = *(op - off); /* overlapping: a run */
+        }
+    }
+    return op == oend ? 0 : -1;
+}
+
+/* unpack(data, handles, limit, verify, first): the data blocks of `handles` (int64 offset, size pairs) from block
+ * `first`, each checked against the masked CRC32C its trailer stores (with `verify`) and decompressed (Snappy or
+ * none), end to end: (bytes, ends int64 bytes, stop). It stops at the first block it cannot take (a block past
+ * `limit`, a bad checksum, another compression, a Snappy stream it refuses): the caller reads that one through the
+ * careful decoder (which names the fault, or takes it after all) and calls again from the next. No GIL held. */
+static PyObject *unpack(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data, handles;
+    Py_ssize_t limit, first;
+    int verify;
+    if (!PyArg_ParseTuple(args, "y*y*npn", &data, &handles, &limit, &verify, &first)) return NULL;
+    const uint8_t *raw = data.buf;
+    const int64_t *h = handles.buf;
+    Py_ssize_t blocks = handles.len / 16, stop = blocks;
+    /* the output is made at its final size (less what a stop leaves out) before the work: copying a buffer of
+     * the whole file's blocks, or growing one block by block, cost as much as the decompression */
+    int64_t total = 16, header = 0;
+    for (Py_ssize_t i = first; i < blocks; i++) {
+        int64_t offset = h[2 * i], size = h[2 * i + 1], len;
+        if (offset < 0 || size <= 0 || offset + size + 5 > limit || limit > data.len) break;
+        len = raw[offset + size] == 1 ? snappy_length(raw + offset, size, &header) : size;
+        if (len < 0 || len > 24 * size + 64) break;
+        total += len;
+    }
+    PyObject *o = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    PyObject *e = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * (blocks - first + 1)));
+    if (!o || !e) {
+        Py_XDECREF(o);
+        Py_XDECREF(e);
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&handles);
+        return NULL;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(o);
+    int64_t *ends = (int64_t *)PyBytes_AS_STRING(e);
+    int64_t used = 0, done = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = first; i < blocks; i++) {
+        int64_t offset = h[2 * i], size = h[2 * i + 1];
+        if (offset < 0 || size <= 0 || offset + size + 5 > limit || limit > data.len) { stop = i; break; }
+        const uint8_t *b = raw + offset;
+        if (verify) {
+            uint32_t c = crc32c(b, (size_t)size + 1);
+            uint32_t masked = ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+            uint32_t stored = (uint32_t)b[size + 1] | ((uint32_t)b[size + 2] << 8) | ((uint32_t)b[size + 3] << 16) |
+                              ((uint32_t)b[size + 4] << 24);
+            if (masked != stored) { stop = i; break; }
+        }
+        int64_t len;
+        header = 0;
+        if (b[size] == 1) {
+            len = snappy_length(b, size, &header);
+            if (len < 0 || len > 24 * size + 64) { stop = i; break; }
+        } else if (b[size] == 0) {
+            len = size;
+        } else {
+            stop = i;
+            break;
+        }
+        if (used + len + 16 > total) { stop = i; break; }
+        if (b[size] == 1) {
+            if (snappy_into(b + header, size - header, out + used, len, data.len - offset - size)) {
+                stop = i;
+                break;
+            }
+        } else {
+            memcpy(out + used, b, (size_t)len);
+        }
+        used += len;
+        ends[done++] = used;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&handles);
+    if (_PyBytes_Resize(&o, (Py_ssize_t)used) || _PyBytes_Resize(&e, (Py_ssize_t)(8 * done))) {
+        Py_XDECREF(o);
+        Py_XDECREF(e);
+        return NULL;
+    }
+    return Py_BuildValue("(NNn)", o, e, stop);
+}
+
+/* crc32c(data): the CRC32C of a bytes-like object (for the tests: the same as google_crc32c.value). */
+static PyObject *crc32c_py(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    uint32_t c = crc32c(data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* snappy(data): a raw Snappy stream decompressed, or None where unpack would refuse it (for the tests). */
+static PyObject *snappy_py(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    int64_t header = 0, len = snappy_length(data.buf, data.len, &header);
+    PyObject *r = NULL;
+    if (len >= 0 && len <= 24 * (int64_t)data.len + 64) {
+        uint8_t *tmp = malloc((size_t)len + 16);
+        if (!tmp) {
+            PyBuffer_Release(&data);
+            return PyErr_NoMemory();
+        }
+        if (snappy_into((const uint8_t *)data.buf + header, data.len - header, tmp, len, 0)) r = Py_NewRef(Py_None);
+        else r = PyBytes_FromStringAndSize((const char *)tmp, (Py_ssize_t)len);
+        free(tmp);
+    } else {
+        r = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&data);
+    return r;
+}
+
 static PyObject *walk(PyObject *self, PyObject *args) {
     Py_buffer data, ends;
     Py_ssize_t first;
@@ -324,14 +590,33 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     const int64_t *end_of = ends.buf;
     Py_ssize_t blocks = ends.len / 8, stop = blocks;
     int status = OK;
-    vec key = {NULL, 0, 0};
+    vec key = {NULL, 0, 0, NULL};
     out_t o;
     memset(&o, 0, sizeof o);
-    if (vec_reserve(&o.path_off, 4) || vec_reserve(&o.addr_off, 4)) status = NOMEM;
-    else {
-        PUT(&o.path_off, int32_t, 0);
-        PUT(&o.addr_off, int32_t, 0);
+    /* every column but the paths made at its most (bytes objects, shrunk at the end): an entry takes at least 11
+     * bytes, an address no more than its block; copying the columns out of growing buffers cost as much as the walk */
+    int64_t room = 0, bytes = 0;
+    for (Py_ssize_t i = first; i < blocks; i++) {
+        int64_t start = i ? end_of[i - 1] : 0, e = end_of[i];
+        if (start < 0 || e < start || e > data.len) break;
+        room += (e - start) / 11 + 1;
+        bytes += e - start;
     }
+    vec *fixed[] = {&o.path_off, &o.addr_off, &o.addr, &o.types, &o.sizes, &o.counts};
+    int64_t sizes[] = {4 * (room + 1), 4 * (room + 1), bytes, room, 8 * room, 8 * (blocks - first + 1)};
+    for (int f = 0; f < 6; f++) {
+        fixed[f]->owner = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizes[f]);
+        if (!fixed[f]->owner) {
+            for (int g = 0; g < f; g++) Py_DECREF(fixed[g]->owner);
+            PyBuffer_Release(&data);
+            PyBuffer_Release(&ends);
+            return NULL;
+        }
+        fixed[f]->p = PyBytes_AS_STRING(fixed[f]->owner);
+        fixed[f]->cap = (size_t)sizes[f];
+    }
+    PUT(&o.path_off, int32_t, 0);
+    PUT(&o.addr_off, int32_t, 0);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = first; status == OK && i < blocks; i++) {
         int64_t start = i ? end_of[i - 1] : 0, e = end_of[i];
@@ -354,22 +639,25 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     free(key.p);
     PyBuffer_Release(&data);
     PyBuffer_Release(&ends);
-    if (status == NOMEM) {
-        free(o.path_off.p); free(o.path.p); free(o.addr_off.p); free(o.addr.p); free(o.types.p); free(o.sizes.p);
-        free(o.counts.p);
-        return PyErr_NoMemory();
+    PyObject *pd = status == NOMEM ? NULL : take(&o.path);
+    free(o.path.p);
+    int failed = pd == NULL;
+    for (int f = 0; f < 6; f++)
+        if (!failed && _PyBytes_Resize(&fixed[f]->owner, (Py_ssize_t)fixed[f]->len)) failed = 1;
+    if (failed) {
+        for (int f = 0; f < 6; f++) Py_XDECREF(fixed[f]->owner);
+        Py_XDECREF(pd);
+        return status == NOMEM ? PyErr_NoMemory() : NULL;
     }
-    PyObject *po = take(&o.path_off), *pd = take(&o.path), *ao = take(&o.addr_off), *ad = take(&o.addr),
-             *ty = take(&o.types), *sz = take(&o.sizes), *ct = take(&o.counts);
-    if (!po || !pd || !ao || !ad || !ty || !sz || !ct) {
-        Py_XDECREF(po); Py_XDECREF(pd); Py_XDECREF(ao); Py_XDECREF(ad); Py_XDECREF(ty); Py_XDECREF(sz);
-        Py_XDECREF(ct);
-        return NULL;
-    }
+    PyObject *po = o.path_off.owner, *ao = o.addr_off.owner, *ad = o.addr.owner, *ty = o.types.owner,
+             *sz = o.sizes.owner, *ct = o.counts.owner;
     return Py_BuildValue("(LNNNNNNNn)", (long long)o.count, po, pd, ao, ad, ty, sz, ct, stop);
 }
 
 static PyMethodDef methods[] = {
+    {"unpack", unpack, METH_VARARGS, "unpack(data, handles, limit, verify, first) -> (blocks, ends, stop block)"},
+    {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int"},
+    {"snappy", snappy_py, METH_VARARGS, "snappy(data) -> bytes or None"},
     {"walk", walk, METH_VARARGS, "walk(data, ends, first) -> (count, path offsets, path bytes, address offsets, "
                                  "address bytes, types, sizes, entries after each block (int64), stop block)"},
     {NULL, NULL, 0, NULL},
@@ -377,4 +665,11 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "lakefs_rangewalk", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit_lakefs_rangewalk(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_lakefs_rangewalk(void) {
+    crc_init();
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    have_hw = __builtin_cpu_supports("sse4.2");
+#endif
+    return PyModule_Create(&module);
+}

@@ -4,11 +4,13 @@ from lakeFS's range SSTables without a Python object per entry (pure).
 ``range_batch`` is the one entry point; its schema is ``RANGE_SCHEMA``. The careful decoder of ``sstable`` stays the
 reference: whatever decodes faster must give the same rows, in the same order.
 
-How: each data block is checked against the CRC32C it carries (google-crc32c) and Snappy-decompressed (cramjam)
-into one buffer (``sstable.joined_blocks``); the entries are walked by compiled code, ``lakefs_rangewalk``
-(native/rangewalk.c, built by the install), which writes the Arrow arrays' buffers directly and runs without the
-GIL, so two threads decode two ranges at once. The walk takes only the shape lakeFS writes; a block of any other
-shape (or every block, without the compiled module) goes through the careful decoder, and that is logged.
+How: one call into compiled code, ``lakefs_rangewalk`` (native/rangewalk.c, built by the install), per file: each
+data block checked against the CRC32C its trailer stores (in hardware where the CPU has it) and Snappy-decompressed
+into one buffer (``joined``), then the entries walked into the Arrow arrays' buffers (``joined_batch``), all without
+the GIL, so that two threads decode two ranges at once. A Python call per block (google-crc32c, cramjam) cost more
+than the walk itself (5 µs a block, 60 % of the time); those bindings stay the careful path and the tests' oracles.
+The walk takes every entry the careful decoder takes; any block it is unsure of (or every block, without the
+compiled module) goes through the careful decoder, and that is logged once.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def blocks_batch(table, handles: list[tuple[int, int]]) -> pa.RecordBatch:
     """Every entry of the data blocks ``handles`` of one range file (``sstable.block_keys`` gives them), in order."""
     if not handles:
         return _empty()
-    buf, ends = sstable.joined_blocks(table, handles)
+    buf, ends = joined(table, handles)
     return joined_batch(buf, ends)
 
 
@@ -96,12 +98,41 @@ def joined_batch(buf: bytes | bytearray, ends: array.array) -> pa.RecordBatch:
     return pa.concat_batches(parts)
 
 
+def joined(table, handles: list[tuple[int, int]]) -> tuple[bytes | bytearray, array.array]:
+    """The data blocks of ``handles`` checked and decompressed, end to end, with where each ends: by the compiled
+    module in one call per file (CRC32C in hardware, Snappy), any block it does not take (a bad checksum, another
+    compression, a stream it refuses) through the careful ``_Table.block``, which names the fault or reads it."""
+    if _native is None:
+        return sstable.joined_blocks(table, handles)
+    flat = array.array("q", [x for handle in handles for x in handle])
+    parts: list[bytes] = []
+    ends = array.array("q")
+    first, base = 0, 0
+    while first < len(handles):
+        buf, got, stop = _native.unpack(table.data, flat, table.footer_start, table.verify, first)
+        parts.append(buf)
+        if base:
+            ends.extend(base + e for e in array.array("q", got))
+        else:
+            ends.frombytes(got)
+        base += len(buf)
+        if stop < len(handles):
+            block = table.block(handles[stop])  # raises SSTableError, unless the block is fine after all
+            _tell_once("unpack", "a range data block the compiled module does not unpack (block %d): read by the "
+                                 "careful decoder", stop)
+            parts.append(block)
+            base += len(block)
+            ends.append(base)
+        first = stop + 1
+    return parts[0] if len(parts) == 1 else b"".join(parts), ends
+
+
 def block_entries(table, handles: list[tuple[int, int]]) -> list[list[tuple[bytes, str, int, int]]]:
     """The (path, address, address type, size) entries of each data block of ``handles``, block by block: what the
     mark cache keeps (``sstable.range_blocks``), from the compiled walk."""
     if not handles:
         return []
-    buf, ends = sstable.joined_blocks(table, handles)
+    buf, ends = joined(table, handles)
     if _native is None:
         _tell_once("native", "lakefs_rangewalk is not installed: ranges are decoded by the careful decoder "
                              "(about 10x slower); reinstall (scripts/install.sh) to build it")

@@ -241,3 +241,74 @@ def test_without_the_compiled_walk_the_careful_decoder_decodes_and_says_so(monke
     for data in lakefs_ranges().values():
         assert range_arrow.range_batch(data).equals(range_arrow.careful_batch(data))
     assert "careful decoder" in caplog.text
+
+
+# --- the compiled module's CRC32C and Snappy against the bindings the careful decoder uses ------------------------
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_compiled_crc32c_is_google_crc32c(seed):
+    import google_crc32c  # noqa: PLC0415
+    import lakefs_rangewalk  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    for n in list(range(40)) + [rng.randrange(1 << 16) for _ in range(200)]:
+        data = rng.randbytes(n)
+        assert lakefs_rangewalk.crc32c(data) == google_crc32c.value(data)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_snappy_is_cramjam_or_refuses(seed):
+    """On streams cramjam wrote, the same bytes; on damaged ones, the same bytes or a refusal (then the careful path,
+    cramjam, decides)."""
+    import lakefs_rangewalk  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    took = 0
+    for _ in range(ROUNDS * 2):
+        n = rng.choice([0, 1, 5, 17, 60, 61, 300, 4096, 70000])
+        kind = rng.random()
+        if kind < 0.3:
+            data = rng.randbytes(n)
+        elif kind < 0.6:
+            data = bytes(rng.randrange(rng.choice([2, 4, 16])) for _ in range(n))
+        else:
+            data = (rng.randbytes(rng.randint(1, 20)) * (n + 1))[:n]
+        stream = bytes(cramjam.snappy.compress_raw(data))
+        assert lakefs_rangewalk.snappy(stream) == data
+        damaged = bytearray(stream)
+        for _ in range(rng.randint(1, 3)):
+            if damaged:
+                damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        if rng.random() < 0.2 and damaged:
+            del damaged[rng.randrange(len(damaged)):]
+        mine = lakefs_rangewalk.snappy(bytes(damaged))
+        if mine is not None:
+            took += 1
+            assert mine == bytes(cramjam.snappy.decompress_raw(bytes(damaged)))
+    assert took
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unpacked_blocks_are_the_careful_decoders_blocks_or_refused(seed):
+    """Files with damaged stored blocks, the checksums made good again: what the compiled module unpacks is what
+    _Table.block gives; what it refuses, _Table.block names or reads."""
+    import google_crc32c  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    files = list(lakefs_ranges().values())
+    for _ in range(ROUNDS // 2):
+        data = bytearray(rng.choice(files))
+        table, handles, _ = sstable.block_keys(bytes(data))
+        offset, size = rng.choice(handles)
+        for _ in range(rng.randint(1, 3)):
+            data[offset + rng.randrange(size)] = rng.randrange(256)
+        crc = google_crc32c.value(bytes(data[offset:offset + size + 1]))
+        data[offset + size + 1:offset + size + 5] = ((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF) \
+            .to_bytes(4, "little")
+        damaged = bytes(data)
+        table = sstable._Table(damaged)  # noqa: SLF001
+        fast = outcome(range_arrow.joined, table, handles)
+        careful = outcome(sstable.joined_blocks, table, handles)
+        assert fast is careful or (fast is not SSTableError and careful is not SSTableError
+                                   and bytes(fast[0]) == bytes(careful[0]) and list(fast[1]) == list(careful[1]))
