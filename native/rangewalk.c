@@ -654,7 +654,205 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     return Py_BuildValue("(LNNNNNNNn)", (long long)o.count, po, pd, ao, ad, ty, sz, ct, stop);
 }
 
+/* --- the entries of many batches netted by (address, address type) ------------------------------------------ */
+
+typedef struct {
+    const int32_t *off;
+    const uint8_t *data;
+    const int8_t *types;
+    int64_t weight, count;
+} column_t;
+
+static uint64_t hash_bytes(const uint8_t *p, int64_t n, uint64_t seed) {
+    uint64_t h = seed ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xC2B2AE3D27D4EB4Full;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)n);
+    h = (h ^ w) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 32;
+    return h;
+}
+
+/* net([(offsets, data, types, weight, count), ...]): the string columns (Arrow int32 offsets and bytes), their
+ * address types (int8) and a weight per column; every (address, type) whose weights do not sum to 0, as three
+ * int64 buffers: the column and row of one entry holding it, and the sum. Exact: entries with one hash are
+ * compared byte for byte. No GIL held while it counts. */
+static PyObject *net(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *list;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(list);
+    column_t *cols = calloc((size_t)(k ? k : 1), sizeof *cols);
+    Py_buffer *views = calloc((size_t)(3 * (k ? k : 1)), sizeof *views);
+    Py_ssize_t held = 0;
+    int64_t total = 0;
+    PyObject *result = NULL;
+    if (!cols || !views) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t c = 0; c < k; c++) {
+        PyObject *item = PyList_GET_ITEM(list, c), *off, *data, *types;
+        long long weight, count;
+        if (!PyArg_ParseTuple(item, "OOOLL", &off, &data, &types, &weight, &count)) goto done;
+        if (PyObject_GetBuffer(off, &views[held], PyBUF_SIMPLE)) goto done;
+        held++;
+        if (PyObject_GetBuffer(data, &views[held], PyBUF_SIMPLE)) goto done;
+        held++;
+        if (PyObject_GetBuffer(types, &views[held], PyBUF_SIMPLE)) goto done;
+        held++;
+        if (count < 0 || views[held - 3].len < 4 * (count + 1) || views[held - 1].len < count) {
+            PyErr_SetString(PyExc_ValueError, "a column is shorter than its count");
+            goto done;
+        }
+        cols[c].off = views[held - 3].buf;
+        cols[c].data = views[held - 2].buf;
+        cols[c].types = views[held - 1].buf;
+        cols[c].weight = weight;
+        cols[c].count = count;
+        int64_t last = cols[c].off[count];
+        if (cols[c].off[0] < 0 || last > views[held - 2].len) {
+            PyErr_SetString(PyExc_ValueError, "a column's offsets run past its bytes");
+            goto done;
+        }
+        total += count;
+    }
+    size_t cap = 16;
+    while (cap < 2 * (size_t)total) cap *= 2;
+    int64_t *slot_col = malloc(cap * sizeof(int64_t)), *slot_row = malloc(cap * sizeof(int64_t)),
+            *slot_sum = malloc(cap * sizeof(int64_t));
+    uint64_t *slot_hash = malloc(cap * sizeof(uint64_t));
+    if (!slot_col || !slot_row || !slot_sum || !slot_hash) {
+        free(slot_col); free(slot_row); free(slot_sum); free(slot_hash);
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < cap; i++) slot_col[i] = -1;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        const column_t *col = &cols[c];
+        for (int64_t r = 0; r < col->count; r++) {
+            const uint8_t *a = col->data + col->off[r];
+            int64_t an = col->off[r + 1] - col->off[r];
+            int8_t t = col->types[r];
+            uint64_t h = hash_bytes(a, an, (uint64_t)(uint8_t)t);
+            size_t at = (size_t)h & (cap - 1);
+            for (;;) {
+                if (slot_col[at] < 0) {
+                    slot_col[at] = c;
+                    slot_row[at] = r;
+                    slot_sum[at] = col->weight;
+                    slot_hash[at] = h;
+                    break;
+                }
+                if (slot_hash[at] == h) {
+                    const column_t *o = &cols[slot_col[at]];
+                    int64_t orow = slot_row[at], on = o->off[orow + 1] - o->off[orow];
+                    if (on == an && o->types[orow] == t && memcmp(o->data + o->off[orow], a, (size_t)an) == 0) {
+                        slot_sum[at] += col->weight;
+                        break;
+                    }
+                }
+                at = (at + 1) & (cap - 1);
+            }
+        }
+    }
+    for (size_t i = 0; i < cap; i++)
+        if (slot_col[i] >= 0 && slot_sum[i] != 0) {
+            slot_col[found] = slot_col[i];
+            slot_row[found] = slot_row[i];
+            slot_sum[found] = slot_sum[i];
+            found++;
+        }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(y#y#y#)", (const char *)slot_col, (Py_ssize_t)(8 * found), (const char *)slot_row,
+                           (Py_ssize_t)(8 * found), (const char *)slot_sum, (Py_ssize_t)(8 * found));
+    free(slot_col); free(slot_row); free(slot_sum); free(slot_hash);
+done:
+    for (Py_ssize_t v = 0; v < held; v++) PyBuffer_Release(&views[v]);
+    free(views);
+    free(cols);
+    return result;
+}
+
+/* index(data, block, limit): the data block handles an index block lists (int64 offset, size pairs) and each
+ * block's key (the masked CRC32C its trailer stores | size << 32, uint64), or None where this is unsure (a handle
+ * past `limit`, an entry of another shape): the caller then walks the index with the careful decoder. */
+static PyObject *index_py(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data, block;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*y*n", &data, &block, &limit)) return NULL;
+    const uint8_t *b = block.buf, *raw = data.buf;
+    int64_t n = block.len, ok = n >= 4 && limit <= data.len;
+    int64_t end = 0, count = 0;
+    if (ok) {
+        uint32_t restarts = (uint32_t)b[n - 4] | ((uint32_t)b[n - 3] << 8) | ((uint32_t)b[n - 2] << 16) |
+                            ((uint32_t)b[n - 1] << 24);
+        end = n - 4 - 4 * (int64_t)restarts;
+        ok = end >= 0 && !(restarts == 0 && n > 4);
+    }
+    PyObject *hs = ok ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(16 * (end / 4 + 1))) : NULL;
+    PyObject *ks = ok ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * (end / 4 + 1))) : NULL;
+    if (ok && (!hs || !ks)) {
+        Py_XDECREF(hs);
+        Py_XDECREF(ks);
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&block);
+        return NULL;
+    }
+    if (ok) {
+        int64_t *h = (int64_t *)PyBytes_AS_STRING(hs);
+        uint64_t *k = (uint64_t *)PyBytes_AS_STRING(ks);
+        int64_t p = 0;
+        while (ok && p < end) {
+            uint64_t shared, unshared, vlen, offset, size;
+            int big;
+            if (uvarint(b, &p, end, &shared, &big) || big || uvarint(b, &p, end, &unshared, &big) || big ||
+                uvarint(b, &p, end, &vlen, &big) || big || unshared > (uint64_t)(end - p) ||
+                vlen > (uint64_t)(end - p) - unshared) {
+                ok = 0;
+                break;
+            }
+            int64_t q = p + (int64_t)unshared, vend = q + (int64_t)vlen;
+            if (uvarint(b, &q, vend, &offset, &big) || big || uvarint(b, &q, vend, &size, &big) || big ||
+                offset + size + 5 > (uint64_t)limit || size > 0xFFFFFFFFu) {
+                ok = 0;
+                break;
+            }
+            const uint8_t *t = raw + offset + size + 1;
+            h[2 * count] = (int64_t)offset;
+            h[2 * count + 1] = (int64_t)size;
+            k[count] = ((uint64_t)t[0] | ((uint64_t)t[1] << 8) | ((uint64_t)t[2] << 16) | ((uint64_t)t[3] << 24)) |
+                       (size << 32);
+            count++;
+            p = vend;
+        }
+        ok = ok && p == end;
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&block);
+    if (!ok) {
+        Py_XDECREF(hs);
+        Py_XDECREF(ks);
+        Py_RETURN_NONE;
+    }
+    if (_PyBytes_Resize(&hs, (Py_ssize_t)(16 * count)) || _PyBytes_Resize(&ks, (Py_ssize_t)(8 * count))) {
+        Py_XDECREF(hs);
+        Py_XDECREF(ks);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", hs, ks);
+}
+
 static PyMethodDef methods[] = {
+    {"index", index_py, METH_VARARGS, "index(data, index block, limit) -> (handles, keys) or None"},
+    {"net", net, METH_VARARGS, "net([(offsets, data, types, weight, count), ...]) -> (columns, rows, sums)"},
     {"unpack", unpack, METH_VARARGS, "unpack(data, handles, limit, verify, first) -> (blocks, ends, stop block)"},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int"},
     {"snappy", snappy_py, METH_VARARGS, "snappy(data) -> bytes or None"},

@@ -53,8 +53,30 @@ def compiled() -> bool:
 
 def range_batch(data: bytes) -> pa.RecordBatch:
     """Every entry of one range file, in key order, checksums verified (``sstable.SSTableError`` otherwise)."""
-    table, handles, _ = sstable.block_keys(data)
+    table, handles, _ = block_keys(data)
     return blocks_batch(table, handles)
+
+
+def block_keys(data: bytes) -> tuple[object, list[tuple[int, int]], list[int]]:
+    """``sstable.block_keys`` (the table, its data blocks' handles and keys), the index walked by the compiled
+    module; an index it is unsure of goes through ``sstable.block_keys``."""
+    if _native is None:
+        return sstable.block_keys(data)
+    table = sstable._Table(data)  # noqa: SLF001
+    sstable._expect_type(table, b"ranges")  # noqa: SLF001
+    index_blocks = [table.index]
+    if table.two_level():
+        index_blocks = sstable._index_handles(table.block(table.index, "top-level index"), "top-level index")  # noqa: SLF001
+    handles: list[tuple[int, int]] = []
+    keys: list[int] = []
+    for handle in index_blocks:
+        got = _native.index(table.data, table.block(handle, "index"), table.footer_start)
+        if got is None:
+            return sstable.block_keys(data)
+        flat = array.array("q", got[0])
+        handles += zip(flat[::2], flat[1::2], strict=True)
+        keys += array.array("Q", got[1])
+    return table, handles, keys
 
 
 def range_batches(files: Iterable[bytes]) -> list[pa.RecordBatch]:

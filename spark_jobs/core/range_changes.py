@@ -15,6 +15,7 @@ that a group's change is computed where its files are (a thread, an executor) an
 
 from __future__ import annotations
 
+import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -34,7 +35,7 @@ class Tally:
     blocks_decoded: int = 0  # of those, the ones that did not cancel out and were walked
     entries_decoded: int = 0
     entries_changed: int = 0
-    bytes_decoded: int = 0  # uncompressed bytes walked
+    arrow_bytes: int = 0  # the Arrow columns the walked blocks made
 
     def add(self, other: Tally) -> None:
         for name in self.__dataclass_fields__:
@@ -67,18 +68,6 @@ def groups(spans: Mapping[str, tuple[bytes, bytes]], *, most: int = 16) -> list[
 
 
 @dataclass
-class _Block:
-    range_id: str
-    data: bytes  # the file
-    handle: tuple[int, int]
-
-    def stored(self) -> bytes:
-        """The block as stored: its bytes and compression type (what the key's CRC32C covers)."""
-        offset, size = self.handle
-        return self.data[offset:offset + size + 1]
-
-
-@dataclass
 class _Range:
     table: object
     handles: list[tuple[int, int]]
@@ -92,31 +81,35 @@ def changes(files: Mapping[str, bytes], dead: set[str], *,
     type) whose count differs, with the difference. ``map_`` may walk the ranges on threads (the walk releases the
     GIL)."""
     tally = Tally()
-    ranges = {r: _Range(*sstable.block_keys(data)) for r, data in files.items()}
-    by_key: dict[int, list[tuple[int, _Block]]] = {}
+    ranges = {r: _Range(*range_arrow.block_keys(data)) for r, data in files.items()}
+    sides = [{k for r, g in ranges.items() if (r in dead) == died for k in g.keys} for died in (True, False)]
+    both = sides[0] & sides[1]  # keys held on both sides: maybe the same block, to compare
+    held: dict[int, list[tuple[int, str, tuple[int, int]]]] = {}
     for range_id, rng in ranges.items():
         sign = -1 if range_id in dead else 1
         tally.blocks += len(rng.handles)
+        alone = []
         for handle, key in zip(rng.handles, rng.keys, strict=True):
-            by_key.setdefault(key, []).append((sign, _Block(range_id, files[range_id], handle)))
-    for held in by_key.values():
-        if len(held) == 1:
-            sign, block = held[0]
-            ranges[block.range_id].decode.setdefault(sign, []).append(block.handle)
-            continue
+            if key in both:
+                held.setdefault(key, []).append((sign, range_id, handle))
+            else:
+                alone.append(handle)
+        if alone:
+            rng.decode[sign] = alone
+    for blocks in held.values():
         # blocks of one key: the same bytes almost always, compared to be sure; each distinct content's net count
-        distinct: list[list] = []  # [stored bytes, net count, a block holding them]
-        for sign, block in held:
-            content = block.stored()
+        distinct: list[list] = []  # [stored bytes and compression type, net count, range, handle]
+        for sign, range_id, (offset, size) in blocks:
+            content = files[range_id][offset:offset + size + 1]
             for same in distinct:
                 if same[0] == content:
                     same[1] += sign
                     break
             else:
-                distinct.append([content, sign, block])
-        for _, net, block in distinct:
+                distinct.append([content, sign, range_id, (offset, size)])
+        for _, net, range_id, handle in distinct:
             if net:
-                ranges[block.range_id].decode.setdefault(net, []).append(block.handle)
+                ranges[range_id].decode.setdefault(net, []).append(handle)
 
     def walk(item: tuple[str, _Range]) -> list[tuple[pa.RecordBatch, int]]:
         _, rng = item
@@ -127,17 +120,26 @@ def changes(files: Mapping[str, bytes], dead: set[str], *,
     for rng in ranges.values():
         tally.blocks_decoded += sum(len(h) for h in rng.decode.values())
     tally.entries_decoded = sum(b.num_rows for b, _ in batches)
-    tally.bytes_decoded = sum(b.nbytes for b, _ in batches)
+    tally.arrow_bytes = sum(b.nbytes for b, _ in batches)
     out = _net(batches)
     tally.entries_changed = len(out)
     return out, tally
 
 
 def _net(batches: list[tuple[pa.RecordBatch, int]]) -> list[Change]:
-    """(address, type, summed weight) of every (address, type) whose weights do not sum to 0."""
+    """(address, type, summed weight) of every (address, type) whose weights do not sum to 0: counted in one hash
+    table by the compiled module (exact: equal hashes are compared byte for byte), else by Arrow's group-by."""
     batches = [(b, w) for b, w in batches if b.num_rows]
     if not batches:
         return []
+    native = range_arrow._native  # noqa: SLF001
+    if native is not None:
+        columns = [pa.concat_arrays([b.column(1)]) if b.column(1).offset else b.column(1) for b, _ in batches]
+        types = [pa.concat_arrays([b.column(2)]) if b.column(2).offset else b.column(2) for b, _ in batches]
+        cols, rows, sums = native.net([(c.buffers()[1], c.buffers()[2], t.buffers()[1], w, len(c))
+                                       for c, t, (_, w) in zip(columns, types, batches, strict=True)])
+        return [(columns[c][r].as_py(), types[c][r].as_py(), n) for c, r, n in
+                zip(array.array("q", cols), array.array("q", rows), array.array("q", sums), strict=True)]
     table = pa.Table.from_batches([
         pa.RecordBatch.from_arrays([b.column(1), b.column(2), pa.repeat(pa.scalar(w, pa.int64()), b.num_rows)],
                                    names=["address", "address_type", "weight"]) for b, w in batches])

@@ -312,3 +312,10 @@ def test_unpacked_blocks_are_the_careful_decoders_blocks_or_refused(seed):
         careful = outcome(sstable.joined_blocks, table, handles)
         assert fast is careful or (fast is not SSTableError and careful is not SSTableError
                                    and bytes(fast[0]) == bytes(careful[0]) and list(fast[1]) == list(careful[1]))
+
+
+def test_the_compiled_index_walk_gives_sstables_handles_and_keys():
+    for data in lakefs_ranges().values():
+        _, handles, keys = range_arrow.block_keys(data)
+        _, want_handles, want_keys = sstable.block_keys(data)
+        assert (handles, keys) == (want_handles, want_keys)

@@ -56,13 +56,13 @@ def test_a_range_replaced_by_itself_changes_nothing_and_reads_no_block():
 def test_blocks_whose_keys_collide_are_told_apart_by_their_bytes(seed, monkeypatch):
     """Every block given one key (as if every CRC32C and size agreed): the byte comparison alone must keep the
     change exact."""
-    keys_of = sstable.block_keys
+    keys_of = range_changes.range_arrow.block_keys
 
     def colliding(data):
         table, handles, keys = keys_of(data)
         return table, handles, [0] * len(keys)
 
-    monkeypatch.setattr(range_changes.sstable, "block_keys", colliding)
+    monkeypatch.setattr(range_changes.range_arrow, "block_keys", colliding)
     rng = random.Random(seed)
     pool = ranges()
     files = {f"r{i}": rng.choice(pool) for i in range(4)}
@@ -123,3 +123,15 @@ def test_the_engine_finds_the_same_change_on_the_driver_and_in_groups(few, monke
     assert delta == {h: n for h, n in want.items() if n}
     assert gone == gone_want
     assert tally["blocks"] == sum(sstable.table_info(d)["data_blocks"] for d in files.values())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_compiled_count_is_arrows_group_by(seed, monkeypatch):
+    rng = random.Random(seed)
+    pool = ranges()
+    files = {f"r{i}": rng.choice(pool) for i in range(5)}
+    dead = {"r0", "r3"}
+    compiled, _ = range_changes.changes(files, dead)
+    monkeypatch.setattr(range_changes.range_arrow, "_native", None)
+    arrow, _ = range_changes.changes(files, dead)
+    assert sorted(compiled) == sorted(arrow)
