@@ -657,8 +657,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
 /* --- the entries of many batches netted by (address, address type) ------------------------------------------ */
 
 typedef struct {
-    const int32_t *off;
-    const uint8_t *data;
+    const int32_t *off, *poff;
+    const uint8_t *data, *pdata;
     const int8_t *types;
     int64_t weight, count;
 } column_t;
@@ -680,103 +680,250 @@ static uint64_t hash_bytes(const uint8_t *p, int64_t n, uint64_t seed) {
     return h;
 }
 
-/* net([(offsets, data, types, weight, count), ...]): the string columns (Arrow int32 offsets and bytes), their
- * address types (int8) and a weight per column; every (address, type) whose weights do not sum to 0, as three
- * int64 buffers: the column and row of one entry holding it, and the sum. Exact: entries with one hash are
- * compared byte for byte. No GIL held while it counts. */
+/* An open-addressing table of (address, type) -> sum, each slot naming one entry that holds it. */
+typedef struct {
+    const column_t *cols;
+    size_t cap;
+    int32_t *col, *row; /* col -1: empty */
+    int64_t *sum;
+    uint32_t *tag;
+} table_t;
+
+static int table_init(table_t *t, const column_t *cols, int64_t most) {
+    t->cols = cols;
+    t->cap = 16;
+    while (t->cap < (size_t)most + (size_t)most / 2 + 1) t->cap *= 2;
+    t->col = malloc(t->cap * sizeof(int32_t));
+    t->row = malloc(t->cap * sizeof(int32_t));
+    t->sum = malloc(t->cap * sizeof(int64_t));
+    t->tag = malloc(t->cap * sizeof(uint32_t));
+    if (!t->col || !t->row || !t->sum || !t->tag) return -1;
+    for (size_t i = 0; i < t->cap; i++) t->col[i] = -1;
+    return 0;
+}
+
+static void table_free(table_t *t) {
+    free(t->col); free(t->row); free(t->sum); free(t->tag);
+}
+
+static void table_add(table_t *t, int32_t c, int32_t r, int64_t weight) {
+    const column_t *col = &t->cols[c];
+    const uint8_t *a = col->data + col->off[r];
+    int64_t an = col->off[r + 1] - col->off[r];
+    int8_t ty = col->types[r];
+    uint64_t h = hash_bytes(a, an, (uint64_t)(uint8_t)ty);
+    size_t at = (size_t)h & (t->cap - 1);
+    for (;;) {
+        if (t->col[at] < 0) {
+            t->col[at] = c;
+            t->row[at] = r;
+            t->sum[at] = weight;
+            t->tag[at] = (uint32_t)(h >> 32);
+            return;
+        }
+        if (t->tag[at] == (uint32_t)(h >> 32)) {
+            const column_t *o = &t->cols[t->col[at]];
+            int32_t orow = t->row[at];
+            int64_t on = o->off[orow + 1] - o->off[orow];
+            if (on == an && o->types[orow] == ty && memcmp(o->data + o->off[orow], a, (size_t)an) == 0) {
+                t->sum[at] += weight;
+                return;
+            }
+        }
+        at = (at + 1) & (t->cap - 1);
+    }
+}
+
+/* One side's entries in path order, across its columns. */
+typedef struct {
+    const column_t *cols;
+    const int32_t *order;
+    int64_t n, c, r; /* columns on this side; where the cursor is */
+    const uint8_t *last;
+    int64_t lastn;
+} side_t;
+
+static int side_valid(side_t *s) {
+    while (s->c < s->n && s->r >= s->cols[s->order[s->c]].count) { s->c++; s->r = 0; }
+    return s->c < s->n;
+}
+
+static int cmp_bytes(const uint8_t *a, int64_t an, const uint8_t *b, int64_t bn) {
+    int r = memcmp(a, b, (size_t)(an < bn ? an : bn));
+    return r ? r : (an < bn ? -1 : an > bn);
+}
+
+/* Advances the side; -1 when its paths are not strictly increasing (it is not one ordered stream). */
+static int side_next(side_t *s) {
+    const column_t *col = &s->cols[s->order[s->c]];
+    const uint8_t *p = col->pdata + col->poff[s->r];
+    int64_t pn = col->poff[s->r + 1] - col->poff[s->r];
+    if (s->last && cmp_bytes(s->last, s->lastn, p, pn) >= 0) return -1;
+    s->last = p;
+    s->lastn = pn;
+    s->r++;
+    return 0;
+}
+
+static PyObject *parse_columns(PyObject *list, column_t *cols, Py_buffer *views, Py_ssize_t *held, int64_t *total) {
+    Py_ssize_t k = PyList_GET_SIZE(list);
+    for (Py_ssize_t c = 0; c < k; c++) {
+        PyObject *item = PyList_GET_ITEM(list, c), *bufs[5];
+        long long weight, count;
+        if (!PyArg_ParseTuple(item, "OOOLLOO", &bufs[0], &bufs[1], &bufs[2], &weight, &count, &bufs[3], &bufs[4]))
+            return NULL;
+        Py_buffer *v = &views[*held];
+        for (int i = 0; i < 5; i++) {
+            if (PyObject_GetBuffer(bufs[i], &views[*held], PyBUF_SIMPLE)) return NULL;
+            (*held)++;
+        }
+        if (count < 0 || count >= INT32_MAX || v[0].len < 4 * (count + 1) || v[2].len < count ||
+            v[3].len < 4 * (count + 1)) {
+            PyErr_SetString(PyExc_ValueError, "a column is shorter than its count");
+            return NULL;
+        }
+        cols[c].off = v[0].buf;
+        cols[c].data = v[1].buf;
+        cols[c].types = v[2].buf;
+        cols[c].poff = v[3].buf;
+        cols[c].pdata = v[4].buf;
+        cols[c].weight = weight;
+        cols[c].count = count;
+        for (int64_t r = 0; r < count; r++) /* offsets checked once: the walks below trust them */
+            if (cols[c].off[r] < 0 || cols[c].off[r + 1] < cols[c].off[r] || cols[c].poff[r] < 0 ||
+                cols[c].poff[r + 1] < cols[c].poff[r]) {
+                PyErr_SetString(PyExc_ValueError, "a column's offsets go backwards");
+                return NULL;
+            }
+        if (cols[c].off[count] > v[1].len || cols[c].poff[count] > v[4].len) {
+            PyErr_SetString(PyExc_ValueError, "a column's offsets run past its bytes");
+            return NULL;
+        }
+        *total += count;
+    }
+    return Py_None;
+}
+
+/* net(columns, dead, new): columns are (address offsets, address bytes, types, weight, count, path offsets, path
+ * bytes), Arrow's int32-offset layout; every (address, type) whose weights do not sum to 0, as three int64
+ * buffers: the column and row of one entry holding it, and the sum. `dead` and `new` (int32 column indices, or
+ * empty) name columns of weight -1 and +1 whose paths, in that order, rise strictly: those two streams are merged
+ * by path as lakeFS's diff merges two versions of a range, an entry at the same path with the same address and
+ * type on both sides cancelling out in place; only what does not goes into the hash table, with every other column.
+ * If a stream's paths do not rise, its columns go into the table whole. Exact throughout: entries with one hash
+ * are compared byte for byte. No GIL held while it counts. */
 static PyObject *net(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *list;
-    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &list)) return NULL;
+    Py_buffer dead_b, new_b;
+    if (!PyArg_ParseTuple(args, "O!y*y*", &PyList_Type, &list, &dead_b, &new_b)) return NULL;
     Py_ssize_t k = PyList_GET_SIZE(list);
     column_t *cols = calloc((size_t)(k ? k : 1), sizeof *cols);
-    Py_buffer *views = calloc((size_t)(3 * (k ? k : 1)), sizeof *views);
+    Py_buffer *views = calloc((size_t)(5 * (k ? k : 1)), sizeof *views);
     Py_ssize_t held = 0;
     int64_t total = 0;
     PyObject *result = NULL;
-    if (!cols || !views) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t c = 0; c < k; c++) {
-        PyObject *item = PyList_GET_ITEM(list, c), *off, *data, *types;
-        long long weight, count;
-        if (!PyArg_ParseTuple(item, "OOOLL", &off, &data, &types, &weight, &count)) goto done;
-        if (PyObject_GetBuffer(off, &views[held], PyBUF_SIMPLE)) goto done;
-        held++;
-        if (PyObject_GetBuffer(data, &views[held], PyBUF_SIMPLE)) goto done;
-        held++;
-        if (PyObject_GetBuffer(types, &views[held], PyBUF_SIMPLE)) goto done;
-        held++;
-        if (count < 0 || views[held - 3].len < 4 * (count + 1) || views[held - 1].len < count) {
-            PyErr_SetString(PyExc_ValueError, "a column is shorter than its count");
+    char *merged = calloc((size_t)(k ? k : 1), 1);
+    const int32_t *dead = dead_b.buf, *nw = new_b.buf;
+    int64_t nd = dead_b.len / 4, nn = new_b.len / 4;
+    if (!cols || !views || !merged) { PyErr_NoMemory(); goto done; }
+    if (!parse_columns(list, cols, views, &held, &total)) goto done;
+    for (int64_t i = 0; i < nd + nn; i++) {
+        int32_t c = i < nd ? dead[i] : nw[i - nd];
+        if (c < 0 || c >= k || merged[c] || cols[c].weight != (i < nd ? -1 : 1)) {
+            PyErr_SetString(PyExc_ValueError, "dead and new name columns of weight -1 and +1, once each");
             goto done;
         }
-        cols[c].off = views[held - 3].buf;
-        cols[c].data = views[held - 2].buf;
-        cols[c].types = views[held - 1].buf;
-        cols[c].weight = weight;
-        cols[c].count = count;
-        int64_t last = cols[c].off[count];
-        if (cols[c].off[0] < 0 || last > views[held - 2].len) {
-            PyErr_SetString(PyExc_ValueError, "a column's offsets run past its bytes");
-            goto done;
-        }
-        total += count;
+        merged[c] = 1;
     }
-    size_t cap = 16;
-    while (cap < 2 * (size_t)total) cap *= 2;
-    int64_t *slot_col = malloc(cap * sizeof(int64_t)), *slot_row = malloc(cap * sizeof(int64_t)),
-            *slot_sum = malloc(cap * sizeof(int64_t));
-    uint64_t *slot_hash = malloc(cap * sizeof(uint64_t));
-    if (!slot_col || !slot_row || !slot_sum || !slot_hash) {
-        free(slot_col); free(slot_row); free(slot_sum); free(slot_hash);
+    table_t t;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* the merge first, counting what it leaves, so that the table is sized for that (a day's few hundred), not for
+     * every entry; a stream that is not in path order leaves everything */
+    int32_t *left_c = malloc((size_t)(total ? total : 1) * sizeof(int32_t));
+    int32_t *left_r = malloc((size_t)(total ? total : 1) * sizeof(int32_t));
+    int64_t left = 0;
+    int ordered = left_c && left_r;
+    if (ordered && (nd || nn)) {
+        side_t a = {cols, dead, nd, 0, 0, NULL, 0}, b = {cols, nw, nn, 0, 0, NULL, 0};
+        for (;;) {
+            int va = side_valid(&a), vb = side_valid(&b);
+            if (!va && !vb) break;
+            int order;
+            const column_t *ca = va ? &cols[a.order[a.c]] : NULL, *cb = vb ? &cols[b.order[b.c]] : NULL;
+            if (!va) order = 1;
+            else if (!vb) order = -1;
+            else order = cmp_bytes(ca->pdata + ca->poff[a.r], ca->poff[a.r + 1] - ca->poff[a.r],
+                                   cb->pdata + cb->poff[b.r], cb->poff[b.r + 1] - cb->poff[b.r]);
+            if (order == 0) {
+                int64_t an = ca->off[a.r + 1] - ca->off[a.r], bn = cb->off[b.r + 1] - cb->off[b.r];
+                int same = an == bn && ca->types[a.r] == cb->types[b.r] &&
+                           memcmp(ca->data + ca->off[a.r], cb->data + cb->off[b.r], (size_t)an) == 0;
+                if (!same) {
+                    left_c[left] = a.order[a.c]; left_r[left++] = (int32_t)a.r;
+                    left_c[left] = b.order[b.c]; left_r[left++] = (int32_t)b.r;
+                }
+                if (side_next(&a) || side_next(&b)) { ordered = 0; break; }
+            } else if (order < 0) {
+                left_c[left] = a.order[a.c]; left_r[left++] = (int32_t)a.r;
+                if (side_next(&a)) { ordered = 0; break; }
+            } else {
+                left_c[left] = b.order[b.c]; left_r[left++] = (int32_t)b.r;
+                if (side_next(&b)) { ordered = 0; break; }
+            }
+        }
+    }
+    int64_t rest = 0;
+    for (Py_ssize_t c = 0; c < k; c++)
+        if (!merged[c] || !ordered) rest += cols[c].count;
+    if (table_init(&t, cols, (ordered ? left : 0) + rest)) failed = 1;
+    else {
+        if (ordered)
+            for (int64_t i = 0; i < left; i++) table_add(&t, left_c[i], left_r[i], cols[left_c[i]].weight);
+        for (Py_ssize_t c = 0; c < k; c++)
+            if (!merged[c] || !ordered)
+                for (int64_t r = 0; r < cols[c].count; r++) table_add(&t, (int32_t)c, (int32_t)r, cols[c].weight);
+    }
+    free(left_c);
+    free(left_r);
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        table_free(&t);
         PyErr_NoMemory();
         goto done;
     }
     int64_t found = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (size_t i = 0; i < cap; i++) slot_col[i] = -1;
-    for (Py_ssize_t c = 0; c < k; c++) {
-        const column_t *col = &cols[c];
-        for (int64_t r = 0; r < col->count; r++) {
-            const uint8_t *a = col->data + col->off[r];
-            int64_t an = col->off[r + 1] - col->off[r];
-            int8_t t = col->types[r];
-            uint64_t h = hash_bytes(a, an, (uint64_t)(uint8_t)t);
-            size_t at = (size_t)h & (cap - 1);
-            for (;;) {
-                if (slot_col[at] < 0) {
-                    slot_col[at] = c;
-                    slot_row[at] = r;
-                    slot_sum[at] = col->weight;
-                    slot_hash[at] = h;
-                    break;
-                }
-                if (slot_hash[at] == h) {
-                    const column_t *o = &cols[slot_col[at]];
-                    int64_t orow = slot_row[at], on = o->off[orow + 1] - o->off[orow];
-                    if (on == an && o->types[orow] == t && memcmp(o->data + o->off[orow], a, (size_t)an) == 0) {
-                        slot_sum[at] += col->weight;
-                        break;
-                    }
-                }
-                at = (at + 1) & (cap - 1);
+    for (size_t i = 0; i < t.cap; i++)
+        if (t.col[i] >= 0 && t.sum[i] != 0) found++;
+    PyObject *oc = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * found));
+    PyObject *orow = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * found));
+    PyObject *os = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * found));
+    if (oc && orow && os) {
+        int64_t *pc = (int64_t *)PyBytes_AS_STRING(oc), *pr = (int64_t *)PyBytes_AS_STRING(orow),
+                *ps = (int64_t *)PyBytes_AS_STRING(os);
+        int64_t j = 0;
+        for (size_t i = 0; i < t.cap; i++)
+            if (t.col[i] >= 0 && t.sum[i] != 0) {
+                pc[j] = t.col[i];
+                pr[j] = t.row[i];
+                ps[j] = t.sum[i];
+                j++;
             }
-        }
+        result = Py_BuildValue("(NNN)", oc, orow, os);
+    } else {
+        Py_XDECREF(oc);
+        Py_XDECREF(orow);
+        Py_XDECREF(os);
     }
-    for (size_t i = 0; i < cap; i++)
-        if (slot_col[i] >= 0 && slot_sum[i] != 0) {
-            slot_col[found] = slot_col[i];
-            slot_row[found] = slot_row[i];
-            slot_sum[found] = slot_sum[i];
-            found++;
-        }
-    Py_END_ALLOW_THREADS
-    result = Py_BuildValue("(y#y#y#)", (const char *)slot_col, (Py_ssize_t)(8 * found), (const char *)slot_row,
-                           (Py_ssize_t)(8 * found), (const char *)slot_sum, (Py_ssize_t)(8 * found));
-    free(slot_col); free(slot_row); free(slot_sum); free(slot_hash);
+    table_free(&t);
 done:
     for (Py_ssize_t v = 0; v < held; v++) PyBuffer_Release(&views[v]);
+    PyBuffer_Release(&dead_b);
+    PyBuffer_Release(&new_b);
     free(views);
     free(cols);
+    free(merged);
     return result;
 }
 
@@ -852,7 +999,7 @@ static PyObject *index_py(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"index", index_py, METH_VARARGS, "index(data, index block, limit) -> (handles, keys) or None"},
-    {"net", net, METH_VARARGS, "net([(offsets, data, types, weight, count), ...]) -> (columns, rows, sums)"},
+    {"net", net, METH_VARARGS, "net(columns, dead, new) -> (columns, rows, sums)"},
     {"unpack", unpack, METH_VARARGS, "unpack(data, handles, limit, verify, first) -> (blocks, ends, stop block)"},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int"},
     {"snappy", snappy_py, METH_VARARGS, "snappy(data) -> bytes or None"},

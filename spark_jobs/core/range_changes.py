@@ -126,6 +126,11 @@ def changes(files: Mapping[str, bytes], dead: set[str], *,
     return out, tally
 
 
+def _whole(column: pa.Array) -> pa.Array:
+    """The column with its buffers starting at its first row (what the compiled count reads)."""
+    return pa.concat_arrays([column]) if column.offset else column
+
+
 def _net(batches: list[tuple[pa.RecordBatch, int]]) -> list[Change]:
     """(address, type, summed weight) of every (address, type) whose weights do not sum to 0: counted in one hash
     table by the compiled module (exact: equal hashes are compared byte for byte), else by Arrow's group-by."""
@@ -134,11 +139,14 @@ def _net(batches: list[tuple[pa.RecordBatch, int]]) -> list[Change]:
         return []
     native = range_arrow._native  # noqa: SLF001
     if native is not None:
-        columns = [pa.concat_arrays([b.column(1)]) if b.column(1).offset else b.column(1) for b, _ in batches]
-        types = [pa.concat_arrays([b.column(2)]) if b.column(2).offset else b.column(2) for b, _ in batches]
-        cols, rows, sums = native.net([(c.buffers()[1], c.buffers()[2], t.buffers()[1], w, len(c))
-                                       for c, t, (_, w) in zip(columns, types, batches, strict=True)])
-        return [(columns[c][r].as_py(), types[c][r].as_py(), n) for c, r, n in
+        parts = [[_whole(b.column(i)) for i in (0, 1, 2)] + [w] for b, w in batches]
+        # each side's batches in path order (their first paths): the compiled count merges the two sides by path
+        # as lakeFS's diff does, and checks the order holds
+        sides = [array.array("i", sorted((i for i, p in enumerate(parts) if p[3] == w), key=lambda i: parts[i][0][0]
+                                         .as_py())) for w in (-1, 1)]
+        cols, rows, sums = native.net([(a.buffers()[1], a.buffers()[2], t.buffers()[1], w, len(a), p.buffers()[1],
+                                        p.buffers()[2]) for p, a, t, w in parts], *sides)
+        return [(parts[c][1][r].as_py(), parts[c][2][r].as_py(), n) for c, r, n in
                 zip(array.array("q", cols), array.array("q", rows), array.array("q", sums), strict=True)]
     table = pa.Table.from_batches([
         pa.RecordBatch.from_arrays([b.column(1), b.column(2), pa.repeat(pa.scalar(w, pa.int64()), b.num_rows)],
