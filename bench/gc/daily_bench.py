@@ -646,12 +646,19 @@ def daily_records(results: dict[str, Any]) -> list[dict[str, Any]]:
         for size in sorted(by_size, key=int):
             for runner, m in by_size[size].items():
                 d = m.get("decoder", {})
+                cpu = {kind: statistics.median(r[kind]["cpu_seconds"] for r in m["rounds"])
+                       if all(r[kind].get("cpu_seconds") is not None for r in m["rounds"]) else None
+                       for kind in ("incremental", "full")}
                 out.append({"pattern": results["args"]["pattern"], "runner": runner, "store": store,
                             "objects": int(size), "incremental_s": m["incremental"]["median"],
                             "full_s": m["full"]["median"], "lakefs_diff_s": m.get("lakefs_diff_s"),
                             "decoder_mb_s": d.get("decoder_mb_s"), "decoder_entries_per_s": d.get("entries_per_s"),
                             "careful_decoder_mb_s": d.get("careful_mb_s"), "change_s": d.get("change_s"),
-                            "incremental_over_full": m["ratio"], "incremental_peak_mib": m["incremental"]["peak_mib"],
+                            "incremental_over_full": m["ratio"],
+                            # CPU seconds of the run's process tree: what the run cost when the machine is shared
+                            "incremental_cpu_s": cpu["incremental"], "full_cpu_s": cpu["full"],
+                            "other_cpu_cores": max(m["incremental"]["other_cpu_cores"] + m["full"]["other_cpu_cores"]),
+                            "incremental_peak_mib": m["incremental"]["peak_mib"],
                             "full_peak_mib": m["full"]["peak_mib"], "fixed_costs": results.get("fixed_costs"),
                             "date": results["date"], "git": results["git"]})
     return out
@@ -677,8 +684,8 @@ def write_md(results: dict[str, Any], output: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--render", type=Path, help="recompute the figures and write the .md of a results JSON; "
-                                                    "stop")
+    parser.add_argument("--render", type=Path, help="recompute the figures and write the .md of a results JSON "
+                                                    "(and its records into --daily); stop")
     parser.add_argument("--stores", default="local,s3")
     parser.add_argument("--runners", default="threads,spark")
     parser.add_argument("--sizes", default="100000,1000000")
@@ -713,6 +720,7 @@ def main() -> int:
         results["figures"] = figures(results)
         args.render.write_text(json.dumps(results, indent=2, default=str) + "\n")
         write_md(results, args.render)
+        write_daily(daily_records(results), args.daily)
         print(args.render.with_suffix(".md").read_text())
         return 0
     if args.quick:  # the quick mode's sizes, unless given
