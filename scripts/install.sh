@@ -13,6 +13,10 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v wrk >/dev/null || need_apt+=(wrk)
 command -v promtool >/dev/null || need_apt+=(prometheus)  # promtool checks the alert rules and scrape configs
 command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)  # Spark's JVM (the GC's Spark engine)
+# The compiled range walk (native/rangewalk.c) needs a C compiler and the interpreter's headers.
+command -v gcc >/dev/null || need_apt+=(gcc)
+"$python" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || need_apt+=("$("$python" -c 'import sys; print("python%d.%d-dev" % sys.version_info[:2])')")
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing Debian packages: ${need_apt[*]}" >&2
@@ -27,6 +31,9 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 # setuptools' editable build prints a layout notice (BuildBackendWarning) that is noise for an install.
 PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test,spark]'  # pip caches the wheel it builds from pyspark's sdist
+# The build of the compiled range walk is optional for pip (a plain `pip install` without a compiler still works, on
+# the careful decoder); here it must be there.
+.venv/bin/python -c 'import lakefs_rangewalk' || { echo "lakefs_rangewalk (native/rangewalk.c) did not build" >&2; exit 1; }
 
 # The cached builds are shared by every checkout on the machine: two installs at once (two clones, a CI run
 # beside a working copy) wait for each other here instead of writing the same temporary files.

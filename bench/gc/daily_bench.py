@@ -200,6 +200,7 @@ class Day:
         garbage: set[str] = set()
         started = time.monotonic()
         new_objects = 0
+        before = self.head()
         if a.pattern == "tail":  # the newest paths of one table (tables/t0/): what a day's compaction touches
             start = max(0, self.size - TAIL)
             pool = range(start - start % 10, self.size, 10)
@@ -228,7 +229,95 @@ class Day:
         self.touch(uploads)
         garbage.update(uploads)
         return {"garbage": garbage, "new_objects": new_objects, "uploads": len(uploads),
-                "seconds": time.monotonic() - started}
+                "seconds": time.monotonic() - started, "before": before, "after": self.head()}
+
+    def head(self) -> str:
+        return self.world.lakefs.branches.get_branch(REPO, "main").commit_id
+
+    def day_ranges(self, before: str, after: str) -> tuple[dict[str, bytes], set[str]]:
+        """The range files a day replaced (dead) and wrote (new): those an incremental run compares."""
+        from spark_jobs.core import sstable  # noqa: PLC0415
+
+        fs = self.world.store.filesystem()
+
+        def read(object_id: str) -> bytes:
+            return fs.cat_file(self.world.store.fsspec_path(self.namespace, f"_lakefs/{object_id}"))
+
+        def ranges(commit: str) -> set[str]:
+            metarange = self.world.lakefs.commits.get_commit(REPO, commit).meta_range_id
+            return set(sstable.metarange_range_ids(read(metarange))) if metarange else set()
+
+        old, new = ranges(before), ranges(after)
+        return {r: read(r) for r in sorted(old ^ new)}, old - new
+
+
+# --- the day's ranges, decoded -------------------------------------------------------------------------------------
+def decoder_figures(files: dict[str, bytes], dead: set[str], *, careful: bool) -> dict[str, Any]:
+    """The day's dead and new range files decoded in this process, on one thread: the compiled walk
+    (range_arrow.range_batch, checksums and Snappy included) and, with ``careful``, the careful decoder it
+    replaced (sstable.range_entries), in MB/s of uncompressed range data and entries/s of CPU time; then the day's
+    change as the incremental run finds it (range_changes.changes, two threads; wall and process CPU time). Checks
+    that both decoders agree and that the change is the careful count's."""
+    import gc  # noqa: PLC0415
+    from collections import Counter  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    from spark_jobs.core import range_arrow, range_changes, sstable  # noqa: PLC0415
+
+    uncompressed = sum(len(b) for d in files.values() for b in sstable._Table(d).data_blocks())  # noqa: SLF001
+    out: dict[str, Any] = {"ranges": len(files), "dead": len(dead), "file_mb": sum(map(len, files.values())) / 1e6,
+                           "uncompressed_mb": uncompressed / 1e6, "compiled": range_arrow.compiled()}
+    gc.collect()
+    # CPU time of this thread, the best of 5: the machine is shared (other processes' load stretches wall time,
+    # not the work); the wall time is kept beside it
+    best = wall = float("inf")
+    for _ in range(5):
+        started, cpu = time.perf_counter(), time.thread_time()
+        batches = [range_arrow.range_batch(d) for d in files.values()]
+        best, wall = min(best, time.thread_time() - cpu), min(wall, time.perf_counter() - started)
+    entries = sum(b.num_rows for b in batches)
+    out.update(entries=entries, fast_s=best, fast_wall_s=wall, decoder_mb_s=uncompressed / 1e6 / best,
+               entries_per_s=entries / best)
+    if careful:
+        cpu = time.thread_time()
+        rows = [sstable.range_entries(d) for d in files.values()]
+        slow = time.thread_time() - cpu
+        check(all(b.equals(range_arrow._from_entries(r)) for b, r in zip(batches, rows, strict=True)),  # noqa: SLF001
+              "the compiled walk and the careful decoder disagree on the day's ranges")
+        out.update(careful_s=slow, careful_mb_s=uncompressed / 1e6 / slow, speedup=slow / best)
+    del batches
+    with ThreadPoolExecutor(2) as pool:
+        walls, cpus = [], []
+        for _ in range(3):
+            started, cpu = time.perf_counter(), time.process_time()
+            found, tally = range_changes.changes(files, dead, map_=pool.map)
+            walls.append(time.perf_counter() - started)
+            cpus.append(time.process_time() - cpu)
+        out.update(change_s=min(walls), change_cpu_s=min(cpus))
+    want: Counter = Counter()
+    for range_id, data in files.items():
+        for _, address, kind, _ in sstable.range_entries(data):
+            want[(address, kind)] += -1 if range_id in dead else 1
+    check({(a, k): n for a, k, n in found} == {k: n for k, n in want.items() if n},
+          "the day's change differs from the careful count")
+    out["change"] = tally.as_dict()
+    return out
+
+
+def fixed_costs(rounds: int = 5) -> dict[str, float]:
+    """A daily run starts a fresh process: what importing the decoder costs there (no JIT: the walk is compiled
+    at install), against an interpreter that imports nothing; medians of ``rounds``."""
+    def seconds(code: str) -> float:
+        runs = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+            runs.append(time.perf_counter() - started)
+        return statistics.median(runs)
+
+    bare = seconds("pass")
+    return {"python_s": bare, "import_range_arrow_s": seconds("import spark_jobs.core.range_arrow") - bare,
+            "import_lean_mark_s": seconds("import spark_jobs.engine.lean_mark") - bare}
 
 
 # --- the S3 requests of a run, counted --------------------------------------------------------------------------
@@ -294,6 +383,19 @@ def bench_runner(world: World, day: Day, runner: str, size: int, a: argparse.Nam
                 c = counted(world, listing="auto" if kind == "incremental" else "full", now=day.now())
                 check(c["deleted"] == len(garbage), f"{tag} counted {kind}: planned {c['deleted']}")
                 measured[f"requests_{kind}"] = c
+        files, dead = day.day_ranges(made["before"], made["after"])
+        if a.keep_ranges:  # the day's files, to profile the decoder on later
+            folder = a.keep_ranges / f"{a.pattern}-{size}-{n}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for range_id, data in files.items():
+                (folder / f"{'dead' if range_id in dead else 'new'}-{range_id}.sst").write_bytes(data)
+        measured["decoder"] = decoder_figures(files, dead, careful=n == 0)
+        del files
+        if a.lakefs_diff:
+            from lakefs_diff_bench import diff_seconds  # noqa: PLC0415
+
+            diffs = [diff_seconds(world.server.endpoint.rstrip("/"), made["before"], made["after"]) for _ in range(3)]
+            measured["lakefs_diff"] = {"seconds": statistics.median(x for x, _ in diffs), "paths": diffs[0][1]}
         adv = in_child(world, runner, [{"name": "advance", "listing": "auto", "dry_run": False}],
                        day.now())["runs"]["advance"]
         check_run(adv, garbage, f"{tag} round {n} real incremental run", kind="incremental", real=True)
@@ -332,6 +434,14 @@ def summarize(rounds: list[dict[str, Any]], setup: dict[str, Any]) -> dict[str, 
             "other_cpu_cores": [r["other_cpu_cores"] for r in runs]}
     out["ratio"] = out["incremental"]["median"] / out["full"]["median"]
     out["ratios"] = [r["ratio"] for r in rounds]
+    decoders = [r["decoder"] for r in rounds if "decoder" in r]
+    if decoders:
+        out["decoder"] = {**decoders[0], "decoder_mb_s": statistics.median(d["decoder_mb_s"] for d in decoders),
+                          "entries_per_s": statistics.median(d["entries_per_s"] for d in decoders),
+                          "change_s": statistics.median(d["change_s"] for d in decoders)}
+    diffs = [r["lakefs_diff"]["seconds"] for r in rounds if "lakefs_diff" in r]
+    if diffs:
+        out["lakefs_diff_s"] = statistics.median(diffs)
     for kind in ("incremental", "full"):
         if f"requests_{kind}" in rounds[-1]:
             out[f"requests_{kind}"] = rounds[-1][f"requests_{kind}"]["requests"]
@@ -499,16 +609,83 @@ def report_lines(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def decoder_lines(results: dict[str, Any]) -> list[str]:
+    rows = []
+    for store, by_size in results["stores"].items():
+        for size in sorted(by_size, key=int):
+            for runner, m in by_size[size].items():
+                d = m.get("decoder")
+                if not d:
+                    continue
+                diff = m.get("lakefs_diff_s")
+                inc = m["incremental"]["median"]
+                rows.append(
+                    f"| {STORE_NAMES[store]} | {int(size):,} | {runner} | {d['ranges']} ({d['dead']} dead) | "
+                    f"{d['uncompressed_mb']:.0f} | **{d['decoder_mb_s']:.0f}** | {d['entries_per_s'] / 1e6:.1f} | "
+                    f"{d.get('careful_mb_s', 0):.0f} | {d.get('speedup', 0):.1f} | {d['change_s']:.3f} | "
+                    f"{'—' if diff is None else f'{diff:.3f}'} | {m['incremental']['median']:.2f} | "
+                    f"{'—' if not diff else f'{inc / diff:.2f}'} |")
+    if not rows:
+        return []
+    fixed = results.get("fixed_costs", {})
+    return ["", "The day's ranges (dead and new) decoded in the bench's process, one thread, CPU time (the machine "
+            "is shared): the compiled walk (checksums, Snappy and Arrow columns included) against the careful "
+            "decoder it replaced; the day's change as the incremental run computes it (two threads, wall time); "
+            "lakeFS's own two-dot diff of the same day (wall, median of 3). Fixed costs of a fresh process (included in the runs' times): interpreter "
+            f"{fixed.get('python_s', 0):.3f} s, importing the decoder {fixed.get('import_range_arrow_s', 0):.3f} s, "
+            f"the lean mark {fixed.get('import_lean_mark_s', 0):.3f} s; no JIT.", "",
+            "| store | objects | runner | ranges | uncompressed MB | **decoder MB/s** | M entries/s | careful MB/s | "
+            "speed-up | change s | lakeFS diff s | incremental s | incremental / lakeFS diff |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
+
+
+def daily_records(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per store, size and runner: what bench/results/daily-1m.json keeps."""
+    out = []
+    for store, by_size in results["stores"].items():
+        for size in sorted(by_size, key=int):
+            for runner, m in by_size[size].items():
+                d = m.get("decoder", {})
+                cpu = {kind: statistics.median(r[kind]["cpu_seconds"] for r in m["rounds"])
+                       if all(r[kind].get("cpu_seconds") is not None for r in m["rounds"]) else None
+                       for kind in ("incremental", "full")}
+                out.append({"pattern": results["args"]["pattern"], "runner": runner, "store": store,
+                            "objects": int(size), "incremental_s": m["incremental"]["median"],
+                            "full_s": m["full"]["median"], "lakefs_diff_s": m.get("lakefs_diff_s"),
+                            "decoder_mb_s": d.get("decoder_mb_s"), "decoder_entries_per_s": d.get("entries_per_s"),
+                            "careful_decoder_mb_s": d.get("careful_mb_s"), "change_s": d.get("change_s"),
+                            "incremental_over_full": m["ratio"],
+                            # CPU seconds of the run's process tree: what the run cost when the machine is shared
+                            "incremental_cpu_s": cpu["incremental"], "full_cpu_s": cpu["full"],
+                            "other_cpu_cores": max(m["incremental"]["other_cpu_cores"] + m["full"]["other_cpu_cores"]),
+                            "incremental_peak_mib": m["incremental"]["peak_mib"],
+                            "full_peak_mib": m["full"]["peak_mib"], "fixed_costs": results.get("fixed_costs"),
+                            "date": results["date"], "git": results["git"]})
+    return out
+
+
+def write_daily(records: list[dict[str, Any]], path: Path) -> None:
+    """Into ``path`` (a JSON list), replacing the records of the same pattern, runner, store and size."""
+    def same(r: dict[str, Any]) -> tuple:
+        return r["pattern"], r["runner"], r["store"], r["objects"]
+
+    kept = json.loads(path.read_text()) if path.exists() else []
+    mine = {same(r) for r in records}
+    merged = [r for r in kept if same(r) not in mine] + records
+    path.write_text(json.dumps(sorted(merged, key=same), indent=2) + "\n")
+
+
 def write_md(results: dict[str, Any], output: Path) -> None:
     output.with_suffix(".md").write_text("\n".join(
-        [f"# bench/gc daily runs (issue 28) — {results['date']} (git {results['git']})", *report_lines(results), ""]))
+        [f"# bench/gc daily runs (issue 28) — {results['date']} (git {results['git']})", *report_lines(results),
+         *decoder_lines(results), ""]))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--render", type=Path, help="recompute the figures and write the .md of a results JSON; "
-                                                    "stop")
+    parser.add_argument("--render", type=Path, help="recompute the figures and write the .md of a results JSON "
+                                                    "(and its records into --daily); stop")
     parser.add_argument("--stores", default="local,s3")
     parser.add_argument("--runners", default="threads,spark")
     parser.add_argument("--sizes", default="100000,1000000")
@@ -529,6 +706,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a few thousand objects, local disk, threads; "
                                                              "the checks only, writes nothing")
     parser.add_argument("--output", type=Path, default=None, help="default bench/results/gc-daily.json")
+    parser.add_argument("--keep-ranges", type=Path, default=None,
+                        help="a folder to keep each day's dead and new range files in")
+    parser.add_argument("--lakefs-diff", action=argparse.BooleanOptionalAction, default=True,
+                        help="time lakeFS's own two-dot diff of each day (bench/gc/lakefs_diff_bench.py)")
+    parser.add_argument("--daily", type=Path, default=ROOT / "bench" / "results" / "daily-1m.json",
+                        help="the JSON list of (pattern, runner, store, objects) records this run updates")
     args = parser.parse_args()
     if args.child:
         return child(json.loads(args.child))
@@ -537,6 +720,7 @@ def main() -> int:
         results["figures"] = figures(results)
         args.render.write_text(json.dumps(results, indent=2, default=str) + "\n")
         write_md(results, args.render)
+        write_daily(daily_records(results), args.daily)
         print(args.render.with_suffix(".md").read_text())
         return 0
     if args.quick:  # the quick mode's sizes, unless given
@@ -551,6 +735,7 @@ def main() -> int:
                                "args": vars(args) | {"output": str(output)},
                                "machine": machine(("pyspark", "lakefs-sdk", "s3fs", "cramjam", "pyarrow")),
                                "stores": {}, "generate": {}}
+    results["fixed_costs"] = fixed_costs(1 if args.quick else 5)
     started = time.monotonic()
     try:
         for kind in [s for s in args.stores.split(",") if s]:
@@ -584,7 +769,7 @@ def main() -> int:
         return 1
     results["seconds"] = time.monotonic() - started
     results["figures"] = figures(results)
-    lines = report_lines(results)
+    lines = report_lines(results) + decoder_lines(results)
     print("\n".join(lines))
     print(f"daily_bench: all checks hold ({results['seconds']:.0f} s)")
     if output:
@@ -592,6 +777,7 @@ def main() -> int:
         output.write_text(json.dumps(results, indent=2, default=str) + "\n")
         output.with_suffix(".partial.json").unlink(missing_ok=True)
         write_md(results, output)
+        write_daily(daily_records(results), args.daily)
     return 0
 
 

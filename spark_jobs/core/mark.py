@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
-from spark_jobs.core.addresses import relative_key
+from spark_jobs.core import range_arrow, sstable
 from spark_jobs.core.cleaning import CleaningPolicy, Scope, ScopedRetention, first_parent_line
 from spark_jobs.core.retention import Commit
-from spark_jobs.core.sstable import metarange_range_ids, range_addresses
+from spark_jobs.core.sstable import metarange_range_ids
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,13 +34,15 @@ def unique_range_ids(metarange_ids: Iterable[str], read_metarange: Callable[[str
 
 def keys_in_range(data: bytes, namespace_uris: tuple[str, ...], seen_blocks: set[bytes] | None = None) -> set[str]:
     """The namespace-relative keys one range file's entries point at (addresses outside it are left out); with
-    ``seen_blocks``, only those of data blocks not decoded before (see sstable.range_addresses)."""
-    out = set()
-    for address, address_type in range_addresses(data, seen_blocks=seen_blocks):
-        key = relative_key(address, address_type, namespace_uris)
-        if key is not None:
-            out.add(key)
-    return out
+    ``seen_blocks``, only those of data blocks not decoded before (see sstable.range_blocks). Decoded by the
+    compiled walk, the keys mapped as one column (``range_arrow``)."""
+    if seen_blocks is None:
+        batch = range_arrow.range_batch(data)
+    else:
+        table, wanted = sstable.unseen_blocks(data, seen_blocks)
+        batch = range_arrow.blocks_batch(table, list(wanted.values()))
+        seen_blocks.update(wanted)  # only once decoded: a corrupt block is never taken as seen
+    return set(range_arrow.relative_keys(batch, namespace_uris).drop_null().to_pylist())
 
 
 def scope_of(path: str, policies: Iterable[CleaningPolicy]) -> Scope:

@@ -3,13 +3,32 @@ from lakeFS's range SSTables without a Python object per entry (pure).
 
 ``range_batch`` is the one entry point; its schema is ``RANGE_SCHEMA``. The careful decoder of ``sstable`` stays the
 reference: whatever decodes faster must give the same rows, in the same order.
+
+How: one call into compiled code, ``lakefs_rangewalk`` (native/rangewalk.c, built by the install), per file: each
+data block checked against the CRC32C its trailer stores (in hardware where the CPU has it) and Snappy-decompressed
+into one buffer (``joined``), then the entries walked into the Arrow arrays' buffers (``joined_batch``), all without
+the GIL, so that two threads decode two ranges at once. A Python call per block (google-crc32c, cramjam) cost more
+than the walk itself (5 µs a block, 60 % of the time); those bindings stay the careful path and the tests' oracles.
+The walk takes every entry the careful decoder takes; any block it is unsure of (or every block, without the
+compiled module) goes through the careful decoder, and that is logged once.
 """
 
 from __future__ import annotations
 
+import array
+import logging
+from collections.abc import Iterable
+
 import pyarrow as pa
 
-from spark_jobs.core import sstable
+from spark_jobs.core import addresses, sstable
+
+try:  # built by the install (setup.py); without it every range goes through the careful decoder
+    import lakefs_rangewalk as _native
+except ImportError:  # pragma: no cover - depends on the install
+    _native = None
+
+log = logging.getLogger(__name__)
 
 RANGE_SCHEMA = pa.schema([
     pa.field("path", pa.binary(), nullable=False),  # the entry's path in the repository (user key)
@@ -18,11 +37,194 @@ RANGE_SCHEMA = pa.schema([
     pa.field("size", pa.int64(), nullable=False),
 ])
 
+_told: set[str] = set()  # what was logged once per process (a lake of another shape would log every range)
+
+
+def _tell_once(reason: str, message: str, *args: object) -> None:
+    if reason not in _told:
+        _told.add(reason)
+        log.warning(message, *args)
+
+
+def compiled() -> bool:
+    """Whether the compiled walk is there (else every range is decoded by the careful decoder)."""
+    return _native is not None
+
 
 def range_batch(data: bytes) -> pa.RecordBatch:
     """Every entry of one range file, in key order, checksums verified (``sstable.SSTableError`` otherwise)."""
-    entries = sstable.range_entries(data)
+    table, handles, _ = block_keys(data)
+    return blocks_batch(table, handles)
+
+
+def block_keys(data: bytes) -> tuple[object, list[tuple[int, int]], list[int]]:
+    """``sstable.block_keys`` (the table, its data blocks' handles and keys), the index walked by the compiled
+    module; an index it is unsure of goes through ``sstable.block_keys``."""
+    if _native is None:
+        return sstable.block_keys(data)
+    table = sstable._Table(data)  # noqa: SLF001
+    sstable._expect_type(table, b"ranges")  # noqa: SLF001
+    index_blocks = [table.index]
+    if table.two_level():
+        index_blocks = sstable._index_handles(table.block(table.index, "top-level index"), "top-level index")  # noqa: SLF001
+    handles: list[tuple[int, int]] = []
+    keys: list[int] = []
+    for handle in index_blocks:
+        got = _native.index(table.data, table.block(handle, "index"), table.footer_start)
+        if got is None:
+            return sstable.block_keys(data)
+        flat = array.array("q", got[0])
+        handles += zip(flat[::2], flat[1::2], strict=True)
+        keys += array.array("Q", got[1])
+    return table, handles, keys
+
+
+def range_batches(files: Iterable[bytes]) -> list[pa.RecordBatch]:
+    """``range_batch`` of each file, in order."""
+    return [range_batch(data) for data in files]
+
+
+def blocks_batch(table, handles: list[tuple[int, int]]) -> pa.RecordBatch:
+    """Every entry of the data blocks ``handles`` of one range file (``sstable.block_keys`` gives them), in order."""
+    if not handles:
+        return _empty()
+    buf, ends = joined(table, handles)
+    return joined_batch(buf, ends)
+
+
+def joined_batch(buf: bytes | bytearray, ends: array.array) -> pa.RecordBatch:
+    """Every entry of decompressed data blocks held end to end in ``buf`` (block i ends at ends[i])."""
+    if _native is None:
+        _tell_once("native", "lakefs_rangewalk is not installed: ranges are decoded by the careful decoder "
+                             "(about 10x slower); reinstall (scripts/install.sh) to build it")
+        return _careful(buf, ends, range(len(ends)))
+    parts: list[pa.RecordBatch] = []
+    first, blocks = 0, len(ends)
+    while first < blocks:
+        count, po, pd, ao, ad, ty, sz, _, stop = _native.walk(buf, ends, first)
+        if count:
+            parts.append(pa.RecordBatch.from_arrays([
+                pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(po), pa.py_buffer(pd)]),
+                pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(ao), pa.py_buffer(ad)]),
+                pa.Array.from_buffers(pa.int8(), count, [None, pa.py_buffer(ty)]),
+                pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(sz)])], schema=RANGE_SCHEMA))
+        if stop < blocks:  # a block of another shape (or damaged): the careful decoder takes it, or names the fault
+            parts.append(_careful(buf, ends, (stop,)))
+            _tell_once("shape", "a range data block of a shape the compiled walk does not take (first at block "
+                                "%d): such blocks are decoded by the careful decoder", stop)
+        first = stop + 1
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return _empty()
+    return pa.concat_batches(parts)
+
+
+def joined(table, handles: list[tuple[int, int]]) -> tuple[bytes | bytearray, array.array]:
+    """The data blocks of ``handles`` checked and decompressed, end to end, with where each ends: by the compiled
+    module in one call per file (CRC32C in hardware, Snappy), any block it does not take (a bad checksum, another
+    compression, a stream it refuses) through the careful ``_Table.block``, which names the fault or reads it."""
+    if _native is None:
+        return sstable.joined_blocks(table, handles)
+    flat = array.array("q", [x for handle in handles for x in handle])
+    parts: list[bytes] = []
+    ends = array.array("q")
+    first, base = 0, 0
+    while first < len(handles):
+        buf, got, stop = _native.unpack(table.data, flat, table.footer_start, table.verify, first)
+        parts.append(buf)
+        if base:
+            ends.extend(base + e for e in array.array("q", got))
+        else:
+            ends.frombytes(got)
+        base += len(buf)
+        if stop < len(handles):
+            block = table.block(handles[stop])  # raises SSTableError, unless the block is fine after all
+            _tell_once("unpack", "a range data block the compiled module does not unpack (block %d): read by the "
+                                 "careful decoder", stop)
+            parts.append(block)
+            base += len(block)
+            ends.append(base)
+        first = stop + 1
+    return parts[0] if len(parts) == 1 else b"".join(parts), ends
+
+
+def block_entries(table, handles: list[tuple[int, int]]) -> list[list[tuple[bytes, str, int, int]]]:
+    """The (path, address, address type, size) entries of each data block of ``handles``, block by block: what the
+    mark cache keeps (``sstable.range_blocks``), from the compiled walk."""
+    if not handles:
+        return []
+    buf, ends = joined(table, handles)
+    if _native is None:
+        _tell_once("native", "lakefs_rangewalk is not installed: ranges are decoded by the careful decoder "
+                             "(about 10x slower); reinstall (scripts/install.sh) to build it")
+        return [_careful_entries(buf, ends, i) for i in range(len(ends))]
+    out: list[list[tuple[bytes, str, int, int]]] = []
+    first, blocks = 0, len(ends)
+    while first < blocks:
+        count, po, pd, ao, ad, ty, sz, counts, stop = _native.walk(buf, ends, first)
+        rows: list[tuple[bytes, str, int, int]] = []
+        if count:
+            rows = list(zip(
+                pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(po), pa.py_buffer(pd)]).to_pylist(),
+                pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(ao), pa.py_buffer(ad)]).to_pylist(),
+                array.array("b", ty).tolist(), array.array("q", sz).tolist(), strict=True))
+        at = 0
+        for n in array.array("q", counts):
+            out.append(rows[at:n])
+            at = n
+        if stop < blocks:
+            out.append(_careful_entries(buf, ends, stop))
+            _tell_once("shape", "a range data block of a shape the compiled walk does not take (first at block "
+                                "%d): such blocks are decoded by the careful decoder", stop)
+        first = stop + 1
+    return out
+
+
+def _careful_entries(buf: bytes | bytearray, ends: array.array, i: int) -> list[tuple[bytes, str, int, int]]:
+    out: list[tuple[bytes, str, int, int]] = []
+    sstable._block_entries_fast(bytes(memoryview(buf)[ends[i - 1] if i else 0:ends[i]]), out)  # noqa: SLF001
+    return out
+
+
+def _careful(buf: bytes | bytearray, ends: array.array, blocks: Iterable[int]) -> pa.RecordBatch:
+    out: list[tuple[bytes, str, int, int]] = []
+    view = memoryview(buf)
+    for i in blocks:
+        sstable._block_entries_fast(bytes(view[ends[i - 1] if i else 0:ends[i]]), out)  # noqa: SLF001
+    return _from_entries(out)
+
+
+def _from_entries(entries: list[tuple[bytes, str, int, int]]) -> pa.RecordBatch:
+    if any(e[2] > 127 for e in entries):  # lakeFS's types are 0-2; the column holds what a byte holds
+        kind = next(e[2] for e in entries if e[2] > 127)
+        raise sstable.SSTableError(f"entry has address type {kind}, not one lakeFS writes")
     return pa.RecordBatch.from_arrays(
         [pa.array([e[0] for e in entries], pa.binary()), pa.array([e[1] for e in entries], pa.string()),
          pa.array([e[2] for e in entries], pa.int8()), pa.array([e[3] for e in entries], pa.int64())],
         schema=RANGE_SCHEMA)
+
+
+def _empty() -> pa.RecordBatch:
+    return _from_entries([])
+
+
+def careful_batch(data: bytes) -> pa.RecordBatch:
+    """``range_batch`` by the careful decoder alone: the reference the compiled walk is tested against."""
+    return _from_entries(sstable.range_entries(data))
+
+
+def relative_keys(batch: pa.RecordBatch, namespace_uris: Iterable[str]) -> pa.Array:
+    """The namespace-relative key of each entry (``addresses.relative_key``), null for an address outside the
+    namespace: the usual relative address is trimmed as one column; a full one is mapped one by one."""
+    import pyarrow.compute as pc  # noqa: PLC0415 - only the readers of keys pay its import
+
+    address, kind = batch.column(1), batch.column(2)
+    full = pc.or_(pc.equal(kind, addresses.FULL), pc.match_substring(address, "://"))
+    keys = pc.utf8_ltrim(address, characters="/")
+    if not pc.any(full).as_py():
+        return keys
+    mapper = addresses.key_mapper(namespace_uris)
+    mapped = [mapper(a, k) for a, k in zip(pc.filter(address, full).to_pylist(), pc.filter(kind, full).to_pylist(),
+                                           strict=True)]
+    return pc.replace_with_mask(keys, full, pa.array(mapped, pa.string()))

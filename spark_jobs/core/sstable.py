@@ -18,6 +18,7 @@ never builds keys, identities or entry objects (see bench/gc/sstable_bench.py fo
 
 from __future__ import annotations
 
+import array
 import hashlib
 import struct
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ import cramjam
 import google_crc32c  # hardware CRC32C; a hard dependency: GC must not read unverified blocks by accident
 
 _snappy_decompress = cramjam.snappy.decompress_raw
+_snappy_decompress_into = cramjam.snappy.decompress_raw_into
 _crc32c_value = google_crc32c.value
 _unpack_u32 = struct.Struct("<I").unpack_from
 _blake2b = hashlib.blake2b
@@ -601,22 +603,110 @@ def _range_blocks(data: bytes, verify_checksums: bool, seen_blocks: set[bytes] |
             seen_blocks.add(digest)  # only once decoded and walked: a corrupt block is never taken as seen
 
 
+def block_keys(data: bytes) -> tuple[_Table, list[tuple[int, int]], list[int]]:
+    """A range file's data blocks, none read: the table, each block's handle (offset, size), and its key, the
+    masked CRC32C its trailer stores with its size (``crc | size << 32``). Two blocks with one key are probably the
+    same bytes; whoever takes them as the same must compare the bytes (and compression type) first."""
+    table = _Table(data)
+    _expect_type(table, b"ranges")
+    handles = table.data_handles()
+    raw, limit = table.data, table.footer_start - _TRAILER_LEN
+    keys = []
+    for offset, size in handles:
+        if offset + size > limit:
+            table.block((offset, size))  # raises: the block runs past the file
+        keys.append(_unpack_u32(raw, offset + size + 1)[0] | size << 32)
+    return table, handles, keys
+
+
+def joined_blocks(table: _Table, handles: list[tuple[int, int]]) -> tuple[bytearray, array.array]:
+    """The data blocks of ``handles``, each checked against the CRC32C it carries and decompressed, end to end in one
+    buffer, with the offset where each ends (``array('q')``). A block the quick path does not take (bad checksum,
+    another compression, a Snappy stream cramjam refuses) goes through ``_Table.block``, which names the fault."""
+    raw = table.data
+    view = memoryview(raw)
+    limit = table.footer_start - _TRAILER_LEN
+    verify = table.verify
+    lengths = []
+    for offset, size in handles:
+        end = offset + size
+        ok = end <= limit and size > 0
+        if ok and verify:
+            crc = _crc32c_value(raw[offset:end + 1])
+            ok = (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF == _unpack_u32(raw, end + 1)[0]
+        if ok and raw[end] == _SNAPPY:
+            claimed = raw[offset]
+            if claimed >= 0x80:
+                try:
+                    claimed, _ = _uvarint(raw, offset, end, "data block Snappy header")
+                except SSTableError:
+                    claimed = -1
+            ok = 0 <= claimed <= 24 * size + 64
+        elif ok:
+            ok = raw[end] == _NO_COMPRESSION
+            claimed = size
+        lengths.append(claimed if ok else -1)
+    out = bytearray(sum(n for n in lengths if n > 0))
+    target = memoryview(out)
+    ends = array.array("q", bytes(8 * len(handles)))
+    pos = 0
+    for i, ((offset, size), n) in enumerate(zip(handles, lengths, strict=True)):
+        if n >= 0 and raw[offset + size] == _SNAPPY:
+            try:
+                done = _snappy_decompress_into(view[offset:offset + size], target[pos:pos + n])
+            except Exception:  # noqa: BLE001 - cramjam's own error: the careful path below names it
+                done = -1
+            if done == n:
+                pos += n
+                ends[i] = pos
+                continue
+        elif n >= 0:
+            target[pos:pos + n] = view[offset:offset + n]
+            pos += n
+            ends[i] = pos
+            continue
+        block = table.block((offset, size))  # raises SSTableError, unless the block is fine after all
+        target.release()
+        out[pos:pos + max(n, 0)] = block  # in place of the room it was given
+        target = memoryview(out)
+        pos += len(block)
+        ends[i] = pos
+    target.release()
+    del out[pos:]
+    return out, ends
+
+
+def unseen_blocks(data: bytes, seen_blocks: set[bytes]) -> tuple[_Table, dict[bytes, tuple[int, int]]]:
+    """A range file's data blocks whose digest (BLAKE2b, as ``range_blocks`` names them) is not in ``seen_blocks``,
+    each once, in order: the table and digest -> handle. The caller adds the digests once it has decoded them."""
+    table = _Table(data)
+    _expect_type(table, b"ranges")
+    wanted: dict[bytes, tuple[int, int]] = {}
+    for offset, size in table.data_handles():
+        digest = _blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
+        if digest not in seen_blocks and digest not in wanted:
+            wanted[digest] = (offset, size)
+    return table, wanted
+
+
 def range_blocks(data: bytes, *, seen_blocks: set[bytes], verify_checksums: bool = True) \
         -> tuple[list[bytes], list[tuple[bytes, list[tuple[bytes, str, int, int]]]]]:
     """A range file as its data blocks (what the mark cache keeps): the digest of every block, in order (the key of
-    range_addresses's ``seen_blocks``), and the entries of each block not in ``seen_blocks``, added to it."""
+    range_addresses's ``seen_blocks``), and the entries of each block not in ``seen_blocks``, added to it. The
+    blocks are walked by the compiled walk (``range_arrow.block_entries``), which gives this decoder's entries."""
+    from spark_jobs.core import range_arrow  # noqa: PLC0415 - range_arrow builds on this module
+
     table = _Table(data, verify_checksums=verify_checksums)
     _expect_type(table, b"ranges")
     digests: list[bytes] = []
-    new: list[tuple[bytes, list[tuple[bytes, str, int, int]]]] = []
+    wanted: dict[bytes, tuple[int, int]] = {}
     for offset, size in table.data_handles():
         digest = _blake2b(table.data[offset:offset + size + 1], digest_size=16).digest()
         digests.append(digest)
-        if digest not in seen_blocks:
-            entries: list[tuple[bytes, str, int, int]] = []
-            _block_entries_fast(table.block((offset, size)), entries)
-            new.append((digest, entries))
-            seen_blocks.add(digest)
+        if digest not in seen_blocks and digest not in wanted:
+            wanted[digest] = (offset, size)
+    new = list(zip(wanted, range_arrow.block_entries(table, list(wanted.values())), strict=True))
+    seen_blocks.update(wanted)  # only once decoded and walked: a corrupt block is never taken as seen
     return digests, new
 
 

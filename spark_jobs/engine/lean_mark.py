@@ -12,91 +12,71 @@ fate then depends on its range alone); every other run goes through the whole ma
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from spark_jobs.core import block_scan, kept_index, sstable
+from spark_jobs.core import kept_index, range_changes, sstable
 from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.context import JobConfig, OpenContext
 from spark_jobs.engine.incremental import StoredIndex, ask_for, changed, list_recent
-from spark_jobs.engine.parallel import Runner, fitting
+from spark_jobs.engine.parallel import FEW_UNITS, Runner, fitting
+
+_WALKERS = 2  # threads walking a day's ranges on the driver: the walk releases the GIL, the machine has cores
 
 
 def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[tuple[str, list[str]]]:
     return [(metarange_id, sstable.metarange_range_ids(ctx.read_metarange(metarange_id)))]
 
 
-def unit_range_digests(ctx: OpenContext, range_id: str) -> list[tuple[str, list[bytes]]]:
-    """The digests of one range's data blocks (none decoded)."""
-    return [(range_id, sstable.range_block_digests(ctx.read_range(range_id)))]
+def unit_read_range(ctx: OpenContext, range_id: str) -> list[tuple[str, bytes]]:
+    return [(range_id, ctx.read_range(range_id))]
 
 
-def unit_block_scan(ctx: OpenContext, unit: tuple[str, frozenset[bytes]]) \
-        -> list[tuple[str, list[bytes], block_scan.Scan]]:
-    """The wanted blocks of one range, every entry fingerprinted at once (none turned into Python objects)."""
-    range_id, wanted = unit
-    blocks = sstable.range_wanted_blocks(ctx.read_range(range_id), set(wanted))
-    return [(range_id, [d for d, _ in blocks], block_scan.scan([b for _, b in blocks]))]
+def unit_range_span(ctx: OpenContext, range_id: str) -> list[tuple[str, tuple[bytes, bytes]]]:
+    return [(range_id, range_changes.span(ctx.read_range(range_id)))]
 
 
-def unit_block_picks(ctx: OpenContext, unit: tuple[str, tuple[tuple[bytes, tuple[int, ...] | None], ...]]) \
-        -> list[tuple[bytes, int, tuple[str, int]]]:
-    """(digest, entry ordinal, (address, address type)) of the picked entries of one range's blocks; ordinals
-    None: every entry of the block (ordinal -1)."""
-    range_id, picks = unit
-    wanted = dict(picks)
-    out: list[tuple[bytes, int, tuple[str, int]]] = []
-    for digest, block in sstable.range_wanted_blocks(ctx.read_range(range_id), set(wanted)):
-        addresses = sstable.block_addresses(block)
-        ordinals = wanted[digest]
-        if ordinals is None:
-            out += [(digest, -1, entry) for entry in addresses]
-        else:
-            out += [(digest, i, addresses[i]) for i in ordinals]
-    return out
+def unit_group_changes(ctx: OpenContext, unit: tuple[tuple[str, ...], tuple[str, ...]]) \
+        -> list[tuple[str, object]]:
+    """The change of one group of ranges whose key spans overlap (the dead ones, the new ones): only the entries
+    whose count changed leave the executor, and what it cost."""
+    dead, new = unit
+    found, tally = range_changes.changes({r: ctx.read_range(r) for r in dead + new}, set(dead))
+    return [("change", c) for c in found] + [("tally", tally.as_dict())]
 
 
 def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str], prefixes: tuple[str, ...],
                    partitions: int, tally: dict[str, int] | None = None) -> tuple[dict[int, int], set[str]]:
-    """The kept index's change from the ranges that died and appeared, and the keys whose count went down.
-    A new version of a range repeats most data blocks of the one before byte for byte, so a block held as often
-    by the new ranges as by the dead ones changes no count: only the others are read. Of those (a change early
-    in a range shifts the blocks after it), every entry is fingerprinted at once (``core.block_scan``); the
-    entries the dead and the new blocks share cancel out by fingerprint, and only one entry of each fingerprint
-    whose count changed is decoded, mapped to its key and hashed. Blocks of another shape are decoded whole."""
-    digests = dict(fitting(runner, dead + new).map_units(dead + new, unit_range_digests, config.open,
-                                                          partitions=partitions))
-    net: dict[bytes, int] = {}
-    holder: dict[bytes, str] = {}
-    for sign, ranges in ((-1, dead), (1, new)):
-        for range_id in ranges:
-            for digest in digests[range_id]:
-                net[digest] = net.get(digest, 0) + sign
-                holder.setdefault(digest, range_id)
-    by_range: dict[str, set[bytes]] = {}
-    for digest, times in net.items():
-        if times:
-            by_range.setdefault(holder[digest], set()).add(digest)
-    units = [(r, frozenset(ds)) for r, ds in sorted(by_range.items())]
-    scans = fitting(runner, units).map_units(units, unit_block_scan, config.open, partitions=partitions)
-    picks, weight, irregular = _changed_entries(scans, net)
-    wanted: dict[str, dict[bytes, tuple[int, ...] | None]] = {}
-    for range_id, digest, ordinal in picks:
-        wanted.setdefault(range_id, {}).setdefault(digest, ())
-        wanted[range_id][digest] += (ordinal,)  # type: ignore[operator]
-    for range_id, digest in irregular:
-        wanted.setdefault(range_id, {})[digest] = None
-    units2 = [(r, tuple(sorted(ds.items()))) for r, ds in sorted(wanted.items())]
+    """The kept index's change from the ranges that died and appeared, and the keys whose count went down: the
+    dead and the new ranges put side by side as lakeFS's diff does (``core.range_changes``: blocks that repeat
+    cancel out unread, the others are walked by the compiled decoder and their entries cancel out by address).
+    A day's few dozen ranges are read on the driver's threads and walked on two (the walk runs without the GIL);
+    more go to the runner in groups of overlapping key spans, each group's change computed where it is read."""
+    ranges = dead + new
+    cost = range_changes.Tally()
     count: dict[tuple[str, int], int] = {}
-    decoded = fitting(runner, units2).map_units(units2, unit_block_picks, config.open, partitions=partitions)
-    for digest, ordinal, entry in decoded:
-        times = net[digest] if ordinal < 0 else weight[(digest, ordinal)]
-        count[entry] = count.get(entry, 0) + times
+    if len(ranges) <= FEW_UNITS:
+        files = dict(fitting(runner, ranges).map_units(ranges, unit_read_range, config.open, partitions=partitions))
+        with ThreadPoolExecutor(_WALKERS) as pool:
+            found, cost = range_changes.changes(files, set(dead), map_=pool.map)
+        del files
+        for address, kind, times in found:
+            count[(address, kind)] = count.get((address, kind), 0) + times
+    else:
+        spans = dict(runner.map_units(ranges, unit_range_span, config.open, partitions=partitions))
+        died = set(dead)
+        units = [(tuple(r for r in group if r in died), tuple(r for r in group if r not in died))
+                 for group in range_changes.groups(spans)]
+        for what, item in runner.map_units(units, unit_group_changes, config.open, partitions=partitions):
+            if what == "tally":
+                cost.add(range_changes.Tally(**item))
+            else:
+                address, kind, times = item
+                count[(address, kind)] = count.get((address, kind), 0) + times
     if tally is not None:
-        tally.update(blocks=len(net), blocks_decoded=sum(len(d) for _, d, _ in scans),
-                     entries_decoded=sum(len(s.fp1) for _, _, s in scans) + sum(1 for _, o, _ in decoded if o < 0),
-                     blocks_irregular=len(irregular), entries_changed=sum(1 for n in count.values() if n))
+        tally.update(cost.as_dict(), entries_changed=sum(1 for n in count.values() if n))
     delta: dict[int, int] = {}
     gone: set[str] = set()
     for (address, kind), times in count.items():
@@ -106,39 +86,6 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
             if times < 0:
                 gone.add(key)
     return {h: n for h, n in delta.items() if n}, gone
-
-
-def _changed_entries(scans: list[tuple[str, list[bytes], block_scan.Scan]], net: dict[bytes, int]) \
-        -> tuple[list[tuple[str, bytes, int]], dict[tuple[bytes, int], int], list[tuple[str, bytes]]]:
-    """From the scanned blocks: one (range, digest, entry ordinal) per fingerprint whose entries do not cancel
-    out, with its net count (by (digest, ordinal)); and the blocks the scan did not take."""
-    import numpy as np  # noqa: PLC0415
-
-    irregular = [(r, digests[i]) for r, digests, scan in scans for i in scan.irregular]
-    parts = [(u, s) for u, (_, _, s) in enumerate(scans) if len(s.fp1)]
-    if not parts:
-        return [], {}, irregular
-    fp1 = np.concatenate([s.fp1 for _, s in parts])
-    fp2 = np.concatenate([s.fp2 for _, s in parts])
-    unit = np.concatenate([np.full(len(s.fp1), u, np.int64) for u, s in parts])
-    block = np.concatenate([s.block for _, s in parts])
-    entry = np.concatenate([s.entry for _, s in parts])
-    times = np.concatenate([np.array([net[d] for d in scans[u][1]], np.int64)[s.block] for u, s in parts])
-    order = np.lexsort((fp2, fp1))
-    f1, f2 = fp1[order], fp2[order]
-    first = np.ones(len(order), bool)
-    first[1:] = (f1[1:] != f1[:-1]) | (f2[1:] != f2[:-1])
-    starts = np.flatnonzero(first)
-    sums = np.add.reduceat(times[order], starts)
-    changed = sums != 0
-    picks: list[tuple[str, bytes, int]] = []
-    weight: dict[tuple[bytes, int], int] = {}
-    for i, total in zip(order[starts[changed]].tolist(), sums[changed].tolist(), strict=True):
-        range_id, digests, _ = scans[int(unit[i])]
-        digest, ordinal = digests[int(block[i])], int(entry[i])
-        picks.append((range_id, digest, ordinal))
-        weight[(digest, ordinal)] = int(total)
-    return picks, weight, irregular
 
 
 class _Clock:

@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spark_jobs.core import kept_index, sstable
-from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.cleaning import Scope, ScopedRetention
 from spark_jobs.core.incremental import State, Unit, metarange_indices, units_of
 from spark_jobs.core.mark import kept_addresses, range_commits, versions_kept
@@ -325,6 +324,11 @@ def versions(source: Source, graph: Graph, *, heads: dict[str, str]) -> set[str]
 def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) -> dict[str, str]:
     """The path some commit gave each of ``keys`` (Hudi's partitions for `--by-prefix`): every commit of every
     branch's whole log (merged lines too) and every commit the mark already knows, each distinct range read once."""
+    import pyarrow as pa  # noqa: PLC0415 - only `--by-path` naming reads ranges as Arrow here
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    from spark_jobs.core import range_arrow  # noqa: PLC0415
+
     if not keys:
         return {}
     known = dict(graph.commits)
@@ -334,10 +338,14 @@ def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) 
     metaranges = {c.meta_range_id for c in known.values() if c.meta_range_id}
     ranges = sorted({r for m in sorted(metaranges) for r in sstable.metarange_range_ids(ctx.read_metarange(m))})
     paths: dict[str, str] = {}
+    asked = pa.array(sorted(keys), pa.string())
     for range_id in ranges:
-        for path, address, kind, _ in sstable.range_entries(ctx.read_range(range_id)):
-            key = relative_key(address, kind, ctx.prefixes)
-            if key in keys and key not in paths:
+        batch = range_arrow.range_batch(ctx.read_range(range_id))
+        found = range_arrow.relative_keys(batch, ctx.prefixes)
+        hit = pc.is_in(found, value_set=asked)  # the few entries asked for, out of the range's thousands
+        for path, key in zip(pc.filter(batch.column(0), hit).to_pylist(), pc.filter(found, hit).to_pylist(),
+                             strict=True):
+            if key not in paths:
                 paths[key] = path.decode(errors="replace")
         if len(paths) == len(keys):
             break

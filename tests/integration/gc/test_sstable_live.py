@@ -10,7 +10,7 @@ import lakefs_sdk
 import pytest
 import requests
 
-from spark_jobs.core import sstable
+from spark_jobs.core import range_arrow, sstable
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer
 
 
@@ -85,6 +85,7 @@ def test_every_range_of_each_commit_matches_the_listing(api, lakefs_server: Lake
             got = list(sstable.iter_entries(data))
             assert sstable.range_addresses(data) == [(e.address, e.address_type) for e in got]
             assert sstable.range_entries(data) == [(e.path, e.address, e.address_type, e.size) for e in got]
+            assert range_arrow.range_batch(data).equals(range_arrow.careful_batch(data))  # the compiled walk
             entries.extend(got)
 
         listed = listing(api, repo, commit_id)

@@ -155,7 +155,8 @@ def test_functions_with_more_than_three_parameters_take_the_rest_by_keyword():
 # for the blocks scanned as arrays and the kept index's binary searches).
 CORE_MAY_IMPORT = {"__future__", "collections", "dataclasses", "datetime", "typing", "re", "fnmatch", "hashlib",
                    "json", "math", "struct", "array", "io", "zlib", "gzip", "base64", "enum", "functools", "itertools", "operator", "bisect",
-                   "cramjam", "google_crc32c", "pyarrow", "numpy", "spark_jobs"}
+                   "cramjam", "google_crc32c", "pyarrow", "numpy", "spark_jobs",
+                   "logging", "lakefs_rangewalk"}
 
 
 def test_spark_jobs_core_does_no_io():

@@ -533,6 +533,14 @@ def test_the_images_run_as_the_user_the_chart_expects():
         assert f"--uid {user}" in text, dockerfile
 
 
+def test_the_images_build_the_compiled_range_walk():
+    """The GC decodes ranges with native/rangewalk.c (module lakefs_rangewalk): both images copy it, build it and
+    check that it imports (without it every range goes through the careful decoder, ten times slower)."""
+    for dockerfile in (ROOT / "deploy/Dockerfile", ROOT / "deploy/spark/Dockerfile"):
+        text = dockerfile.read_text()
+        assert "COPY native ./native" in text and 'python -c "import lakefs_rangewalk"' in text, dockerfile
+
+
 def test_the_spark_image_takes_the_entrypoint_of_the_spark_line_pyspark_is_pinned_to():
     import tomllib  # noqa: PLC0415
 
