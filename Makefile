@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both install what they need first.
-.PHONY: install demo test test-unit lint bench-webhook bench-lifecycle bench-gc
+.PHONY: install demo test test-unit lint bench-webhook bench-lifecycle bench-gc bench-scale
 
 install:
 	scripts/install.sh
@@ -29,3 +29,9 @@ bench-gc: install
 	.venv/bin/python bench/gc/bench_gc.py
 	.venv/bin/python bench/gc/inprocess_bench.py
 	.venv/bin/python bench/gc/sstable_bench.py
+
+# GC at scale (issue 37): full and daily runs at 100k and 1M objects, local disk and versitygw, threads and
+# spark-submit on local[2] and standalone clusters of one and two workers (bench/gc/scale_bench.py); writes
+# bench/results/scale.json. SCALE_ARGS narrows it, e.g. SCALE_ARGS="--stores local --sizes 100000".
+bench-scale: install
+	.venv/bin/python bench/gc/scale_bench.py $(SCALE_ARGS)

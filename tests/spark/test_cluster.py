@@ -24,6 +24,17 @@ def test_local_job_reports_events_and_receives_the_seed_keys(local_spark, submit
                                 "read_timeout_seconds": 7, "connection_timeout_seconds": 3}
 
 
+def test_a_job_setting_can_name_the_drivers_environment(local_spark, submit_env):
+    """What a driver in its own pod relies on (workers.gc.submit.cluster_properties): a job setting written as
+    ${env.VAR} reads as that variable of the driver's environment (Hadoop's configuration expands it), so that
+    secrets travel as the pod's environment from a Secret, never in the properties."""
+    spark = local_spark.model_copy(update={"conf": {"spark.hadoop.lakefs.api.url": "${env.JANITOR_TEST_API_URL}/v1"}})
+    outcome = run_job(spark=spark, entry="ping", args=["--partitions", "1"],
+                      env={**submit_env, "JANITOR_TEST_API_URL": "http://lakefs.example.internal/api"})
+    assert outcome.success, outcome.failure_reason()
+    assert outcome.result["config"]["api_url"] == "http://lakefs.example.internal/api/v1"
+
+
 def test_job_runs_on_the_standalone_cluster(spark_cluster: tuple[SparkMaster, SparkWorker], cluster_spark,
                                             submit_env):
     master, worker = spark_cluster

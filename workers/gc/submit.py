@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import functools
+import json
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ import threading
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ PACKAGE_DIR = Path(spark_jobs.__file__).resolve().parent
 JOBS_DIR = PACKAGE_DIR / "jobs"
 STDERR_TAIL_LINES = 200
 PR_SET_PDEATHSIG = 1
+CLOCK_SKEW = timedelta(minutes=1)  # between this host's clock and the driver pod's node's
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")
 
 
@@ -155,8 +157,62 @@ def submit_command(*, spark: SparkSettings, home: Path, entry: str, args: Sequen
     script = JOBS_DIR / f"{entry}.py"
     if not script.exists():
         raise SparkSubmitError(f"no Spark job named {entry!r} (expected {script})")
-    return [str(home / "bin" / "spark-submit"), "--master", spark.master, "--name", app_name,
-            "--properties-file", str(properties_file), "--py-files", str(py_files), str(script), *args]
+    command = [str(home / "bin" / "spark-submit"), "--master", spark.master, "--name", app_name,
+               "--properties-file", str(properties_file)]
+    if spark.deploy_mode == "cluster":
+        # The driver pod runs the image this worker runs (deploy/spark/Dockerfile): the package is installed at
+        # the same path there, so nothing is uploaded (a local file would need spark.kubernetes.file.upload.path).
+        return [*command, "--deploy-mode", "cluster", f"local://{script}", *args]
+    return [*command, "--py-files", str(py_files), str(script), *args]
+
+
+DRIVER_SECRET_ENV = "spark.kubernetes.driver.secretKeyRef."
+SECRET_OPTION = re.compile(r"secret|password|token|key|connection_string|sas|credential", re.I)
+
+
+def secrets_of(*, lakefs: LakeFSConnection | None = None, storage=None, lease_json: str | None = None) -> list[str]:
+    """The secret strings a job's properties may carry: lakeFS's secret key, the stores' keys, the password in the
+    lease's Redis URL."""
+    found = [lakefs.secret_access_key.get_secret_value()] if lakefs is not None else []
+
+    def leaves(tree: Any, name: str = "") -> None:
+        if isinstance(tree, dict):
+            for key, value in tree.items():
+                leaves(value, str(key))
+        elif isinstance(tree, str) and tree and SECRET_OPTION.search(name):
+            found.append(tree)
+
+    if storage is not None and storage.options_json:
+        leaves(json.loads(storage.options_json))
+    if lease_json:
+        found += re.findall(r"://[^:/@;]*:([^@;]+)@", json.loads(lease_json).get("url", ""))
+    return [s for s in found if s]
+
+
+def cluster_properties(props: Mapping[str, str], *, env: Mapping[str, str], secrets: Sequence[str]) -> dict[str, str]:
+    """Properties for a driver in its own pod. spark-submit writes every property into the driver pod's
+    ConfigMap, so no secret may be among them: each value of an environment variable the driver pod gets from a
+    Secret (``spark.kubernetes.driver.secretKeyRef.<VAR>=<secret>:<key>``) becomes ``${env.<VAR>}`` in the
+    job's settings, which Hadoop's configuration expands in the driver when the job reads them. A secret left
+    over is an error that names the property to add."""
+    names = [k[len(DRIVER_SECRET_ENV):] for k in props if k.startswith(DRIVER_SECRET_ENV)]
+    out = dict(props)
+    for name in sorted(names, key=lambda n: -len(env.get(n, ""))):  # a longer value first: it may hold a shorter one
+        value = env.get(name, "")
+        if not value:
+            continue
+        for key in out:
+            if key.startswith("spark.hadoop.") and value in out[key]:
+                out[key] = out[key].replace(value, "${env." + name + "}")
+    left = sorted({key for key, value in out.items() for secret in secrets if secret in value})
+    if left:
+        raise SparkSubmitError(
+            f"spark.deploy_mode cluster: {', '.join(left)} would carry a secret into the driver pod's ConfigMap; "
+            f"give the driver pod the environment variable that holds it from a Secret with "
+            f"{DRIVER_SECRET_ENV}<VARIABLE>=<secret>:<key> in spark.conf (the Helm chart does this for "
+            "existingSecret)")
+    out.setdefault("spark.kubernetes.submission.waitAppCompletion", "true")  # the run ends when the driver does
+    return out
 
 
 def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakefs: LakeFSConnection | None = None,
@@ -177,8 +233,11 @@ def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakef
         tmp_dir = Path(tmp)
         py_files = build_py_files(tmp_dir)
         props_file = tmp_dir / "job.properties"
-        write_properties(props_file, job_properties(spark=spark, python=python, lakefs=lakefs, storage=storage,
-                                                    lease_json=lease_json))
+        props = job_properties(spark=spark, python=python, lakefs=lakefs, storage=storage, lease_json=lease_json)
+        if spark.deploy_mode == "cluster":
+            props = cluster_properties(props, env=run_env, secrets=secrets_of(lakefs=lakefs, storage=storage,
+                                                                             lease_json=lease_json))
+        write_properties(props_file, props)
         command = submit_command(spark=spark, home=home, entry=entry, args=args, py_files=py_files,
                                  properties_file=props_file, app_name=app_name or f"lakefs-janitor-{entry}")
         try:
@@ -266,9 +325,13 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
     now = request.now or datetime.now(UTC)
     run_id = request.run_id or (new_run_id(now) if request.mode != "sweep" else None)
     args = replace(request, now=now, run_id=run_id).to_args()
+    submitted = datetime.now(UTC)
     outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage=storage, on_event=on_event, env=env,
                       app_name=f"lakefs-janitor-gc-{request.repository_id}",
                       lease_json=request.lease.to_json() if request.lease is not None else None)
+    if spark.deploy_mode == "cluster":
+        return outcome_from_record(outcome, lakefs=lakefs, request=request, run_id=run_id or request.mark_id or "",
+                            storage=storage, submitted=submitted)
     if not outcome.success:
         reason = (outcome.error or {}).get("reason") or "spark"
         raise GCError(f"GC of {request.repository_id} on Spark failed: {outcome.failure_reason()}", reason)
@@ -279,4 +342,36 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
     if stored.run_id != reported.run_id or not stored.success or stored.phase != reported.phase:
         raise GCError(f"GC of {request.repository_id}: the job ended but its summary.json does not report success",
                       "summary-missing")
+    return stored
+
+
+def outcome_from_record(outcome: JobOutcome, *, lakefs: LakeFSConnection, request, run_id: str, storage, submitted: datetime):
+    """A run whose driver had its own pod: its events went to that pod's log, not to spark-submit's output, and
+    spark-submit exits 0 whatever the driver did (Spark 3.5 on Kubernetes). The run's record in the namespace is
+    then the only word on its outcome: it must be there, say success, and be this run's."""
+    from spark_jobs.engine import report  # noqa: PLC0415
+    from spark_jobs.engine.context import GCError  # noqa: PLC0415
+    from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig  # noqa: PLC0415
+    from spark_jobs.engine.run import resolve_storage  # noqa: PLC0415
+    from spark_jobs.engine.stores import open_namespace  # noqa: PLC0415
+
+    where = f"GC of {request.repository_id} on Spark (driver pod, run {run_id})"
+    if outcome.returncode != 0:
+        raise GCError(f"{where} failed: {outcome.failure_reason()}", "spark")
+    api = LakeFSApi(LakeFSApiConfig(lakefs.api_url, lakefs.access_key_id, lakefs.secret_access_key.get_secret_value()))
+    try:
+        ns = open_namespace(resolve_storage(api, request.repository_id, storage))
+    finally:
+        api.close()
+    try:
+        stored = report.read_summary(ns, run_id)
+    except report.PlanError as exc:
+        raise GCError(f"{where}: the driver ended without writing its record ({exc}); its pod's log says why",
+                      "summary-missing") from None
+    phase = "swept" if request.mode in ("full", "sweep") else "mark"
+    fresh = request.mode != "sweep" or (stored.swept_at is not None and
+                                        datetime.fromisoformat(stored.swept_at) >= submitted - CLOCK_SKEW)
+    if not stored.success or stored.phase != phase or not fresh:
+        raise GCError(f"{where} did not succeed: {stored.error or 'its record says phase ' + stored.phase}; its "
+                      "pod's log says why", "spark")
     return stored

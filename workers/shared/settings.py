@@ -115,6 +115,8 @@ class SparkSettings(BaseModel):
     api_connection_timeout_seconds: int = Field(default=10, gt=0)
     conf: dict[str, str] = Field(default_factory=dict, description="extra --conf KEY=VALUE, applied last")
     submit_timeout_seconds: float = Field(default=6 * 3600, gt=0, description="a job running longer is killed")
+    deploy_mode: str = Field(default="client", pattern="^(client|cluster)$", description="client: the driver runs "
+                             "where spark-submit does (the worker); cluster (k8s:// only): in a pod of its own")
 
     @field_validator("master")
     @classmethod
@@ -123,6 +125,15 @@ class SparkSettings(BaseModel):
         if not local and not value.startswith(("spark://", "k8s://", "mesos://")) and value != "yarn":
             raise ValueError(f"{value!r} is not a Spark master (local[*], spark://host:port, yarn, k8s://...)")
         return value
+
+    @model_validator(mode="after")
+    def _cluster_mode(self) -> SparkSettings:
+        # Spark runs a Python driver in cluster mode only on Kubernetes and YARN; the janitor's driver image is
+        # Kubernetes' (deploy/spark/Dockerfile)
+        if self.deploy_mode == "cluster" and not self.master.startswith("k8s://"):
+            raise ValueError(f"spark.deploy_mode cluster needs a k8s:// master, not {self.master!r} (a standalone "
+                             "master cannot run a Python driver in cluster mode; use client)")
+        return self
 
 
 class GCSettings(BaseModel):

@@ -465,6 +465,110 @@ def test_executors_in_the_release_namespace_are_owned_by_the_worker_pod(tools):
     assert {d["metadata"].get("namespace") for d in by_kind(docs, "Role") + by_kind(docs, "RoleBinding")} == {"lakefs"}
 
 
+def test_the_worker_is_the_driver_by_default(all_on, tmp_path, monkeypatch):
+    """Client mode (the default): no driver pod, its account, template or Role; no secret references."""
+    assert not [d for d in by_kind(all_on, "Role") if d["metadata"]["name"].endswith("-spark-submit")]
+    assert not [d for d in by_kind(all_on, "ServiceAccount") if d["metadata"]["name"].endswith("-spark-driver")]
+    assert not driver_templates(all_on)
+    container = one(all_on, "Deployment", "-worker")["spec"]["template"]["spec"]["containers"][0]
+    spark = settings_of(tmp_path, all_on, container, monkeypatch).spark
+    assert spark.deploy_mode == "client"
+    assert not [k for k in spark.conf if k.startswith(("spark.kubernetes.driver.", "spark.driver.memory"))]
+
+
+# --- the Spark driver in a pod of its own (spark.kubernetes.deployMode cluster) ------------------------------
+
+CLUSTER_MODE = ("spark.kubernetes.deployMode=cluster",)
+
+
+@pytest.fixture(scope="module")
+def cluster_mode(tools) -> list[dict]:
+    return render(tools, ALL_ON, sets=CLUSTER_MODE)
+
+
+def driver_templates(docs: list[dict]) -> list[dict]:
+    return [yaml.safe_load(cm["data"]["driver-pod.yaml"]) for cm in by_kind(docs, "ConfigMap")
+            if "driver-pod.yaml" in cm.get("data", {})]
+
+
+@pytest.mark.parametrize("kube", KUBE_VERSIONS)
+def test_cluster_mode_manifests_match_the_kubernetes_schemas(tools, tmp_path, cluster_mode, kube):
+    docs = cluster_mode + executor_templates(cluster_mode) + driver_templates(cluster_mode)
+    problems = validate(tools, tmp_path, docs, kube)
+    assert not problems, f"cluster mode, Kubernetes {kube}:\n" + json.dumps(problems, indent=1)
+
+
+def test_cluster_mode_lint(tools, tmp_path):
+    values = tmp_path / "cluster.yaml"
+    values.write_text(yaml.safe_dump({"spark": {"kubernetes": {"deployMode": "cluster"}}}))
+    result = helm(tools, "lint", str(CHART), "--strict", "--kube-version", "1.30.0", "-f", str(ALL_ON), "-f", str(values))
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_spark_driver_in_its_own_pod_is_wired_through(cluster_mode, tmp_path, monkeypatch):
+    from workers.gc.run import storage_config  # noqa: PLC0415
+    from workers.gc.submit import cluster_properties, job_properties, secrets_of  # noqa: PLC0415
+
+    worker = one(cluster_mode, "Deployment", "-worker")["spec"]["template"]["spec"]
+    container = worker["containers"][0]
+    settings = settings_of(tmp_path, cluster_mode, container, monkeypatch)
+    assert settings.spark.deploy_mode == "cluster"
+    props = job_properties(spark=settings.spark, python="/usr/local/bin/python3", lakefs=settings.lakefs,
+                           storage=storage_config(settings.gc))
+    assert props["spark.submit.deployMode"] == "cluster"
+    assert (props["spark.driver.cores"], props["spark.driver.memory"], props["spark.driver.memoryOverhead"]) == (
+        "1", "2g", "1g")
+    # The driver pods' own account, in the executors' namespace, with the Role that manages executors.
+    account = one(cluster_mode, "ServiceAccount", "-spark-driver")["metadata"]
+    assert (account["name"], account["namespace"]) == (
+        props["spark.kubernetes.authenticate.driver.serviceAccountName"], "spark-jobs")
+    assert one(cluster_mode, "RoleBinding", "-spark-driver")["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": "spark-jobs"}]
+    # The worker may start, watch and delete driver pods (with their Service and ConfigMaps) there, nothing more.
+    submit = one(cluster_mode, "RoleBinding", "-spark-submit")
+    assert submit["metadata"]["namespace"] == "spark-jobs"
+    assert submit["subjects"] == [{"kind": "ServiceAccount", "name": worker["serviceAccountName"], "namespace": "lakefs"}]
+    rules = one(cluster_mode, "Role", "-spark-submit")["rules"]
+    assert {r for rule in rules for r in rule["resources"]} == {"pods", "services", "configmaps"}
+    assert worker["automountServiceAccountToken"] is True
+    # Every credential the worker has from the Secret reaches the driver pod from the Secret too, by the same name.
+    from_secret = {name: e["valueFrom"]["secretKeyRef"] for name, e in env_of(container).items()
+                   if "valueFrom" in e and "secretKeyRef" in e["valueFrom"] and name != "LAKEFS_JANITOR_WEBHOOK_SECRET"}
+    assert len(from_secret) >= 5
+    refs = {k.removeprefix("spark.kubernetes.driver.secretKeyRef."): v for k, v in props.items()
+            if k.startswith("spark.kubernetes.driver.secretKeyRef.")}
+    assert refs == {name: f"{ref['name']}:{ref['key']}" for name, ref in from_secret.items()}
+    # ... so that what spark-submit writes into the driver's ConfigMap carries none of them.
+    storage = storage_config(settings.gc)
+    secrets = secrets_of(lakefs=settings.lakefs, storage=storage)
+    assert len(secrets) >= 3  # lakeFS's secret key, the S3 keys
+    shipped = cluster_properties(props, env=os.environ, secrets=secrets)
+    assert shipped["spark.hadoop.lakefs.api.secret_key"] == "${env.LAKEFS_JANITOR_LAKEFS__SECRET_ACCESS_KEY}"
+    assert not [k for k, v in shipped.items() for secret in secrets if secret in v]
+    # The worker only submits: it is not the driver any more.
+    env = env_of(container)
+    assert not {"POD_IP", "SPARK_LOCAL_IP", "SPARK_SUBMIT_OPTS"} & set(env)
+    assert {p["name"] for p in container["ports"]} == {"metrics"}
+    # The driver pod template, mounted where the property says: the chart's security settings, its own token.
+    template_path = Path(props["spark.kubernetes.driver.podTemplateFile"])
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "config")
+    volume = next(v for v in worker["volumes"] if v["name"] == "config")
+    assert str(template_path.relative_to(mount["mountPath"])) in {i["path"] for i in volume["configMap"]["items"]}
+    (driver,) = driver_templates(cluster_mode)
+    assert driver["spec"]["automountServiceAccountToken"] is True
+    assert driver["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert driver["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    # The executors keep their template and account.
+    assert executor_templates(cluster_mode) and one(cluster_mode, "ServiceAccount", "-spark-executor")
+
+
+def test_cluster_mode_is_checked(tools):
+    bogus = render_text(tools, ALL_ON, sets=("spark.kubernetes.deployMode=remote",), check=False)
+    assert bogus.returncode != 0 and "client (the driver in the worker pod) or cluster" in bogus.stderr
+    no_k8s = render_text(tools, MINIMAL, sets=CLUSTER_MODE, check=False)
+    assert no_k8s.returncode != 0 and "set spark.master to k8s://" in no_k8s.stderr
+
+
 def test_an_existing_spark_cluster_needs_no_kubernetes_wiring(tools, tmp_path, monkeypatch):
     docs = render(tools, MINIMAL, sets=("spark.master=spark://spark-master.spark:7077",
                                         "spark.conf.spark\\.executor\\.memory=4g"))

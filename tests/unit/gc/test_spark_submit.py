@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -9,7 +10,17 @@ import pytest
 
 from spark_jobs.jobs.config import JobSettings, JobSettingsError
 from spark_jobs.jobs.protocol import EVENT_PREFIX, parse_job_event
-from workers.gc.submit import JobOutcome, build_py_files, job_properties, submit_command, write_properties
+from workers.gc.submit import (
+    JOBS_DIR,
+    JobOutcome,
+    SparkSubmitError,
+    build_py_files,
+    cluster_properties,
+    job_properties,
+    secrets_of,
+    submit_command,
+    write_properties,
+)
 from workers.shared.settings import LakeFSConnection, SparkSettings
 
 
@@ -104,3 +115,59 @@ def test_job_settings_travel_whole_and_credentials_stay_private():
                                         "spark.hadoop.lakefs.gc.range.num_partitions": "50",
                                         "spark.hadoop.lakefs.gc.address.num_partitions": "200",
                                         "spark.hadoop.lakefs.gc.store.max_in_flight": "8"}
+
+
+# --- the driver in a pod of its own (spark.deploy_mode cluster, Kubernetes only) --------------------------------
+
+K8S = "k8s://https://kubernetes.default.svc:443"
+
+
+def test_cluster_mode_needs_kubernetes():
+    assert SparkSettings(master=K8S, deploy_mode="cluster").deploy_mode == "cluster"
+    with pytest.raises(ValueError, match="deploy_mode cluster needs a k8s:// master"):
+        SparkSettings(master="spark://h:7077", deploy_mode="cluster")
+    with pytest.raises(ValueError, match="deploy_mode"):
+        SparkSettings(master=K8S, deploy_mode="remote")
+
+
+def test_cluster_mode_runs_the_installed_job_and_ships_nothing(tmp_path: Path):
+    spark = SparkSettings(master=K8S, deploy_mode="cluster")
+    command = submit_command(spark=spark, home=Path("/spark"), entry="gc", args=["--repository-id", "r"],
+                             py_files=tmp_path / "z", properties_file=tmp_path / "p", app_name="a")
+    assert "--py-files" not in command
+    assert command[-5:] == ["--deploy-mode", "cluster", f"local://{JOBS_DIR / 'gc.py'}", "--repository-id", "r"]
+    client = submit_command(spark=SparkSettings(master=K8S), home=Path("/spark"), entry="gc", args=[],
+                            py_files=tmp_path / "z", properties_file=tmp_path / "p", app_name="a")
+    assert "--deploy-mode" not in client and client[-3:] == ["--py-files", str(tmp_path / "z"), str(JOBS_DIR / "gc.py")]
+
+
+def test_cluster_mode_takes_secrets_from_the_driver_pods_environment():
+    from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageConfig  # noqa: PLC0415
+
+    conn = LakeFSConnection(endpoint_url="http://lakefs", access_key_id="AKIAEXAMPLE", secret_access_key="lakefs-s3cr3t")
+    storage = StorageConfig("", None, json.dumps({"s3": {"key": "s3-key-id", "secret": "s3-s3cr3t",
+                                                         "client_kwargs": {"region_name": "eu-west-1"}}}))
+    lease = LeaseRef("redis://:redis-pw@redis:6379/0", "k", "t", lease_ms=1, stale_ms=1).to_json()
+    refs = {f"spark.kubernetes.driver.secretKeyRef.{name}": f"janitor:{name.lower()}" for name in
+            ("LAKEFS_JANITOR_LAKEFS__ACCESS_KEY_ID", "LAKEFS_JANITOR_LAKEFS__SECRET_ACCESS_KEY", "REDIS_URL",
+             "S3_KEY", "S3_SECRET", "UNSET")}
+    spark = SparkSettings(master=K8S, deploy_mode="cluster", conf=refs)
+    env = {"LAKEFS_JANITOR_LAKEFS__ACCESS_KEY_ID": "AKIAEXAMPLE", "LAKEFS_JANITOR_LAKEFS__SECRET_ACCESS_KEY":
+           "lakefs-s3cr3t", "REDIS_URL": "redis://:redis-pw@redis:6379/0", "S3_KEY": "s3-key-id",
+           "S3_SECRET": "s3-s3cr3t"}
+    props = job_properties(spark=spark, python="python3", lakefs=conn, storage=storage, lease_json=lease)
+    secrets = secrets_of(lakefs=conn, storage=storage, lease_json=lease)
+    assert sorted(secrets) == ["lakefs-s3cr3t", "redis-pw", "s3-key-id", "s3-s3cr3t"]
+    shipped = cluster_properties(props, env=env, secrets=secrets)
+    assert shipped["spark.hadoop.lakefs.api.secret_key"] == "${env.LAKEFS_JANITOR_LAKEFS__SECRET_ACCESS_KEY}"
+    assert shipped["spark.hadoop.lakefs.api.access_key"] == "${env.LAKEFS_JANITOR_LAKEFS__ACCESS_KEY_ID}"
+    assert json.loads(shipped["spark.hadoop.lakefs.gc.storage_options"])["s3"] == {
+        "key": "${env.S3_KEY}", "secret": "${env.S3_SECRET}", "client_kwargs": {"region_name": "eu-west-1"}}
+    assert json.loads(shipped["spark.hadoop.lakefs.gc.lease.token"])["url"] == "${env.REDIS_URL}"
+    assert not [k for k, v in shipped.items() for s in secrets if s in v]
+    assert shipped["spark.kubernetes.submission.waitAppCompletion"] == "true"
+    # A secret the driver pod would not get from a Secret is refused, naming where it would have gone.
+    with pytest.raises(SparkSubmitError, match=r"spark.hadoop.lakefs.gc.storage_options would carry a secret .*"
+                                               r"spark.kubernetes.driver.secretKeyRef.<VARIABLE>"):
+        cluster_properties(props, env={k: v for k, v in env.items() if k != "S3_SECRET"}, secrets=secrets)

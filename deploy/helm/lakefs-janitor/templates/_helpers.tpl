@@ -55,6 +55,37 @@ app.kubernetes.io/component: {{ .component }}
 {{- if hasPrefix "k8s://" .Values.spark.master }}true{{ end -}}
 {{- end -}}
 
+{{/* The GC's Spark driver in a pod of its own (spark-submit --deploy-mode cluster) rather than in the worker. */}}
+{{- define "janitor.sparkClusterMode" -}}
+{{- if and (include "janitor.sparkOnKubernetes" .) (eq .Values.spark.kubernetes.deployMode "cluster") }}true{{ end -}}
+{{- end -}}
+
+{{- define "janitor.driverServiceAccountName" -}}
+{{- if .Values.spark.kubernetes.driver.serviceAccount.create -}}
+{{- default (printf "%s-spark-driver" (include "janitor.fullname" .)) .Values.spark.kubernetes.driver.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.spark.kubernetes.driver.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Environment variable -> key in existingSecret, for every setting the chart takes from the Secret. */}}
+{{- define "janitor.secretEnv" -}}
+{{- $env := dict "LAKEFS_JANITOR_LAKEFS__ACCESS_KEY_ID" .Values.secretKeys.lakefsAccessKeyId "LAKEFS_JANITOR_LAKEFS__SECRET_ACCESS_KEY" .Values.secretKeys.lakefsSecretAccessKey -}}
+{{- if .Values.secretKeys.redisUrl -}}
+{{- $_ := set $env "LAKEFS_JANITOR_REDIS_URL" .Values.secretKeys.redisUrl -}}
+{{- end -}}
+{{- if .Values.secretKeys.s3AccessKeyId -}}
+{{- $_ := set $env "LAKEFS_JANITOR_GC__S3_ACCESS_KEY_ID" .Values.secretKeys.s3AccessKeyId -}}
+{{- end -}}
+{{- if .Values.secretKeys.s3SecretAccessKey -}}
+{{- $_ := set $env "LAKEFS_JANITOR_GC__S3_SECRET_ACCESS_KEY" .Values.secretKeys.s3SecretAccessKey -}}
+{{- end -}}
+{{- range $name, $key := .Values.extraSecretEnv -}}
+{{- $_ := set $env $name $key -}}
+{{- end -}}
+{{- toJson $env -}}
+{{- end -}}
+
 {{- define "janitor.sparkNamespace" -}}
 {{- default .Release.Namespace .Values.spark.kubernetes.namespace -}}
 {{- end -}}
@@ -115,6 +146,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- if hasKey $config "spark" -}}
 {{- fail "config.spark: set the Spark engine through the chart's spark values (spark.master, spark.conf)" -}}
 {{- end -}}
+{{- if not (has .Values.spark.kubernetes.deployMode (list "client" "cluster")) -}}
+{{- fail (printf "spark.kubernetes.deployMode: client (the driver in the worker pod) or cluster (a driver pod per run), not %q" .Values.spark.kubernetes.deployMode) -}}
+{{- end -}}
+{{- if and (eq .Values.spark.kubernetes.deployMode "cluster") (not (include "janitor.sparkOnKubernetes" .)) -}}
+{{- fail "spark.kubernetes.deployMode cluster runs the driver as a Kubernetes pod: set spark.master to k8s://https://kubernetes.default.svc:443" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The settings file: config, plus what the chart decides itself. Never a secret. */}}
@@ -128,13 +165,28 @@ app.kubernetes.io/component: {{ .component }}
 {{- $conf := dict -}}
 {{- if include "janitor.sparkOnKubernetes" . -}}
 {{- $k := .Values.spark.kubernetes -}}
-{{- $_ := set $conf "spark.submit.deployMode" "client" -}}
 {{- $_ := set $conf "spark.kubernetes.namespace" (include "janitor.sparkNamespace" .) -}}
 {{- $_ := set $conf "spark.kubernetes.container.image" (default (include "janitor.image" .) $k.executorImage) -}}
 {{- $_ := set $conf "spark.kubernetes.container.image.pullPolicy" .Values.image.pullPolicy -}}
 {{- $_ := set $conf "spark.kubernetes.authenticate.executor.serviceAccountName" (include "janitor.executorServiceAccountName" .) -}}
 {{- $_ := set $conf "spark.kubernetes.executor.podTemplateFile" "/etc/lakefs-janitor/spark/executor-pod.yaml" -}}
 {{- $_ := set $conf "spark.kubernetes.executor.podNamePrefix" (printf "%s-gc" (include "janitor.fullname" . | trunc 40 | trimSuffix "-")) -}}
+{{- if include "janitor.sparkClusterMode" . -}}
+{{- $d := $k.driver -}}
+{{- $_ := set $spark "deploy_mode" "cluster" -}}
+{{- $_ := set $conf "spark.submit.deployMode" "cluster" -}}
+{{- $_ := set $conf "spark.kubernetes.authenticate.driver.serviceAccountName" (include "janitor.driverServiceAccountName" .) -}}
+{{- $_ := set $conf "spark.kubernetes.driver.podTemplateFile" "/etc/lakefs-janitor/spark/driver-pod.yaml" -}}
+{{- $_ := set $conf "spark.driver.cores" (toString $d.cores) -}}
+{{- $_ := set $conf "spark.driver.memory" (toString $d.memory) -}}
+{{- $_ := set $conf "spark.driver.memoryOverhead" (toString $d.memoryOverhead) -}}
+{{- /* the driver pod's credentials: from existingSecret, never in a ConfigMap (workers/gc/submit.py) */ -}}
+{{- range $name, $key := (include "janitor.secretEnv" . | fromJson) -}}
+{{- $_ := set $conf (printf "spark.kubernetes.driver.secretKeyRef.%s" $name) (printf "%s:%s" $.Values.existingSecret $key) -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := set $conf "spark.submit.deployMode" "client" -}}
+{{- end -}}
 {{- $_ := set $conf "spark.executor.instances" (toString $k.executorInstances) -}}
 {{- $_ := set $conf "spark.executor.cores" (toString $k.executorCores) -}}
 {{- $_ := set $conf "spark.executor.memory" (toString $k.executorMemory) -}}
@@ -257,6 +309,9 @@ affinity:
       - {key: config.yaml, path: config.yaml}
       {{- if include "janitor.sparkOnKubernetes" . }}
       - {key: executor-pod.yaml, path: spark/executor-pod.yaml}
+      {{- end }}
+      {{- if include "janitor.sparkClusterMode" . }}
+      - {key: driver-pod.yaml, path: spark/driver-pod.yaml}
       {{- end }}
 - name: tmp
   emptyDir: {}
