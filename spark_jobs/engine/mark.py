@@ -108,13 +108,16 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         # Without path policies and keep_versions an entry's fate is its range's: a kept index then says what is
         # still reached, and only what changed is read
         unscoped = not retention.by_path and not any(p.keep_versions for p in graph.cleaning)
-        if datasets.eligible(request, retention, graph, full_listing=not previous.incremental) and (
-                getattr(runner, "prefers_datasets", False) or not request.cache):
-            if preload is not None:
-                preload.cancel()
-            return _mark_datasets(runner, ctx, config, request=request, graph=graph, retention=retention,
-                                  metaranges=metaranges, previous=previous, cutoff=cutoff, seconds=seconds,
-                                  progress=progress, record=record)
+        if datasets.eligible(request, retention, graph, full_listing=not previous.incremental):
+            files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
+            range_ids = in_key_order(files.spans(metaranges))
+            if runner.wants_datasets(ranges=len(range_ids), cache=request.cache):
+                if preload is not None:
+                    preload.cancel()
+                seconds["metaranges"] = time.monotonic() - t
+                return _mark_datasets(runner, ctx, config, request=request, graph=graph, retention=retention,
+                                      metaranges=metaranges, range_ids=range_ids, previous=previous, cutoff=cutoff,
+                                      seconds=seconds, progress=progress, record=record)
         index, lean_refused = None, None
         # (--no-cache reads every file: the kept index, a cache too, is not used either)
         if previous.incremental and previous.state is not None and previous.state.index_sha256 and unscoped \
@@ -253,12 +256,9 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
 
 
 def _mark_datasets(runner: Runner, ctx: OpenContext, config: JobConfig, *, request: RunRequest, graph: Graph,
-                   retention: ScopedRetention, metaranges: list[str], previous: incremental.Previous,
-                   cutoff: datetime, seconds: dict[str, float], progress: Progress, record: bool) -> Marked:
-    t = time.monotonic()
-    files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
-    range_ids = in_key_order(files.spans(metaranges))
-    seconds["metaranges"] = time.monotonic() - t
+                   retention: ScopedRetention, metaranges: list[str], range_ids: list[str],
+                   previous: incremental.Previous, cutoff: datetime, seconds: dict[str, float], progress: Progress,
+                   record: bool) -> Marked:
     backend = runner.datasets(config, partitions=request.range_partitions)
     summary, view = datasets.mark_datasets(backend, ctx, config, request=request, graph=graph, retention=retention,
                                            metaranges=metaranges, range_ids=range_ids, previous=previous,

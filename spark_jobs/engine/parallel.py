@@ -12,10 +12,6 @@ from typing import Any, Protocol
 
 
 class Runner(Protocol):
-    # whether a run's plan is made by the dataset steps whenever they can make it (engine/datasets), the mark
-    # cache unused: the Spark runner, so that nothing per object reaches its driver
-    prefers_datasets: bool
-
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
                   make_context: Callable[[], Any], *, partitions: int) -> list[Any]:
         """Everything ``fn(context, unit)`` yields for every unit, in any order; one context per partition."""
@@ -23,9 +19,18 @@ class Runner(Protocol):
     def datasets(self, config: Any, *, partitions: int) -> Any:
         """The dataset backend of this runner (``engine.datasets``)."""
 
+    def wants_datasets(self, *, ranges: int, cache: bool) -> bool:
+        """Whether a run that the dataset steps can plan (engine/datasets/plan.eligible) is planned by them, for a
+        repository whose retained commits reach ``ranges`` range files."""
+
+
+# Above this many retained ranges (≈ 600,000 objects at lakeFS's ≈ 37,000 entries a range), the thread runner plans a
+# full run as Arrow datasets: the mark cache's Python objects grow with the objects (about 1 KiB each), the Arrow
+# columns by tens of bytes. Below it the cache makes a small repository's repeated full runs cheap.
+DATASETS_ABOVE_RANGES = 16
+
 
 class ThreadRunner:
-    prefers_datasets = False  # the mark cache speeds up repeated full runs in process; --no-cache: datasets
 
     def __init__(self, threads: int = 8) -> None:
         self.threads = threads
@@ -34,6 +39,9 @@ class ThreadRunner:
         from spark_jobs.engine.datasets.arrow import ArrowBackend  # noqa: PLC0415
 
         return ArrowBackend(self, config)
+
+    def wants_datasets(self, *, ranges: int, cache: bool) -> bool:
+        return not cache or ranges > DATASETS_ABOVE_RANGES
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
                   make_context: Callable[[], Any], *, partitions: int) -> list[Any]:

@@ -27,8 +27,6 @@ from typing import Any
 class SparkRunner:
     """spark_jobs.engine.parallel.Runner on Spark: one task per partition of units, one context per task."""
 
-    prefers_datasets = True
-
     def __init__(self, sc) -> None:
         self.sc = sc
 
@@ -36,6 +34,9 @@ class SparkRunner:
         from spark_jobs.engine.datasets.spark import SparkBackend  # noqa: PLC0415
 
         return SparkBackend(self.sc, config, partitions=partitions)
+
+    def wants_datasets(self, *, ranges: int, cache: bool) -> bool:
+        return True  # nothing per object reaches the driver, whatever the repository's size
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
                   make_context: Callable[[], Any], *, partitions: int) -> list[Any]:
