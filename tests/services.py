@@ -416,6 +416,22 @@ class CeleryWorker(Service):
         return self
 
 
+class CeleryBeat(Service):
+    """Celery beat on its own (`celery -A workers.celery.worker beat`), as every deploy runs it."""
+
+    name = "celery-beat"
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__()
+        self.env = env
+
+    def start(self) -> CeleryBeat:
+        self._spawn([sys.executable, "-m", "celery", "-A", "workers.celery.worker", "beat", "--loglevel", "INFO",
+                     "--schedule", str(self.dir / "beat-schedule")], self.env)
+        wait_until(lambda: b"beat: Starting" in self.log.read_bytes(), 60, "celery beat", self.proc, self.log)
+        return self
+
+
 # ---- Object stores: lakeFS's blockstore and the GC's storage, each reached through fsspec ----
 
 AZURITE_ACCOUNT = "devstoreaccount1"
