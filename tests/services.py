@@ -267,6 +267,22 @@ class RedisSentinelCluster:
         wait_until(lambda: _quiet(lambda: self._switched(old.port)), timeout, "sentinel failover")
         return old
 
+    def freeze(self, timeout: float = 30) -> RedisNode:
+        """SIGSTOP the primary (a VM pause, a partition, a long fork look the same); return it once the Sentinels
+        have promoted another node. Its sockets stay open: clients hang on it instead of failing."""
+        old = self.primary()
+        os.killpg(old.proc.pid, signal.SIGSTOP)
+        wait_until(lambda: _quiet(lambda: self._switched(old.port)), timeout, "sentinel failover")
+        return old
+
+    def thaw(self, node: RedisNode) -> None:
+        os.killpg(node.proc.pid, signal.SIGCONT)
+
+    def demoted(self, node: RedisNode) -> bool:
+        """The old primary is a replica again, in sync with the new one."""
+        return _quiet(lambda: (info := node.client().info("replication"))["role"] == "slave"
+                      and info.get("master_link_status") == "up")
+
     def _switched(self, old_port: int) -> bool:
         ports = {int(s.client().sentinel_get_master_addr_by_name(self.master)[1]) for s in self.sentinels}
         if len(ports) != 1 or old_port in ports:

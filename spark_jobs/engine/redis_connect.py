@@ -95,10 +95,11 @@ def retry() -> Retry:
                  supported_errors=(redis.ConnectionError, redis.TimeoutError))
 
 
-def connect(url: str, *, socket_timeout: float, socket_connect_timeout: float) -> redis.Redis:
-    """A client of the primary that the URL names or that its Sentinels name, found again after a failover."""
+def connect(url: str, *, socket_timeout: float, socket_connect_timeout: float, retries: bool = True) -> redis.Redis:
+    """A client of the primary that the URL names or that its Sentinels name, found again after a failover.
+    ``retries=False``: one attempt per command, for a caller that retries itself (and re-resolves the primary)."""
     options = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_connect_timeout,
-               "retry": retry(), "health_check_interval": 15}
+               "retry": retry() if retries else Retry(NoBackoff(), 0), "health_check_interval": 15}
     if not is_sentinel(url):
         return redis.Redis.from_url(url, **options)
     where = parse_sentinel_url(url)
