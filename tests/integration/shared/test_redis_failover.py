@@ -356,6 +356,8 @@ def test_the_primary_killed_during_a_gc_sweep(ha, ha_env, lakefs, lakefs_server,
         outcome = "completed" if summary.success else f"stopped ({summary.error})"
     except GCError as exc:
         outcome = f"stopped ({exc.reason})"
+        # Stopped for its lease (the guard's check or an executor's deleter first): lease-lost on both runners.
+        assert exc.reason == "lease-lost", exc
     assert killed
     assert read(lakefs, repo, "main", "a.txt") == b"v3"  # live data untouched whatever happened
     again = execute(GCSettings(min_age="0s"), GCRequest(repo, runner=runner), connection=connection, runs=runs,

@@ -104,3 +104,20 @@ def test_job_settings_travel_whole_and_credentials_stay_private():
                                         "spark.hadoop.lakefs.gc.range.num_partitions": "50",
                                         "spark.hadoop.lakefs.gc.address.num_partitions": "200",
                                         "spark.hadoop.lakefs.gc.store.max_in_flight": "8"}
+
+
+def test_an_executors_lost_lease_is_told_apart_from_other_job_failures():
+    """An executor's deleter that could not confirm the lease fails its Spark task with LeaseLost; on the driver
+    that is a Py4J error carrying the task's traceback as text: the job reports it as lease-lost (jobs/gc.py main),
+    as the thread runner does, not as Py4JJavaError."""
+    from spark_jobs.jobs.gc import LeaseGuard  # noqa: PLC0415
+
+    py4j = RuntimeError(
+        "An error occurred while calling o123.collectAndServe.\n: org.apache.spark.SparkException: Job aborted due "
+        "to stage failure: Task 0 in stage 4.0 failed 1 times, most recent failure: Lost task 0.0 (TID 9):\n"
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "/spark_jobs/engine/lease_watch.py", line 74, in check\n'
+        "spark_jobs.engine.lease_watch.LeaseLost: the run no longer holds its repository's lease (it expired)\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException\n")
+    assert LeaseGuard.lost_in(py4j) == "the run no longer holds its repository's lease (it expired)"
+    assert LeaseGuard.lost_in(RuntimeError("spark_jobs.engine.stores.base.StorageError: 503")) is None
