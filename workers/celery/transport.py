@@ -15,8 +15,6 @@ error that the close ignores, and the consumer reconnects.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from kombu.transport import redis as kombu_redis
 
 
@@ -41,10 +39,17 @@ class SentinelTransport(_KeepsItsConnection, kombu_redis.SentinelTransport):
     pass
 
 
-_BY_SCHEME = {"redis": f"{__name__}:Transport", "rediss": f"{__name__}:Transport",
-              "sentinel": f"{__name__}:SentinelTransport"}
+_OURS = {"redis": f"{__name__}:Transport", "rediss": f"{__name__}:Transport",
+         "sentinel": f"{__name__}:SentinelTransport"}
 
 
-def broker_transport(url: str) -> str | None:
-    """Celery's ``broker_transport`` for a broker URL: ours for Redis and Sentinel, None (the URL's own) else."""
-    return _BY_SCHEME.get(urlsplit(url.split(";", 1)[0]).scheme)
+def use_ours() -> None:
+    """Make the Redis and Sentinel URL schemes name these transports, for every kombu connection of the process.
+    Celery's ``broker_transport`` would not last: kombu picks the transport from the URL's scheme again whenever
+    it switches to another address of a ``sentinel://a;sentinel://b`` URL (``Connection.switch``, after a lost
+    connection), and the worker would be back on kombu's own class. Idempotent."""
+    from kombu import transport  # noqa: PLC0415
+
+    transport.TRANSPORT_ALIASES.update(_OURS)
+    for scheme in _OURS:
+        transport._transport_cache.pop(scheme, None)  # noqa: SLF001 - resolved before: resolve again

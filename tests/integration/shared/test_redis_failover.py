@@ -4,6 +4,7 @@ switch, beat fires the next schedule once. Each test prints a ``RELIABILITY`` li
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from tests.gc_engine import RUNNERS
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_lease import garbage
 from tests.integration.gc.test_gc_threads import read
+from tests.integration.shared.test_redis_connection_reset import settle
 from tests.services import (
     ADMIN_ACCESS_KEY,
     ADMIN_SECRET_KEY,
@@ -236,6 +238,71 @@ def test_primary_frozen_while_hooks_stream_in(ha, ha_env, ha_receiver, monkeypat
     assert max(stream.waits) < ANSWER_BOUND_SECONDS, sorted(stream.waits)[-5:]
     if RESUMES[resume] is not None:
         assert any(s == 200 for t, _, s in stream.answers if t > ended_at - 2), "no 200 once it was a replica again"
+
+
+class Faults(threading.Thread):
+    """``cycles`` times: the primary SIGKILLed (a failover) and restarted as a replica, then every Sentinel
+    restarted in turn, each time waiting until a task sent afterwards came back. A thread of its own while the
+    test's thread sends the tasks (see test_redis_connection_reset.Restarts for why that way round)."""
+
+    def __init__(self, ha: RedisSentinelCluster, worker: CeleryWorker, cycles: int, consumed: list[float]) -> None:
+        super().__init__(daemon=True)
+        self.ha, self.worker, self.cycles, self.consumed = ha, worker, cycles, consumed
+        self.stuck: str | None = None
+
+    def _consumed_after(self, what: str) -> bool:
+        moment = time.monotonic()
+        while not any(sent > moment for sent in self.consumed):
+            if self.worker.proc.poll() is not None or time.monotonic() - moment > 60:
+                exited = self.worker.proc.poll() is not None
+                self.stuck = f"after {what}: the worker {'exited' if exited else 'consumed nothing for 60 s'}"
+                return False
+            time.sleep(0.05)
+        return True
+
+    def run(self) -> None:
+        for i in range(self.cycles):
+            old = self.ha.failover()
+            if not self._consumed_after(f"failover {i + 1}"):
+                return
+            self.ha.restore(old)
+            for sentinel in self.ha.sentinels:
+                sentinel.stop()
+                sentinel.start()
+            self.ha.wait_healthy(60)
+            if not self._consumed_after(f"the Sentinels' restart {i + 1}"):
+                return
+
+
+def test_the_worker_rides_through_failovers_and_sentinel_restarts(ha, ha_env, ha_worker, repo, monkeypatch):
+    """Tasks flowing while the primary fails over and the Sentinels restart, again and again: the worker (on the
+    Sentinel transport) neither exits nor stops consuming."""
+    app = create_celery(settings_for(ha_env, monkeypatch))
+    app.send_task("workers.idle_clock.tasks.reconcile_repository", args=(repo,)).get(timeout=60)
+    consumed: list[float] = []
+    faults = Faults(ha, ha_worker, int(os.environ.get("LAKEFS_JANITOR_FAILOVER_CYCLES", "4")), consumed)
+    started = time.monotonic()
+    faults.start()
+    while faults.is_alive():
+        sent = time.monotonic()
+        try:
+            results = [app.send_task("workers.idle_clock.tasks.reconcile_repository", args=(repo,)) for _ in range(4)]
+        except Exception:  # noqa: BLE001 - publishing gave up during a switch
+            time.sleep(0.2)
+            continue
+        for result in results:
+            try:
+                result.get(timeout=4, propagate=False)
+                consumed.append(sent)
+            except Exception:  # noqa: BLE001, S110 - lost with the old primary, or its result was
+                pass
+            finally:
+                settle(app, result)
+    assert faults.stuck is None, f"{faults.stuck}\n{ha_worker.log.read_text()[-3000:]}"
+    assert ha_worker.proc.poll() is None
+    print(f"RELIABILITY redis-failover-worker: {faults.cycles} failovers (primary SIGKILLed) and {faults.cycles} "
+          f"restarts of the three Sentinels in {time.monotonic() - started:.0f} s under {len(consumed)} tasks: "
+          f"worker exits 0, it consumed again after each")
 
 
 @pytest.mark.parametrize(("which", "names"), [("redis", "LAKEFS_JANITOR_REDIS_URL"),
