@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -47,6 +48,7 @@ from workers.gc.history import GCRuns
 from workers.gc.run import GCRequest, execute
 from workers.idle_clock.reconcile import reconcile_repository
 from workers.idle_clock.store import ClockStore
+from workers.shared.locks import named_lock, release_quietly, still_held
 from workers.shared.redis_connection import redis_client
 from workers.shared.settings import GCSettings, LakeFSConnection, load_settings
 
@@ -303,6 +305,30 @@ def test_the_worker_rides_through_failovers_and_sentinel_restarts(ha, ha_env, ha
     print(f"RELIABILITY redis-failover-worker: {faults.cycles} failovers (primary SIGKILLed) and {faults.cycles} "
           f"restarts of the three Sentinels in {time.monotonic() - started:.0f} s under {len(consumed)} tasks: "
           f"worker exits 0, it consumed again after each")
+
+
+def test_a_lock_renewed_while_the_primary_hangs_reaches_the_new_primary(ha, ha_env, monkeypatch):
+    """A worker's lock (lifecycle runs, object lifecycle, GC's edit locks) renewed while the primary is frozen:
+    after one socket time-out the retry asks the Sentinels again and renews it on the promoted replica (redis-py
+    8.1 alone kept reconnecting to the frozen address: 5 retries, 62 s, then TimeoutError)."""
+    settings = settings_for(ha_env, monkeypatch)
+    client = redis_client(settings)  # the worker's client: 10 s time-out, redis-py's retries
+    lock = named_lock(client, f"ha-{uuid.uuid4().hex[:6]}", "run", seconds=120)
+    assert lock.acquire()
+    client.wait(1, 5000)  # on the replica too: the failover keeps it
+    frozen = ha.primary()
+    os.killpg(frozen.proc.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    try:
+        held = still_held(lock)()
+        took = time.monotonic() - started
+    finally:
+        ha.thaw(frozen)
+    assert held
+    assert ha.primary_port() != frozen.port
+    print(f"RELIABILITY redis-frozen-primary-lock: a lock renewed while the primary hangs: renewed on the promoted "
+          f"replica after {took:.1f}s (one 10 s socket time-out, then the Sentinels asked again)")
+    release_quietly(lock, "test")
 
 
 @pytest.mark.parametrize(("which", "names"), [("redis", "LAKEFS_JANITOR_REDIS_URL"),
