@@ -58,10 +58,10 @@ def _retryable(exc: Exception) -> bool:
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_RETRYABLE_REPLIES)
 
 
-def write_acknowledged(client: redis.Redis, queue: Callable[[Pipeline], None], *, durability: Acknowledged,
-                       recover: Callable[[Exception], bool] | None = None) -> list:
-    """Send the commands ``queue`` puts on a pipeline, followed by ``WAIT replicas`` on the same connection, in one
-    round trip; their results once acknowledged. Attempts go on for ``budget_seconds``: after a failed one the
+def write_acknowledged(client: redis.Redis, send: Callable[[redis.Redis | Pipeline], Any], *,
+                       durability: Acknowledged, recover: Callable[[Exception], bool] | None = None) -> Any:
+    """``send(client)``'s result; with replicas to wait for, ``send`` queues its command on a pipeline followed by
+    ``WAIT replicas`` on the same connection, in one round trip, and its result counts once acknowledged. Attempts go on for ``budget_seconds``: after a failed one the
     client's idle connections are dropped, so the next asks the Sentinels for the primary again (redis-py's own
     retries reconnect to the address they had: redis/redis-py#3874). The client should make one attempt per
     command with a short socket time-out (``redis_client(..., timeout_seconds=1, retries=False)``): a hung primary
@@ -71,17 +71,15 @@ def write_acknowledged(client: redis.Redis, queue: Callable[[Pipeline], None], *
     delay = 0.05
     while True:
         try:
-            pipe = client.pipeline(transaction=False)
-            queue(pipe)
-            if durability.replicas:
-                pipe.wait(durability.replicas, _WAIT_MS)
-            results = pipe.execute()
             if not durability.replicas:
-                return results
-            if results[-1] < durability.replicas:
-                raise NotReplicated(f"{results[-1]} of {durability.replicas} replica(s) acknowledged the write "
+                return send(client)
+            pipe = client.pipeline(transaction=False)
+            send(pipe)
+            result, acknowledged = pipe.wait(durability.replicas, _WAIT_MS).execute()
+            if acknowledged < durability.replicas:
+                raise NotReplicated(f"{acknowledged} of {durability.replicas} replica(s) acknowledged the write "
                                     f"within {_WAIT_MS} ms")
-            return results[:-1]
+            return result
         except Exception as exc:  # noqa: BLE001 - sorted below: retried, or raised as it came
             error = exc
             if recover is not None and time.monotonic() < deadline:

@@ -82,5 +82,5 @@ def run_acknowledged(client: redis.Redis, steps: Sequence[Step], durability: Ack
             return True
         return False
 
-    return write_acknowledged(client, lambda pipe: pipe.evalsha(sha, len(keys), *keys, *args),
-                              durability=durability, recover=load)[0]
+    return write_acknowledged(client, lambda c: c.evalsha(sha, len(keys), *keys, *args), durability=durability,
+                              recover=load)
