@@ -267,6 +267,22 @@ class RedisSentinelCluster:
         wait_until(lambda: _quiet(lambda: self._switched(old.port)), timeout, "sentinel failover")
         return old
 
+    def freeze(self, timeout: float = 30) -> RedisNode:
+        """SIGSTOP the primary (a VM pause, a partition, a long fork look the same); return it once the Sentinels
+        have promoted another node. Its sockets stay open: clients hang on it instead of failing."""
+        old = self.primary()
+        os.killpg(old.proc.pid, signal.SIGSTOP)
+        wait_until(lambda: _quiet(lambda: self._switched(old.port)), timeout, "sentinel failover")
+        return old
+
+    def thaw(self, node: RedisNode) -> None:
+        os.killpg(node.proc.pid, signal.SIGCONT)
+
+    def demoted(self, node: RedisNode) -> bool:
+        """The old primary is a replica again, in sync with the new one."""
+        return _quiet(lambda: (info := node.client().info("replication"))["role"] == "slave"
+                      and info.get("master_link_status") == "up")
+
     def _switched(self, old_port: int) -> bool:
         ports = {int(s.client().sentinel_get_master_addr_by_name(self.master)[1]) for s in self.sentinels}
         if len(ports) != 1 or old_port in ports:
@@ -413,6 +429,22 @@ class CeleryWorker(Service):
                      "--concurrency", "4", "--loglevel", "INFO", "-Q", self.queues, *beat,
                      "--hostname", f"janitor-test-{self.port}@%h", "--without-mingle", "--without-gossip"], self.env)
         wait_until(lambda: b"ready." in self.log.read_bytes(), 60, "celery worker", self.proc, self.log)
+        return self
+
+
+class CeleryBeat(Service):
+    """Celery beat on its own (`celery -A workers.celery.worker beat`), as every deploy runs it."""
+
+    name = "celery-beat"
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__()
+        self.env = env
+
+    def start(self) -> CeleryBeat:
+        self._spawn([sys.executable, "-m", "celery", "-A", "workers.celery.worker", "beat", "--loglevel", "INFO",
+                     "--schedule", str(self.dir / "beat-schedule")], self.env)
+        wait_until(lambda: b"beat: Starting" in self.log.read_bytes(), 60, "celery beat", self.proc, self.log)
         return self
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 from workers.gc.history import GCRuns
 from workers.idle_clock.events import LakeFSEvent, clock_update
 from workers.idle_clock.store import ClockStore
+from workers.shared.redis_connection import Acknowledged
 
 Outcome = Literal["recorded", "stale", "ignored"]
 
@@ -21,17 +22,19 @@ Outcome = Literal["recorded", "stale", "ignored"]
 GC_COUNTED_EVENTS = frozenset({"post-commit", "post-merge"})
 
 
-def record(event: LakeFSEvent, *, clock: ClockStore, runs: GCRuns) -> Outcome:
+def record(event: LakeFSEvent, *, clock: ClockStore, runs: GCRuns, durability: Acknowledged | None = None) -> Outcome:
     """Apply an event: "recorded" when the clock moved, "stale" when the event was older than what the clock knows
     (a commit is still counted for GC), "ignored" for events that change nothing (pre-hooks, tags). ``clock`` and
-    ``runs`` must use the same Redis: the call goes through the clock's client."""
+    ``runs`` must use the same Redis: the call goes through the clock's client. With ``durability`` (the
+    receiver's), it returns only once that many replicas acknowledged the write, and raises a ``redis.RedisError``
+    (a 503) when that could not be confirmed within its budget. An attempt that timed out may still have run, so a
+    hook retried this way can come back "stale": its own first attempt got there."""
     update = clock_update(event)
     if update is None:
         return "ignored"
     change = clock.change(update.kind, update.repository_id, update.branch_id, at=update.at, source="webhook",
                           head=update.head)
-    if event.event_type in GC_COUNTED_EVENTS and event.commit_id:
-        changed = clock.record(change, runs.commit_step(event.repository_id, event.commit_id))
-    else:
-        changed = clock.record(change)
+    also = (runs.commit_step(event.repository_id, event.commit_id),) \
+        if event.event_type in GC_COUNTED_EVENTS and event.commit_id else ()
+    changed = clock.record(change, *also, durability=durability)
     return "recorded" if changed else "stale"

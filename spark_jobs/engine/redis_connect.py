@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 import redis
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 SENTINEL_SCHEME = "sentinel://"
 QUERY_KEYS = ("master_name", "sentinel_password")
@@ -87,6 +87,17 @@ def parse_sentinel_url(url: str) -> SentinelURL:
                        unquote(first.password) if first.password else None, one.get("sentinel_password"))
 
 
+class ReresolvingConnection(SentinelManagedConnection):
+    """A connection to the primary that asks the Sentinels where it is whenever it connects again. redis-py 8.1's
+    retries reconnect a dropped connection to the address it had (redis/redis-py#3874): after a failover, or
+    while the old primary hangs, every retry went back to it."""
+
+    def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+        if self._sock or not retry_socket_connect:  # connected, or connect_to() with the address just resolved
+            return super().connect_check_health(check_health=check_health, retry_socket_connect=retry_socket_connect)
+        return self.connect()  # SentinelManagedConnection.connect: the primary the Sentinels name now
+
+
 def retry() -> Retry:
     """Retries that bridge a short loss of the connection, a Sentinel failover included (~1–5 s): a command that
     fails to connect is sent again to whatever primary Sentinel names then; what still fails raises, and the
@@ -95,10 +106,11 @@ def retry() -> Retry:
                  supported_errors=(redis.ConnectionError, redis.TimeoutError))
 
 
-def connect(url: str, *, socket_timeout: float, socket_connect_timeout: float) -> redis.Redis:
-    """A client of the primary that the URL names or that its Sentinels name, found again after a failover."""
+def connect(url: str, *, socket_timeout: float, socket_connect_timeout: float, retries: bool = True) -> redis.Redis:
+    """A client of the primary that the URL names or that its Sentinels name, found again after a failover.
+    ``retries=False``: one attempt per command, for a caller that retries itself (and re-resolves the primary)."""
     options = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_connect_timeout,
-               "retry": retry(), "health_check_interval": 15}
+               "retry": retry() if retries else Retry(NoBackoff(), 0), "health_check_interval": 15}
     if not is_sentinel(url):
         return redis.Redis.from_url(url, **options)
     where = parse_sentinel_url(url)
@@ -112,4 +124,4 @@ def connect(url: str, *, socket_timeout: float, socket_connect_timeout: float) -
         sentinel_kwargs["password"] = where.sentinel_password
     sentinel = Sentinel(list(where.sentinels), sentinel_kwargs=sentinel_kwargs)
     return sentinel.master_for(where.master_name, db=where.db, username=where.username, password=where.password,
-                               **options)
+                               connection_class=ReresolvingConnection, **options)

@@ -80,6 +80,15 @@ class LeaseGuard:
         self._thread.join(5)
         self.watch.close()
 
+    @staticmethod
+    def lost_in(exc: Exception) -> str | None:
+        """Why an executor's deleter stopped, when its ``LeaseLost`` is what failed the Spark job (it comes back
+        from Py4J as the task's traceback text, before this guard's own check saw the loss)."""
+        import re  # noqa: PLC0415
+
+        found = re.search(r"spark_jobs\.engine\.lease_watch\.LeaseLost: ([^\n]*)", str(exc))
+        return found.group(1).strip() if found else None
+
     def _run(self) -> None:
         from spark_jobs.engine.lease_watch import LeaseLost  # noqa: PLC0415
 
@@ -122,9 +131,12 @@ def main(argv: list[str]) -> int:
             try:
                 summary = run(api, storage, request, runner=SparkRunner(sc),
                               progress=lambda phase, count: emit("progress", phase=phase, count=count))
-            except Exception:
-                if guard is not None and guard.lost:  # the cancelled jobs' own errors would hide why
-                    raise GCError(guard.lost, "lease-lost") from None
+            except Exception as exc:
+                # The cancelled jobs' own errors would hide why, and an executor's LeaseLost arrives as Py4J text:
+                # either way the run history says lease-lost, as on the thread runner.
+                lost = (guard.lost if guard is not None else None) or LeaseGuard.lost_in(exc)
+                if lost:
+                    raise GCError(lost, "lease-lost") from None
                 raise
         emit("result", app_id=sc.applicationId, master=sc.master, success=True, summary=summary.as_dict())
     finally:

@@ -8,6 +8,7 @@ import shutil
 from celery import Celery
 
 from workers.branch_lifecycle import schedule as branch_lifecycle_schedule
+from workers.celery.transport import use_ours
 from workers.gc import schedule as gc_schedule
 from workers.idle_clock import schedule as idle_clock_schedule
 from workers.object_lifecycle import schedule as object_lifecycle_schedule
@@ -32,6 +33,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict]:
 
 
 def create_celery(settings: Settings, services: Services | None = None) -> Celery:
+    use_ours()  # the Redis and Sentinel broker transports with kombu's clean-up defect removed
     app = Celery("lakefs_janitor", set_as_current=False)
     app.conf.update(
         **celery_options(settings),

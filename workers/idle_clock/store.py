@@ -21,6 +21,7 @@ from workers.shared.redis_script import Step
 
 if TYPE_CHECKING:
     from workers.idle_clock.events import ClockKind
+    from workers.shared.redis_connection import Acknowledged
     from workers.shared.services import Services
 
 Source = Literal["webhook", "reconciler", "restored"]
@@ -208,10 +209,13 @@ class ClockStore:
         return Step(RECORD_LUA, keys, (kind, _stamp(at), source, branch_id, repository_id, head or "",
                                        TOMBSTONE_TTL_SECONDS))
 
-    def record(self, change: Step, *also: Step) -> bool:
+    def record(self, change: Step, *also: Step, durability: Acknowledged | None = None) -> bool:
         """Apply a ``change`` and the other stores' steps ``also``, in one atomic call and one round trip; whether
-        the clock moved (False: the change was older than what is known)."""
-        return bool(redis_script.run(self.redis, (change, *also))[0])
+        the clock moved (False: the change was older than what is known). With ``durability``, done only once
+        replicas acknowledged it (``redis_script.run_acknowledged``): the receiver's 200."""
+        if durability is None:
+            return bool(redis_script.run(self.redis, (change, *also))[0])
+        return bool(redis_script.run_acknowledged(self.redis, (change, *also), durability)[0])
 
     def record_created(self, repository_id: str, branch_id: str, at: datetime, *, source: Source = "webhook",
                        head: str | None = None) -> bool:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import redis
 from redis.exceptions import NoScriptError
 
+from workers.shared.redis_connection import Acknowledged, write_acknowledged
+
 Arg = str | int | float
 
 
@@ -64,3 +66,21 @@ def run(client: redis.Redis, steps: Sequence[Step]) -> list:
     except NoScriptError:  # a Redis that has not seen it yet (or restarted): load it, then once more
         client.script_load(text)
         return client.evalsha(sha, len(keys), *keys, *args)
+
+
+def run_acknowledged(client: redis.Redis, steps: Sequence[Step], durability: Acknowledged) -> list:
+    """``run``, counted done only once ``durability.replicas`` replicas acknowledged it, retried (re-resolving the
+    primary) for ``durability.budget_seconds`` (``workers.shared.redis_connection.write_acknowledged``); still one round
+    trip when all goes well. Raises a ``redis.RedisError`` when it could not confirm the write in time."""
+    text, sha = source(steps)
+    keys = [key for step in steps for key in step.keys]
+    args = [arg for step in steps for arg in step.args]
+
+    def load(exc: Exception) -> bool:
+        if isinstance(exc, NoScriptError):
+            client.script_load(text)
+            return True
+        return False
+
+    return write_acknowledged(client, lambda c: c.evalsha(sha, len(keys), *keys, *args), durability=durability,
+                              recover=load)

@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 class Services:
     def __init__(self, settings: Settings, *, lakefs: LakeFS | None = None, redis_client: redis.Redis | None = None,
                  metrics: Metrics | None = None, registry: CollectorRegistry | None = None,
-                 redis_timeout_seconds: float = 10.0) -> None:
+                 redis_timeout_seconds: float = 10.0, redis_retries: bool = True) -> None:
         self.settings = settings
         self.registry = registry
-        self._redis_timeout = redis_timeout_seconds
+        self._redis_timeout, self._redis_retries = redis_timeout_seconds, redis_retries
         for name, value in (("lakefs", lakefs), ("redis", redis_client), ("metrics", metrics)):
             if value is not None:
                 self.__dict__[name] = value  # what cached_property would have built
@@ -43,7 +43,7 @@ class Services:
 
     @cached_property
     def redis(self) -> redis.Redis:
-        return redis_client(self.settings, timeout_seconds=self._redis_timeout)
+        return redis_client(self.settings, timeout_seconds=self._redis_timeout, retries=self._redis_retries)
 
     @cached_property
     def metrics(self) -> Metrics:

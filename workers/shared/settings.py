@@ -292,6 +292,12 @@ class Settings(BaseSettings):
     # (Celery's form), the primary's name here, and the Sentinels' own password if they require one.
     redis_sentinel_master: str | None = None
     redis_sentinel_password: SecretStr | None = None
+    # The receiver answers a hook 200 only once its write is acknowledged by this many replicas (Redis WAIT), so
+    # a failover keeps it; None: 1 with Sentinel (it has a replica to promote), 0 for a plain Redis.
+    redis_replica_acks: int | None = Field(default=None, ge=0, le=5)
+    # How long the receiver tries to record a hook (each attempt asks the Sentinels for the primary again, and
+    # a hung primary costs one attempt at most 1 s) before answering 503: keep it inside lakeFS's hook time-out.
+    redis_retry_seconds: float = Field(default=3.0, gt=0, le=60)
     key_prefix: str = Field(default="lakefs-janitor", min_length=1)
 
     # Shared secret lakeFS sends with every hook call (header or query parameter).
@@ -386,6 +392,13 @@ class Settings(BaseSettings):
     @property
     def celery_broker_url(self) -> str:
         return self.broker_url or self.redis_url
+
+    @property
+    def replica_acks(self) -> int:
+        """Replicas that must acknowledge a hook's write before the receiver answers 200."""
+        if self.redis_replica_acks is not None:
+            return self.redis_replica_acks
+        return 1 if is_sentinel(self.redis_url) else 0
 
     def redis_client_url(self, url: str | None = None) -> str:
         """``url`` (default: redis_url) as one self-contained string: a sentinel:// URL with the master's name and

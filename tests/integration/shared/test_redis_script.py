@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from workers.shared import redis_script
+from workers.shared.redis_connection import Acknowledged, NotReplicated
 from workers.shared.redis_script import Step
 
 ECHO = "return {#KEYS, #ARGV, KEYS[1], ARGV[1]}"
@@ -35,3 +38,15 @@ def test_a_step_does_not_see_the_other_steps_keys(redis_client):
     k = f"scripts-test-{uuid.uuid4().hex[:8]}"
     got = redis_script.run(redis_client, [Step(INCR, (f"{k}:a",), (1,)), Step(ECHO, (f"{k}:only",), ("mine",))])
     assert got == [1, [1, 1, f"{k}:only".encode(), b"mine"]]
+
+
+def test_an_acknowledged_run_waits_for_replicas_and_says_when_none_answered(redis_client):
+    """A plain Redis has no replica: with replicas=0 the run is the primary's answer (loading the script once);
+    with replicas=1 it is applied but never acknowledged, and raises NotReplicated (the receiver's 503) once its
+    budget is spent, trying again meanwhile."""
+    k = f"scripts-test-{uuid.uuid4().hex[:8]}"
+    redis_client.script_flush()
+    assert redis_script.run_acknowledged(redis_client, [Step(INCR, (k,), (2,))], Acknowledged(0, 1.0)) == [2]
+    with pytest.raises(NotReplicated, match="0 of 1 replica"):
+        redis_script.run_acknowledged(redis_client, [Step(INCR, (k,), (1,))], Acknowledged(1, 0.6))
+    assert int(redis_client.get(k)) >= 3  # applied (at least once: an unacknowledged attempt is tried again)

@@ -543,3 +543,26 @@ def test_receiver_command_is_the_documented_one():
     assert procfile()["receiver"] == "lakefs-janitor serve --bind 127.0.0.1:8080 --workers 2"
     assert unit_settings(UNITS["receiver"])["ExecStart"][0].endswith(
         "/lakefs-janitor serve --bind 127.0.0.1:8080 --workers 2")
+
+
+# What every worker runs with, the test worker (tests/services.py CeleryWorker) included: gossip and mingle are
+# broadcast channels a janitor never needs, each one more subscription to re-establish after a broker blip.
+WORKER_OPTIONS = ("--without-gossip", "--without-mingle")
+
+
+def test_the_worker_command_is_the_same_everywhere():
+    workers = [(where, strip_env(argv)[1]) for where, argv in command_lines()
+               if Path(strip_env(argv)[1][0]).name == "celery" and "worker" in argv]
+    assert len(workers) == 3, workers  # Procfile, systemd, compose
+    for where, argv in workers:
+        assert argv[1:argv.index("worker") + 1] == ["-A", "workers.celery.worker", "worker"], where
+        assert set(WORKER_OPTIONS) <= set(argv), f"{where}: {argv}"
+    helm = (DEPLOY / "helm/lakefs-janitor/templates/worker.yaml").read_text()
+    command = yaml.safe_load(re.search(r"^\s*command: (\[[^\]]*\])", helm, re.M).group(1).replace("{{", "").replace(
+        "}}", ""))
+    assert set(WORKER_OPTIONS) <= set(command), command
+    for doc in (ROOT / "README.md", DEPLOY / "README.md"):
+        lines = [line for line in doc.read_text().splitlines() if "celery -A workers.celery.worker worker" in line]
+        assert lines and all(all(o in line for o in WORKER_OPTIONS) for line in lines), (doc, lines)
+    services = (ROOT / "tests/services.py").read_text()
+    assert all(f'"{o}"' in services for o in WORKER_OPTIONS)

@@ -171,3 +171,20 @@ def test_cluster_mode_takes_secrets_from_the_driver_pods_environment():
     with pytest.raises(SparkSubmitError, match=r"spark.hadoop.lakefs.gc.storage_options would carry a secret .*"
                                                r"spark.kubernetes.driver.secretKeyRef.<VARIABLE>"):
         cluster_properties(props, env={k: v for k, v in env.items() if k != "S3_SECRET"}, secrets=secrets)
+
+
+def test_an_executors_lost_lease_is_told_apart_from_other_job_failures():
+    """An executor's deleter that could not confirm the lease fails its Spark task with LeaseLost; on the driver
+    that is a Py4J error carrying the task's traceback as text: the job reports it as lease-lost (jobs/gc.py main),
+    as the thread runner does, not as Py4JJavaError."""
+    from spark_jobs.jobs.gc import LeaseGuard  # noqa: PLC0415
+
+    py4j = RuntimeError(
+        "An error occurred while calling o123.collectAndServe.\n: org.apache.spark.SparkException: Job aborted due "
+        "to stage failure: Task 0 in stage 4.0 failed 1 times, most recent failure: Lost task 0.0 (TID 9):\n"
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "/spark_jobs/engine/lease_watch.py", line 74, in check\n'
+        "spark_jobs.engine.lease_watch.LeaseLost: the run no longer holds its repository's lease (it expired)\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException\n")
+    assert LeaseGuard.lost_in(py4j) == "the run no longer holds its repository's lease (it expired)"
+    assert LeaseGuard.lost_in(RuntimeError("spark_jobs.engine.stores.base.StorageError: 503")) is None
