@@ -43,14 +43,19 @@ def _counts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def executor_error(exc: Exception) -> Exception:
     """What failed on an executor, as the thread runner raises it: an error comes back from Py4J as text (the
-    task's Python traceback), and the run's callers classify store errors and corrupt metadata by type."""
+    task's Python traceback), and the run's callers classify lost leases, store errors and corrupt metadata by type
+    (the Spark runner's steps and the dataset backend alike)."""
     import re  # noqa: PLC0415
 
     from spark_jobs.core.sstable import SSTableError  # noqa: PLC0415
     from spark_jobs.engine.context import GCError  # noqa: PLC0415
+    from spark_jobs.engine.lease_watch import LeaseLost  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageError  # noqa: PLC0415
 
     text = str(exc)
+    # a deleter that lost the lease stopped on purpose: that, not what it broke, is why the run stopped
+    if found := re.search(r"spark_jobs\.engine\.lease_watch\.LeaseLost: ([^\n]*)", text):
+        return LeaseLost(found.group(1).strip())
     if found := re.search(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", text):
         return StorageError(found.group(1).strip())
     if found := re.search(r"spark_jobs\.core\.sstable\.SSTableError: ([^\n]*)", text):
