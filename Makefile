@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both install what they need first.
-.PHONY: install demo test test-unit lint bench-webhook bench-lifecycle bench-gc bench-scale
+.PHONY: install demo test test-unit lint docs docs-serve bench-webhook bench-lifecycle bench-gc bench-scale
 
 install:
 	scripts/install.sh
@@ -16,6 +16,13 @@ test-unit: install lint
 
 lint: install
 	.venv/bin/ruff check .
+
+# The documentation site (mkdocs.yml, docs/), strictly: a broken link or a missing page fails it (as in `make test`).
+docs: install
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench-webhook: install
 	.venv/bin/python bench/webhook.py

@@ -30,7 +30,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 # setuptools' editable build prints a layout notice (BuildBackendWarning) that is noise for an install.
-PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test,spark]'  # pip caches the wheel it builds from pyspark's sdist
+PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[test,spark,docs]'  # pip caches the wheel it builds from pyspark's sdist
 # The build of the compiled range walk is optional for pip (a plain `pip install` without a compiler still works, on
 # the careful decoder); here it must be there.
 .venv/bin/python -c 'import lakefs_rangewalk' || { echo "lakefs_rangewalk (native/rangewalk.c) did not build" >&2; exit 1; }

@@ -17,7 +17,7 @@ from workers.shared.redis_connection import Acknowledged
 
 Outcome = Literal["recorded", "stale", "ignored"]
 
-# Event-driven cleaning counts the commits and merges since a repository's last GC run (README, "Event-driven
+# Event-driven cleaning counts the commits and merges since a repository's last GC run (docs/gc.md, "Event-driven
 # cleaning"); imports arrive as post-commit.
 GC_COUNTED_EVENTS = frozenset({"post-commit", "post-merge"})
 

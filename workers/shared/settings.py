@@ -48,10 +48,12 @@ class LakeFSConnection(BaseModel):
     model_config = {"extra": "forbid"}
 
     endpoint_url: str = Field(
-        description="lakeFS server URL, e.g. http://127.0.0.1:8000 (the /api/v1 suffix is optional)"
+        description="lakeFS server URL, e.g. http://127.0.0.1:8000 (the /api/v1 suffix is optional); also "
+                    "LAKECTL_SERVER_ENDPOINT_URL or lakectl's file"
     )
-    access_key_id: str = Field(min_length=1)
-    secret_access_key: SecretStr
+    access_key_id: str = Field(min_length=1, description="the lakeFS access key the workers act with (also "
+                               "LAKECTL_CREDENTIALS_ACCESS_KEY_ID or lakectl's file)")
+    secret_access_key: SecretStr = Field(description="its secret (also LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY)")
 
     @field_validator("endpoint_url")
     @classmethod
@@ -109,10 +111,12 @@ class SparkSettings(BaseModel):
     spark_home: str | None = Field(default=None, description="Spark distribution; default: the pyspark package's")
     python: str | None = Field(default=None, description="driver and executor Python; default: this interpreter")
     # The seed's tuning keys, passed as spark.hadoop.lakefs.* and read by the jobs from the Hadoop configuration.
-    range_num_partitions: int = Field(default=50, gt=0)
-    address_num_partitions: int = Field(default=200, gt=0)
-    api_read_timeout_seconds: int = Field(default=10, gt=0)
-    api_connection_timeout_seconds: int = Field(default=10, gt=0)
+    range_num_partitions: int = Field(default=50, gt=0, description="spark.hadoop.lakefs.gc.range.num_partitions")
+    address_num_partitions: int = Field(default=200, gt=0,
+                                        description="spark.hadoop.lakefs.gc.address.num_partitions")
+    api_read_timeout_seconds: int = Field(default=10, gt=0, description="spark.hadoop.lakefs.api.read.timeout_seconds")
+    api_connection_timeout_seconds: int = Field(default=10, gt=0,
+                                                description="spark.hadoop.lakefs.api.connection.timeout_seconds")
     conf: dict[str, str] = Field(default_factory=dict, description="extra --conf KEY=VALUE, applied last")
     submit_timeout_seconds: float = Field(default=6 * 3600, gt=0, description="a job running longer is killed")
     deploy_mode: str = Field(default="client", pattern="^(client|cluster)$", description="client: the driver runs "
@@ -154,26 +158,28 @@ class GCSettings(BaseModel):
     # Each store's settings; unset ones fall back to the provider's default credential chain (environment,
     # config files, instance or workload identity), as lakeFS's own GC does.
     s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint; None: AWS")
-    s3_region: str | None = None
-    s3_access_key_id: str | None = None
-    s3_secret_access_key: SecretStr | None = None
+    s3_region: str | None = Field(default=None, description="S3 region; None: the default chain's")
+    s3_access_key_id: str | None = Field(default=None, description="S3 access key; None: the default chain's")
+    s3_secret_access_key: SecretStr | None = Field(default=None, description="its secret")
     azure_connection_string: SecretStr | None = Field(default=None, description="Azure Blob connection string "
                                                       "(wins over the account settings)")
     azure_account_name: str | None = Field(default=None, description="None: the account in the namespace's host")
-    azure_account_key: SecretStr | None = None
+    azure_account_key: SecretStr | None = Field(default=None, description="the account's key")
     azure_endpoint_url: str | None = Field(default=None, description="blob endpoint (lakeFS's "
                                            "blockstore.azure.test_endpoint_url); None: the account's")
     gcs_endpoint_url: str | None = Field(default=None, description="GCS endpoint (an emulator); None: Google's")
     gcs_token: str | None = Field(default=None, description="a service-account JSON file, 'anon', or None: the "
                                   "default credentials")
-    gcs_project: str | None = None
+    gcs_project: str | None = Field(default=None, description="GCS project (gcsfs)")
     store_max_requests: int = Field(default=8, gt=0, le=256, description="requests to the store in flight at once "
                                     "per process (the throttled sweep's cap)")
     store_timeout_seconds: int = Field(default=60, gt=0, le=3600, description="a request to the store (connect "
-                                       "or read) that takes longer is retried, a few times, then fails the run")
+                                       "or read) that takes longer is retried (5 attempts), then the run fails with reason "
+                                       "storage-unavailable")
     threads: int = Field(default=8, gt=0, le=256, description="the thread runner: reads and deletes in parallel")
     lease_seconds: int = Field(default=60, ge=3, le=3600, description="one GC per repository at a time: the run's "
-                               "lease, renewed while it lives; a dead run frees the repository within this")
+                               "lease, which its starter renews every 2 s; a dead run frees the repository within "
+                               "this (at once on the same host)")
     trigger_commits: int = Field(default=0, ge=0, description="start a repository's GC after this many commits "
                                  "and merges reported by hooks since its last run (0: cron only)")
     trigger_check_seconds: int = Field(default=60, gt=0, description="how often beat looks for due repositories")
@@ -181,11 +187,12 @@ class GCSettings(BaseModel):
                                        "objects; the rest waits for the next run")
     purge_noncurrent: bool = Field(default=False, description="on a versioned bucket (S3 versions, GCS "
                                    "generations), also remove the noncurrent versions of exactly the objects a run "
-                                   "deletes, so their bytes are freed at once; no undelete from the store after that")
+                                   "deletes, so their bytes are freed at once; no undelete from the store after that "
+                                   "(see the storage doctor)")
     full_listing_every: str = Field(default="7d", description="a run lists only what changed since the previous "
                                     "one (its state under _lakefs/); the whole namespace is listed again when the "
-                                    "last full listing is this old, and on the first run, on `gc run --full` or "
-                                    "when the state cannot be trusted")
+                                    "last full listing is this old (0s: every run), and on the first run, on "
+                                    "`gc run --full` or when the state cannot be trusted")
     inventory: dict[str, str] = Field(default_factory=dict, description="repository id -> an S3 Inventory report "
                                       "of its namespace's bucket (a manifest.json, or the configuration's folder: "
                                       "its newest complete report) or an Azure Blob Inventory report of its "
@@ -286,44 +293,63 @@ class Settings(BaseSettings):
     )
 
     lakefs: LakeFSConnection
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", description="idle clock, locks, deletion history; "
+                           "also Celery's broker and backend. sentinel://:pw@h1:26379/0;sentinel://h2:26379 (Celery's "
+                           "form; the password is Redis's) with redis_sentinel_master for a Redis watched by Sentinel")
     broker_url: str | None = Field(default=None, description="Celery broker; defaults to redis_url")
     # A Redis watched by Sentinel: redis_url (and broker_url) as sentinel://[:password@]h1:26379;sentinel://h2:26379
     # (Celery's form), the primary's name here, and the Sentinels' own password if they require one.
-    redis_sentinel_master: str | None = None
-    redis_sentinel_password: SecretStr | None = None
+    redis_sentinel_master: str | None = Field(default=None, description="with a sentinel:// redis_url (or "
+                                              "broker_url): the primary's name in Sentinel")
+    redis_sentinel_password: SecretStr | None = Field(default=None, description="the Sentinels' own password, if "
+                                                      "they require one")
     # The receiver answers a hook 200 only once its write is acknowledged by this many replicas (Redis WAIT), so
     # a failover keeps it; None: 1 with Sentinel (it has a replica to promote), 0 for a plain Redis.
-    redis_replica_acks: int | None = Field(default=None, ge=0, le=5)
+    redis_replica_acks: int | None = Field(default=None, ge=0, le=5, description="the receiver answers a hook 200 "
+                                           "only once this many replicas acknowledged its write (WAIT); default 1 "
+                                           "with Sentinel, else 0")
     # How long the receiver tries to record a hook (each attempt asks the Sentinels for the primary again, and
     # a hung primary costs one attempt at most 1 s) before answering 503: keep it inside lakeFS's hook time-out.
-    redis_retry_seconds: float = Field(default=3.0, gt=0, le=60)
-    key_prefix: str = Field(default="lakefs-janitor", min_length=1)
+    redis_retry_seconds: float = Field(default=3.0, gt=0, le=60, description="how long the receiver tries to "
+                                       "record a hook (each attempt asks the Sentinels for the primary again, a "
+                                       "hung primary costs an attempt 1 s) before answering 503; beside "
+                                       "Sentinel's down-after-milliseconds")
+    key_prefix: str = Field(default="lakefs-janitor", min_length=1, description="prefix of every Redis key")
 
     # Shared secret lakeFS sends with every hook call (header or query parameter).
-    webhook_secret: SecretStr | None = None
-    webhook_max_body_bytes: int = Field(default=256 * 1024, gt=0)
-    lakefs_timeout_seconds: float = Field(default=30.0, gt=0)
+    webhook_secret: SecretStr | None = Field(default=None, description="shared secret lakeFS sends with every "
+                                             "hook call (required by serve)")
+    webhook_max_body_bytes: int = Field(default=256 * 1024, gt=0, description="larger hook bodies get 413")
+    lakefs_timeout_seconds: float = Field(default=30.0, gt=0, description="timeout of a request to lakeFS")
 
-    reconcile_schedule: str = "*/5 * * * *"
-    reconcile_max_branches: int = Field(default=5000, gt=0, description="branches examined per run")
-    reconcile_max_staged_stats: int = Field(default=1000, ge=0, description="staged objects stat'ed per branch")
+    reconcile_schedule: str = Field(default="*/5 * * * *", description="cron of the reconciler")
+    reconcile_max_branches: int = Field(default=5000, gt=0, description="branches examined per repository per "
+                                        "run; the next run resumes")
+    reconcile_max_staged_stats: int = Field(default=1000, ge=0, description="staged objects stat'ed per branch "
+                                            "for the fingerprint")
 
     worker_metrics_port: int | None = Field(default=None, ge=1, le=65535,
                                             description="serve the Celery worker's /metrics on this port")
-    worker_metrics_addr: str = "127.0.0.1"
+    worker_metrics_addr: str = Field(default="127.0.0.1", description="the address of the worker's /metrics")
 
-    lifecycle_schedule: str = "0 * * * *"
+    lifecycle_schedule: str = Field(default="0 * * * *", description="cron of the branch lifecycle run")
     lifecycle_max_deletions: int = Field(default=100, gt=0, description="deletions per repository per run")
-    lifecycle_adopt_untracked: bool = False
-    lifecycle_lock_seconds: int = Field(default=3600, gt=0)
-    lifecycle_warn_before: str | None = None
-    lifecycle_notify_url: str | None = None
+    lifecycle_adopt_untracked: bool = Field(default=False, description="treat branches with no recorded creation "
+                                            "time as born when first seen")
+    lifecycle_lock_seconds: int = Field(default=3600, gt=0, description="expiry of the one-run-at-a-time lock (a "
+                                        "crashed run frees it after this)")
+    lifecycle_warn_before: str | None = Field(default=None, description="e.g. 24h: expose branches due within this "
+                                              "window and warn once")
+    lifecycle_notify_url: str | None = Field(default=None, description="POST a JSON warning here, once per branch "
+                                             "and deletion time")
 
-    object_lifecycle_schedule: str = Field(default="15 3 * * *", description="cron of the object lifecycle run")
+    object_lifecycle_schedule: str = Field(default="15 3 * * *", description="cron of the object lifecycle run "
+                                           "(every repository, every branch a rule selects)")
     object_lifecycle_max_deletions_per_run: int = Field(default=100_000, gt=0,
-                                                        description="objects expired per repository per run")
-    object_lifecycle_lock_seconds: int = Field(default=3600, gt=0)
+                                                        description="objects expired per repository "
+                                                        "and run; the rest wait for the next run")
+    object_lifecycle_lock_seconds: int = Field(default=3600, gt=0, description="expiry of the object lifecycle's "
+                                               "one-run-at-a-time lock")
 
     spark: SparkSettings = Field(default_factory=SparkSettings)
     gc: GCSettings = Field(default_factory=GCSettings)
