@@ -18,7 +18,7 @@ What runs, all on 127.0.0.1, everything stopped at the end:
 The branches are created incrementally; at each size (1,000, 2,500, 5,000, 10,000 total by default, capped by
 ``--max-branches``) two things are timed over all repositories, with the same ``LakeFS`` client and page size:
 
-* preview: ``workers.branch_lifecycle.run.plan(lakefs, clock, repo, now)`` for every repository (get repository, read the
+* preview: ``workers.branch_lifecycle.deletions.plan(lakefs, clock, repo, now)`` for every repository (get repository, read the
   stored policies, page through the branches, one Redis pipeline of HGETALLs, evaluate);
 * bare list: ``list(lakefs.branch_heads(repo))`` for every repository, i.e. exactly the listing plan() does
   (``list_branches`` pages of amount=1000, JSON decoded without SDK models), and nothing else; this is the
@@ -69,9 +69,9 @@ import redis
 
 from bench import machine
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer
+from workers.branch_lifecycle.deletions import plan
 from workers.branch_lifecycle.evaluation import BranchState, evaluate
 from workers.branch_lifecycle.policies import parse_policies
-from workers.branch_lifecycle.run import plan
 from workers.branch_lifecycle.store import get_policies, set_policies
 from workers.idle_clock.store import ClockStore
 from workers.shared.lakefs.client import LakeFS, make_lakefs_for

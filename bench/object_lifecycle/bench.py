@@ -282,8 +282,8 @@ def run(n: int, fraction: float, rounds: int, concurrent_commit: bool = False) -
     import lakefs_sdk  # noqa: PLC0415
 
     from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer  # noqa: PLC0415
+    from workers.object_lifecycle.expiry import TEMP_PREFIX  # noqa: PLC0415
     from workers.object_lifecycle.rules import parse_rules  # noqa: PLC0415
-    from workers.object_lifecycle.run import TEMP_PREFIX  # noqa: PLC0415
     from workers.object_lifecycle.store import set_rules  # noqa: PLC0415
     from workers.shared.lakefs.client import make_lakefs_for  # noqa: PLC0415
 

@@ -11,11 +11,11 @@ import lakefs_sdk
 import yaml
 
 from spark_jobs.core.durations import format_duration
+from workers.branch_lifecycle.deletions import decision_dict, plan
 from workers.branch_lifecycle.evaluation import Decision
 from workers.branch_lifecycle.policies import PolicyValidationError
 from workers.branch_lifecycle.policy_text import load_policy_text
-from workers.branch_lifecycle.run import decision_dict, plan
-from workers.branch_lifecycle.scheduled import FutureRunRefused, LifecycleOptions, run_repository
+from workers.branch_lifecycle.run import LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import POLICIES, LifecycleRecords
 from workers.idle_clock.store import ClockStore
 from workers.shared.cli_common import (
@@ -31,6 +31,7 @@ from workers.shared.cli_common import (
     table,
 )
 from workers.shared.lakefs.client import Conflict, LakeFSError, NotFound
+from workers.shared.runs import FutureRunRefused
 from workers.shared.uris import URIError, parse_branch_uri
 
 

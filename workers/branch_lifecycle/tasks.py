@@ -12,7 +12,7 @@ from workers.shared.task_base import JanitorTask
 
 @shared_task(bind=True, base=JanitorTask, name="workers.branch_lifecycle.tasks.run_repository")
 def run_repository_task(self: JanitorTask, repository_id: str, dry_run: bool = False) -> dict:
-    from workers.branch_lifecycle.scheduled import LifecycleOptions, run_repository  # noqa: PLC0415
+    from workers.branch_lifecycle.run import LifecycleOptions, run_repository  # noqa: PLC0415
 
     s = self.services
     report = run_repository(s.lakefs, ClockStore.of(s), repository_id, now=datetime.now(UTC),
@@ -22,7 +22,8 @@ def run_repository_task(self: JanitorTask, repository_id: str, dry_run: bool = F
 
 @shared_task(bind=True, base=JanitorTask, name="workers.branch_lifecycle.tasks.run_all")
 def run_all_task(self: JanitorTask) -> list[dict] | str:
-    from workers.branch_lifecycle.scheduled import LifecycleOptions, run_all  # noqa: PLC0415
+    from workers.branch_lifecycle.run import LifecycleOptions  # noqa: PLC0415
+    from workers.branch_lifecycle.scheduled import run_all  # noqa: PLC0415
 
     s = self.services
     reports = run_all(s.lakefs, ClockStore.of(s), datetime.now(UTC), options=LifecycleOptions.from_settings(s.settings),

@@ -12,16 +12,10 @@ import click
 from spark_jobs.core.durations import format_duration
 from workers.gc.rules import get_rules_document
 from workers.object_lifecycle.evaluation import Evaluation, applicable_rules, evaluate
+from workers.object_lifecycle.outcomes import RunReport
+from workers.object_lifecycle.restore import restore
 from workers.object_lifecycle.rules import Rule, RulesValidationError, needing_confirmation, parse_rules
-from workers.object_lifecycle.run import (
-    FutureRunRefused,
-    RunOptions,
-    RunReport,
-    branch_objects,
-    listing_prefixes,
-    restore,
-    run_repository,
-)
+from workers.object_lifecycle.run import RunOptions, branch_objects, listing_prefixes, run_repository
 from workers.object_lifecycle.scheduled import options_from
 from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords, StoredRulesInvalid
 from workers.shared.cli_common import (
@@ -39,6 +33,7 @@ from workers.shared.cli_common import (
 from workers.shared.document_text import DocumentTextError, load_document_text
 from workers.shared.lakefs.client import LakeFS
 from workers.shared.lakefs.documents import Stored
+from workers.shared.runs import FutureRunRefused
 from workers.shared.uris import URIError, parse_uri
 
 

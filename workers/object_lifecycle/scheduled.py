@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from workers.object_lifecycle.run import RunOptions, RunReport, run_repository
+from workers.object_lifecycle.outcomes import RunReport
+from workers.object_lifecycle.run import RunOptions, run_repository
 from workers.object_lifecycle.store import ObjectLifecycleRecords
+from workers.shared import runs
 from workers.shared.lakefs.client import LakeFS
-from workers.shared.locks import release_quietly
 from workers.shared.metrics import Metrics
 from workers.shared.settings import Settings
 
@@ -22,11 +23,7 @@ def options_from(settings: Settings) -> RunOptions:
 def run_all(lakefs: LakeFS, records: ObjectLifecycleRecords, now: datetime, *, options: RunOptions,
             metrics: Metrics | None = None) -> list[RunReport] | None:
     """Every repository in turn; None when another pass holds the lock."""
-    lock = records.run_lock(None, options.lock_seconds)
-    if not lock.acquire():
-        return None
-    try:
-        return lakefs.each_repository(lambda repository_id: run_repository(
-            lakefs, records, repository_id, now=now, options=options, metrics=metrics), what="object lifecycle")
-    finally:
-        release_quietly(lock, "object lifecycle")
+    return runs.run_all(lakefs, records.run_lock(None, options.lock_seconds),
+                        lambda repository_id: run_repository(lakefs, records, repository_id, now=now,
+                                                             options=options, metrics=metrics),
+                        what="object lifecycle")

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 
 from tests.integration.conftest import commit, create_branch, upload
+from workers.branch_lifecycle.deletions import plan
 from workers.branch_lifecycle.policies import parse_policies
-from workers.branch_lifecycle.run import plan
-from workers.branch_lifecycle.scheduled import LifecycleOptions, run_repository
+from workers.branch_lifecycle.run import LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import set_policies
 from workers.idle_clock.reconcile import reconcile_repository
 

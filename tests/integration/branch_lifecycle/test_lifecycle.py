@@ -11,9 +11,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.integration.conftest import commit, create_branch, eventually, upload
+from workers.branch_lifecycle.deletions import execute, plan
 from workers.branch_lifecycle.policies import parse_policies
-from workers.branch_lifecycle.run import execute, plan
-from workers.branch_lifecycle.scheduled import LifecycleOptions, run_repository
+from workers.branch_lifecycle.run import LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import get_policies, set_policies
 from workers.celery.app import create_celery
 from workers.shared.metrics import Metrics

@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 import lakefs_sdk
 import pytest
 
+from workers.branch_lifecycle.deletions import plan
 from workers.branch_lifecycle.policies import parse_policies
-from workers.branch_lifecycle.run import plan
-from workers.branch_lifecycle.scheduled import LifecycleOptions, run_repository
+from workers.branch_lifecycle.run import LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import set_policies
 from workers.idle_clock import hooks_install
 from workers.idle_clock.reconcile import reconcile_repository

@@ -17,8 +17,10 @@ from prometheus_client import CollectorRegistry
 from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload
 from workers.celery.app import create_celery
+from workers.object_lifecycle.expiry import TEMP_PREFIX
+from workers.object_lifecycle.restore import restore
 from workers.object_lifecycle.rules import parse_rules
-from workers.object_lifecycle.run import TEMP_PREFIX, RunOptions, restore, run_repository
+from workers.object_lifecycle.run import RunOptions, run_repository
 from workers.object_lifecycle.store import ObjectLifecycleRecords, set_rules
 from workers.shared.metrics import Metrics
 from workers.shared.settings import load_settings

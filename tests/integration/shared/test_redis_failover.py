@@ -41,7 +41,7 @@ from tests.services import (
     wait_until,
 )
 from workers.branch_lifecycle.policies import parse_policies
-from workers.branch_lifecycle.scheduled import LifecycleOptions, run_repository
+from workers.branch_lifecycle.run import LifecycleOptions, run_repository
 from workers.branch_lifecycle.store import set_policies
 from workers.celery.app import create_celery
 from workers.gc.history import GCRuns
