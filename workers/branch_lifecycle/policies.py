@@ -20,6 +20,7 @@ from wcmatch import fnmatch
 
 from spark_jobs.core.durations import DurationError, format_duration, parse_duration, parse_seconds
 from workers.shared.document_text import kind_of, quote_value
+from workers.shared.lakefs.documents import etag_of
 
 # fnmatch, not globmatch: `*` also crosses `/`. lakeFS branch ids are [\w-]+ so a `/` never occurs and the
 # choice is moot for matching; fnmatch simply keeps the semantics "a pattern is matched against a name".
@@ -342,7 +343,7 @@ def _enterprise_entry(policy: Policy) -> dict[str, object]:
 
 def etag(policies: Sequence[Policy]) -> str:
     """Strong ETag of the canonical form: equal policy lists, however spelled, share it."""
-    return '"' + hashlib.sha256(_json(canonical(policies)).encode()).hexdigest() + '"'
+    return etag_of(canonical(policies))
 
 
 # --- helpers -----------------------------------------------------------------------------------------------

@@ -3,12 +3,11 @@ and written with an ETag precondition like them (a ``workers.shared.lakefs.docum
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 
 from spark_jobs.core.cleaning import METADATA_KEY, CleaningPolicy, CleaningPolicyError, parse_cleaning_policies
-from workers.shared.lakefs.documents import PolicyDocument
+from workers.shared.lakefs.documents import PolicyDocument, etag_of
 from workers.shared.lakefs.errors import LakeFSError
 
 
@@ -18,8 +17,8 @@ def _document(policies: Sequence[CleaningPolicy]) -> dict:
 
 
 def etag(policies: Sequence[CleaningPolicy]) -> str:
-    body = json.dumps([p.document() for p in policies], sort_keys=True, separators=(",", ":"))
-    return '"' + hashlib.sha256(body.encode()).hexdigest()[:32] + '"'
+    # The list rather than the stored document, 32 characters and ASCII JSON: how these ETags were first given out.
+    return etag_of([p.document() for p in policies], chars=32, ascii_only=True)
 
 
 def _parse(repository_id: str, raw: str) -> list[CleaningPolicy]:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import hashlib
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -29,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from spark_jobs.core.cleaning import path_glob
 from spark_jobs.core.durations import DurationError, format_duration, parse_duration
 from workers.shared.document_text import kind_of, quote_value
+from workers.shared.lakefs.documents import etag_of
 
 # lakeFS-ish: what lakeFS accepts as a branch id ([\w-]+, not starting with '-'), plus '.', at most 64 characters.
 _ID = re.compile(r"^\w[-\w.]{0,63}\Z")
@@ -348,8 +347,7 @@ def canonical(rules: Sequence[Rule]) -> dict[str, Any]:
 
 def etag(rules: Sequence[Rule]) -> str:
     """Strong ETag of the canonical form: equal rule lists, however spelled, share it."""
-    body = json.dumps(canonical(rules), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return '"' + hashlib.sha256(body.encode()).hexdigest() + '"'
+    return etag_of(canonical(rules))
 
 
 def needing_confirmation(rules: Sequence[Rule], stored: Sequence[Rule]) -> list[Rule]:

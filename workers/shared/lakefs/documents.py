@@ -1,5 +1,5 @@
 """Documents stored on the repository itself, each a JSON string under one key of its lakeFS repository metadata:
-the branch lifecycle policies, the cleaning policies and the savepoint records.
+the branch lifecycle policies, the object lifecycle rules, the cleaning policies and the savepoint records.
 
 Reading needs read access to the repository and writing needs UpdateRepository, both checked by lakeFS against
 whoever's credentials the given client carries. A policy document has an ETag (a hash of its canonical form) and is
@@ -8,6 +8,7 @@ written only over the version the writer read (If-Match).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
     from workers.shared.lakefs.client import LakeFS
 
 P = TypeVar("P")
+
+
+def etag_of(document: object, *, chars: int = 64, ascii_only: bool = False) -> str:
+    """The strong ETag of a canonical JSON document: equal documents, however their files spelled them, share it.
+    ``chars`` of the SHA-256 and ``ascii_only`` JSON are for a document whose ETags were first handed out that way
+    (the cleaning policies'): an ETag a client holds stays valid across versions."""
+    body = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only)
+    return '"' + hashlib.sha256(body.encode()).hexdigest()[:chars] + '"'
 
 
 class StaleETag(RuntimeError):
