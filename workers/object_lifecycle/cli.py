@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from spark_jobs.core.durations import format_duration
-from workers.gc.rules import get_rules_document
+from workers.gc.rules import when_collectable
 from workers.object_lifecycle.evaluation import Evaluation, applicable_rules, evaluate
 from workers.object_lifecycle.outcomes import RunReport
 from workers.object_lifecycle.restore import restore
@@ -31,7 +31,6 @@ from workers.shared.cli_common import (
     table,
 )
 from workers.shared.document_text import DocumentTextError, load_document_text
-from workers.shared.lakefs.client import LakeFS
 from workers.shared.lakefs.documents import Stored
 from workers.shared.runs import FutureRunRefused
 from workers.shared.uris import URIError, parse_uri
@@ -140,7 +139,7 @@ def preview_cmd(rt: Runtime, target: str, now_text: str | None, depth: int, impa
         objects = branch_objects(rt.lakefs, repository, head, prefixes=listing_prefixes(applying)) if applying else iter(())
         results.append(evaluate(rules, objects, branch_id=branch, is_default=branch == default, now=now, depth=depth,
                                 keep_expired=False))
-    freed = _gc_impact(rt.lakefs, repository, results, now) if impact else {}
+    freed = when_collectable(rt.lakefs, repository, {e.branch_id: e.bytes for e in results}, now=now) if impact else {}
     if as_json:
         click.echo(json.dumps({"repository_id": repository, "now": now.isoformat(), "depth": depth,
                                "branches": [e.document() | ({"gc": freed[e.branch_id]} if impact else {})
@@ -163,30 +162,6 @@ def preview_cmd(rt: Runtime, target: str, now_text: str | None, depth: int, impa
                    f"{e.bytes:,} byte{'s' if e.bytes != 1 else ''} would expire (rules {', '.join(e.rule_ids)})")
         if impact and e.objects:
             click.echo(f"  garbage collection: {freed[e.branch_id]['text']}")
-
-
-def _gc_impact(lakefs: LakeFS, repository: str, results: list[Evaluation], now: datetime) -> dict[str, dict]:
-    """When the GC may free what each branch expires: the expiring commit moves the objects into the commits
-    before it, which the GC keeps for the branch's retention (lakeFS's GC rules) after they stop being its HEAD;
-    other branches, tags and savepoints that still reach an object keep it longer."""
-    doc = get_rules_document(lakefs, repository)
-    out: dict[str, dict] = {}
-    for e in results:
-        if doc is None:
-            out[e.branch_id] = {"bytes": e.bytes, "free_from": None, "retention_days": None,
-                                "text": f"lakefs://{repository} has no GC rules: no garbage collection frees them until "
-                                        "they are set (`lakefs-janitor gc rules set`)"}
-            continue
-        # The short-lived branch's commit is left as a dangling leaf, kept for the default retention: whichever
-        # of the two is longer decides.
-        days = max(doc["default_retention_days"], next(
-            (b["retention_days"] for b in doc["branches"] if b["branch_id"] == e.branch_id), 0))
-        at = now + timedelta(days=days)
-        out[e.branch_id] = {"bytes": e.bytes, "free_from": at.isoformat(), "retention_days": days,
-                            "text": f"up to {e.bytes:,} bytes become collectable from {short_time(at)} ({days}d "
-                                    "retention after the commit), unless another branch, tag or savepoint still "
-                                    "reaches them"}
-    return out
 
 
 def _report_lines(report: RunReport) -> None:
