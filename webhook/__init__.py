@@ -14,7 +14,7 @@ from workers.shared.settings import Settings
 def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
                registry: CollectorRegistry | None = None, services: Services | None = None) -> Flask:
     # Imported here so that importing the package has no side effects and no cycles.
-    from webhook import cleaning_api, errors, health, object_lifecycle_api, policy_api, receiver  # noqa: PLC0415
+    from webhook import branch_lifecycle_api, cleaning_api, errors, health, object_lifecycle_api, receiver  # noqa: PLC0415
 
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.webhook_max_body_bytes
@@ -30,7 +30,7 @@ def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
     errors.init_app(app)
     app.register_blueprint(receiver.bp)
     app.register_blueprint(health.bp)
-    app.register_blueprint(policy_api.bp)
+    app.register_blueprint(branch_lifecycle_api.bp)
     app.register_blueprint(cleaning_api.bp)
     app.register_blueprint(object_lifecycle_api.bp)
     return app

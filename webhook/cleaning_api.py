@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, jsonify, request
 
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
-from webhook.context import app_services
+from webhook.app_services import app_services
 from webhook.errors import error_response
 from webhook.policy_views import policy_routes
 from workers.gc.cleaning_store import CLEANING

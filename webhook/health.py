@@ -6,7 +6,7 @@ import redis
 from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from webhook.context import app_services
+from webhook.app_services import app_services
 from workers.shared.metrics import exposition
 
 bp = Blueprint("health", __name__)

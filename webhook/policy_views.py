@@ -1,4 +1,4 @@
-"""What both policy APIs share: the caller's own lakeFS client, and GET, PUT and DELETE of a repository's policy
+"""What the three policy APIs (branch lifecycle, object lifecycle, cleaning) share: the caller's own lakeFS client, and GET, PUT and DELETE of a repository's policy
 document with its ETag.
 
 The service holds no authority of its own here: each request acts as the caller (HTTP Basic with their lakeFS
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from webhook.context import app_services
+from webhook.app_services import app_services
 from webhook.errors import error_response
 from workers.shared.lakefs.documents import PolicyDocument, StaleETag, Stored
 

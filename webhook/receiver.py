@@ -10,8 +10,8 @@ from flask import Blueprint, Response, request
 from prometheus_client import Counter
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 
+from webhook.app_services import app_services
 from webhook.auth import secret_ok
-from webhook.context import app_services
 from webhook.errors import error_response
 from webhook.hook_record import record
 from workers.gc.history import GCRuns

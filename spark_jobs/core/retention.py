@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 DAY = 86400
 
@@ -101,15 +101,6 @@ def retained_commits(*, commits: Mapping[str, Commit], branch_heads: Mapping[str
 def commit_from_api(body: Mapping) -> Commit:
     return Commit(body["id"], tuple(body.get("parents") or ()), int(body["creation_date"]),
                   body.get("meta_range_id") or "")
-
-
-def metarange_ids(commits: Mapping[str, Commit], retained: Iterable[str]) -> list[str]:
-    """The distinct metaranges of the retained commits (a repository's first commit has none to read)."""
-    return sorted({commits[c].meta_range_id for c in retained if c in commits and commits[c].meta_range_id})
-
-
-def threshold_of(rules: GCRules, branch_id: str | None, now: datetime) -> datetime:
-    return now - timedelta(days=rules.days(branch_id))
 
 
 def oldest_retained(commits: Mapping[str, Commit], branch_heads: Mapping[str, str],

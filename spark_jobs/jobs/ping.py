@@ -1,5 +1,6 @@
 """The smallest job: run one task per partition and report where each ran and what configuration arrived.
-Proves a cluster works (`lakefs-janitor gc spark-check` style) and lets tests see executors really ran."""
+Proves a cluster's executors run the shipped package with the configuration given (tests/spark/test_cluster.py
+submits it) and lets tests see executors really ran."""
 
 from __future__ import annotations
 

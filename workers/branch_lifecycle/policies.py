@@ -310,35 +310,21 @@ def _derived_id(policy: Policy, taken: set[str]) -> str:
 # --- output ------------------------------------------------------------------------------------------------
 
 
-def _fields(policy: Policy, *, patterns: str, idle: str, duration: Callable[[timedelta], object]) -> dict[str, object]:
-    """A policy's set fields under one dialect's names (ours or Enterprise's), durations written by ``duration``."""
-    out: dict[str, object] = {patterns: list(policy.patterns)}
+def _body(policy: Policy) -> dict[str, object]:
+    """A policy's set fields, durations in their canonical spelling."""
+    out: dict[str, object] = {"patterns": list(policy.patterns)}
     if policy.max_age is not None:
-        out["max_age"] = duration(policy.max_age)
+        out["max_age"] = format_duration(policy.max_age)
     if policy.max_idle_age is not None:
-        out[idle] = duration(policy.max_idle_age)
+        out["max_idle_age"] = format_duration(policy.max_idle_age)
     if policy.description is not None:
         out["description"] = policy.description
     return out
 
 
-def _body(policy: Policy) -> dict[str, object]:
-    return _fields(policy, patterns="patterns", idle="max_idle_age", duration=format_duration)
-
-
 def canonical(policies: Sequence[Policy]) -> dict[str, object]:
     """The seed's shape with canonical durations; absent optional fields are omitted."""
     return {"policies": [{"id": p.id, **_body(p)} for p in policies]}
-
-
-def to_enterprise(policies: Sequence[Policy]) -> dict[str, object]:
-    """lakeFS Enterprise `LifecyclePolicies`: name_patterns, thresholds in integer seconds."""
-    return {"policies": [_enterprise_entry(p) for p in policies]}
-
-
-def _enterprise_entry(policy: Policy) -> dict[str, object]:
-    return {"id": policy.id, **_fields(policy, patterns="name_patterns", idle="max_inactivity_time",
-                                       duration=_whole_seconds)}
 
 
 def etag(policies: Sequence[Policy]) -> str:
@@ -347,10 +333,6 @@ def etag(policies: Sequence[Policy]) -> str:
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
-
-
-def _whole_seconds(td: timedelta) -> int:
-    return td.days * 86_400 + td.seconds
 
 
 def _json(value: object) -> str:

@@ -1,4 +1,4 @@
-"""GC commands, lakectl-style: `gc run|plan|sweep|impact lakefs://repo`, `gc rules get|set|clear lakefs://repo`;
+"""GC commands, lakectl-style: `gc run|plan|sweep|impact|doctor lakefs://repo`, `gc rules get|set|clear lakefs://repo`;
 `gc show` (show_cli), `gc policy` (policy_cli) and `gc savepoint` (savepoint_cli) are added from their modules."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from spark_jobs.core import inventory_url
 from spark_jobs.core.freeing import describe
 from spark_jobs.core.report import describe_cache, describe_listing
 from workers.gc.history import GCRuns
+from workers.gc.lakefs_rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
 from workers.gc.policy_cli import policy
-from workers.gc.rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
 from workers.gc.run import Busy, GCError, GCRequest, doctor, execute, repository_impact
 from workers.gc.savepoint_cli import cutoff as _min_age
 from workers.gc.savepoint_cli import savepoint

@@ -1,4 +1,4 @@
-"""The GC's Spark engine from the worker's side: zip the spark_jobs package, `spark-submit` one of its entry points
+"""The GC's Spark runner from the worker's side: zip the spark_jobs package, `spark-submit` one of its entry points
 (spark_jobs/jobs/<entry>.py) to the master from settings, follow the job's events as it runs, and hand back
 what it reported. The caller (run/tasks) then reads the summary the job wrote to the storage namespace: the
 exit status and that summary together decide success.

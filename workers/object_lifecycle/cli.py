@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from spark_jobs.core.durations import format_duration
-from workers.gc.rules import when_collectable
+from workers.gc.lakefs_rules import when_collectable
 from workers.object_lifecycle.evaluation import Evaluation, applicable_rules, evaluate
 from workers.object_lifecycle.outcomes import RunReport
 from workers.object_lifecycle.restore import restore
