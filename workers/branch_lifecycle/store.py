@@ -6,23 +6,18 @@ records in Redis.
 from __future__ import annotations
 
 import json
-from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-import redis
-from redis.lock import Lock
-
 from workers.branch_lifecycle.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
-from workers.shared.lakefs.documents import PolicyDocument
+from workers.shared.lakefs.documents import PolicyDocument, read_stored
 from workers.shared.lakefs.errors import LakeFSError
-from workers.shared.locks import named_lock
+from workers.shared.runs import LifecycleLocks
 
 DELETION_LOG_LENGTH = 10_000
 
 if TYPE_CHECKING:
     from workers.idle_clock.store import ClockStore
-    from workers.shared.services import Services
 
 METADATA_KEY = "lakefs_janitor.branch_lifecycle.v1"
 
@@ -38,46 +33,26 @@ class StoredPoliciesInvalid(LakeFSError):
 
 
 def _parse(repository_id: str, raw: str) -> list[Policy]:
-    try:
-        # Stored documents were validated on write; the default branch check is not repeated on read so that a
-        # later change of default branch cannot make the stored list unreadable (evaluation exempts it anyway).
-        return parse_policies(json.loads(raw), None)
-    except json.JSONDecodeError as exc:
-        raise StoredPoliciesInvalid(repository_id, f"not JSON ({exc})") from None
-    except PolicyValidationError as exc:
-        raise StoredPoliciesInvalid(repository_id, str(exc).replace("\n", "; ")) from None
+    # Stored documents were validated on write; the default branch check is not repeated on read so that a later
+    # change of default branch cannot make the stored list unreadable (evaluation exempts it anyway).
+    return read_stored(raw, lambda document: parse_policies(document, None), errors=PolicyValidationError,
+                       invalid=lambda problem: StoredPoliciesInvalid(repository_id, problem))
 
 
 POLICIES = PolicyDocument(METADATA_KEY, what="policies", parse=_parse, body=canonical, etag=etag)
 get_policies, set_policies, clear_policies = POLICIES.get, POLICIES.set, POLICIES.clear
 
 
-class LifecycleRecords:
+class LifecycleRecords(LifecycleLocks):
     """The lifecycle's own Redis keys: deletion log, last deleted HEAD per branch, warnings sent, locks."""
 
-    def __init__(self, client: redis.Redis, prefix: str):
-        self.redis = client
-        self.prefix = prefix
-
-    @classmethod
-    def of(cls, services: Services) -> LifecycleRecords:
-        """The records in the services' Redis, under their key prefix."""
-        return cls(services.redis, services.settings.key_prefix)
+    EDIT_LOCK = "policies"
+    RUN_LOCK = "lifecycle"
 
     @classmethod
     def beside(cls, clock: ClockStore) -> LifecycleRecords:
         """In the same Redis, under the same prefix, as the idle clock."""
         return cls(clock.redis, clock.prefix)
-
-    def edit_lock(self, repository_id: str) -> AbstractContextManager:
-        """Serialises the ETag check and the write among everyone who edits through lakefs-janitor: lakeFS has no
-        conditional write for repository metadata, so without it two writers holding the same ETag could both win."""
-        return named_lock(self.redis, self.prefix, f"policies:{repository_id}", seconds=30, blocking_timeout=10)
-
-    def run_lock(self, repository_id: str | None, seconds: float) -> Lock:
-        """One real run per repository (or, with None, one pass over all of them) across workers and replicas."""
-        name = "lifecycle-all" if repository_id is None else f"lifecycle:{repository_id}"
-        return named_lock(self.redis, self.prefix, name, seconds=seconds)
 
     def _deletions(self, repository_id: str) -> str:
         return f"{self.prefix}:deletions:{repository_id}"

@@ -152,6 +152,9 @@ def runner_option(help_text: str) -> Callable:
     return decorate
 
 
+min_age_option = click.option("--min-age", default=None, help="Safety cutoff (e.g. 24h; 0s disables it). Default: "
+                              "lakeFS's grace period, or LAKEFS_JANITOR_GC__MIN_AGE.")
+now_option = click.option("--now", "now_text", default=None, help="Evaluate retention as of this ISO-8601 time.")
 RUNNER_HELP = "Where the run runs: threads in this process, Spark's executors, or auto by the repository's size. " \
               "Default: gc.runner (auto)."
 
@@ -163,9 +166,8 @@ def gc() -> None:
 
 @gc.command("run")
 @repository_argument
-@click.option("--min-age", default=None, help="Safety cutoff (e.g. 24h; 0s disables it). Default: lakeFS's grace "
-                                              "period, or LAKEFS_JANITOR_GC__MIN_AGE.")
-@click.option("--now", "now_text", default=None, help="Evaluate retention as of this ISO-8601 time.")
+@min_age_option
+@now_option
 @runner_option(RUNNER_HELP)
 @click.option("--dry-run", is_flag=True, help="Mark and write the plan; delete nothing.")
 @click.option("--plan", "plan_id", default=None, help="Execute exactly this stored plan (a `gc plan` id) instead of "
@@ -193,8 +195,8 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
 
 @gc.command("plan")
 @repository_argument
-@click.option("--min-age", default=None, help="Safety cutoff (e.g. 24h; 0s disables it).")
-@click.option("--now", "now_text", default=None, help="Evaluate retention as of this ISO-8601 time.")
+@min_age_option
+@now_option
 @click.option("--by-prefix", "by_prefix", type=click.IntRange(1, 32), is_flag=False, flag_value=2, default=None,
               metavar="[DEPTH]", help="Break the plan down by the path prefix (DEPTH folders, default 2) the "
                                       "objects had in lakeFS, like Hudi's `clean showpartitions`; reads the "

@@ -5,19 +5,15 @@ lifecycle and cleaning policies, and the lock their editors share."""
 from __future__ import annotations
 
 import json
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-import redis
-from redis.lock import Lock
-
 from workers.object_lifecycle.rules import Rule, RulesValidationError, canonical, etag, parse_rules
-from workers.shared.lakefs.documents import PolicyDocument
+from workers.shared.lakefs.documents import PolicyDocument, read_stored
 from workers.shared.lakefs.errors import LakeFSError
-from workers.shared.locks import named_lock
+from workers.shared.runs import LifecycleLocks
 
 if TYPE_CHECKING:
-    from workers.shared.services import Services
+    pass
 
 METADATA_KEY = "lakefs_janitor.object_lifecycle.v1"
 
@@ -33,12 +29,8 @@ class StoredRulesInvalid(LakeFSError):
 
 
 def _parse(repository_id: str, raw: str) -> list[Rule]:
-    try:
-        return parse_rules(json.loads(raw))
-    except json.JSONDecodeError as exc:
-        raise StoredRulesInvalid(repository_id, f"not JSON ({exc})") from None
-    except RulesValidationError as exc:
-        raise StoredRulesInvalid(repository_id, str(exc).replace("\n", "; ")) from None
+    return read_stored(raw, parse_rules, errors=RulesValidationError,
+                       invalid=lambda problem: StoredRulesInvalid(repository_id, problem))
 
 
 RULES = PolicyDocument(METADATA_KEY, what="object lifecycle rules", parse=_parse, body=canonical, etag=etag)
@@ -48,28 +40,12 @@ get_rules, set_rules, clear_rules = RULES.get, RULES.set, RULES.clear
 RUN_HISTORY_LENGTH = 1000  # runs kept per repository (each names its commits, for `restore`)
 
 
-class ObjectLifecycleRecords:
+class ObjectLifecycleRecords(LifecycleLocks):
     """The object lifecycle's own Redis keys: the lock its rule editors hold, the one-run-at-a-time locks and the
     history of runs (per repository: newest first, and by run id for `restore`)."""
 
-    def __init__(self, client: redis.Redis, prefix: str):
-        self.redis = client
-        self.prefix = prefix
-
-    @classmethod
-    def of(cls, services: Services) -> ObjectLifecycleRecords:
-        return cls(services.redis, services.settings.key_prefix)
-
-    def edit_lock(self, repository_id: str) -> AbstractContextManager:
-        """Serialises the ETag check and the write among everyone who edits through lakefs-janitor (lakeFS has no
-        conditional write for repository metadata)."""
-        return named_lock(self.redis, self.prefix, f"object-lifecycle-rules:{repository_id}", seconds=30,
-                          blocking_timeout=10)
-
-    def run_lock(self, repository_id: str | None, seconds: float) -> Lock:
-        """One real run per repository (or, with None, one pass over all of them) across workers and replicas."""
-        name = "object-lifecycle-all" if repository_id is None else f"object-lifecycle:{repository_id}"
-        return named_lock(self.redis, self.prefix, name, seconds=seconds)
+    EDIT_LOCK = "object-lifecycle-rules"
+    RUN_LOCK = "object-lifecycle"
 
     def _runs(self, repository_id: str) -> str:
         return f"{self.prefix}:object-lifecycle:runs:{repository_id}"

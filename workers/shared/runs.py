@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+import redis
 from redis.lock import Lock
 
-from workers.shared.lakefs.client import LakeFS
-from workers.shared.locks import release_quietly
+from workers.shared.locks import named_lock, release_quietly
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from workers.shared.lakefs.client import LakeFS
+    from workers.shared.services import Services
 
 T = TypeVar("T")
 
@@ -38,3 +44,31 @@ def run_all(lakefs: LakeFS, lock: Lock, run: Callable[[str], T], *, what: str) -
         return lakefs.each_repository(run, what=what)
     finally:
         release_quietly(lock, what)
+
+
+class LifecycleLocks:
+    """The locks a lifecycle keeps in Redis: its document editors' and its runs'. A domain's records class names
+    them (``EDIT_LOCK``, ``RUN_LOCK``) and adds its own keys."""
+
+    EDIT_LOCK: str
+    RUN_LOCK: str
+
+    def __init__(self, client: redis.Redis, prefix: str):
+        self.redis = client
+        self.prefix = prefix
+
+    @classmethod
+    def of(cls, services: Services) -> Self:
+        """The records in the services' Redis, under their key prefix."""
+        return cls(services.redis, services.settings.key_prefix)
+
+    def edit_lock(self, repository_id: str) -> Lock:
+        """Serialises the ETag check and the write among everyone who edits through lakefs-janitor: lakeFS has no
+        conditional write for repository metadata, so without it two writers holding the same ETag could both win."""
+        return named_lock(self.redis, self.prefix, f"{self.EDIT_LOCK}:{repository_id}", seconds=30,
+                          blocking_timeout=10)
+
+    def run_lock(self, repository_id: str | None, seconds: float) -> Lock:
+        """One real run per repository (or, with None, one pass over all of them) across workers and replicas."""
+        name = f"{self.RUN_LOCK}-all" if repository_id is None else f"{self.RUN_LOCK}:{repository_id}"
+        return named_lock(self.redis, self.prefix, name, seconds=seconds)

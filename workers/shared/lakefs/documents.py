@@ -29,6 +29,18 @@ def etag_of(document: object, *, chars: int = 64, ascii_only: bool = False) -> s
     return '"' + hashlib.sha256(body.encode()).hexdigest()[:chars] + '"'
 
 
+def read_stored(raw: str, parse: Callable[[object], list[P]], *, errors: type[Exception],
+                invalid: Callable[[str], Exception]) -> list[P]:
+    """The policies of a stored JSON text; ``invalid(problem)`` is the domain's error for a document that is not
+    JSON or that ``parse`` refuses with ``errors`` (written around the janitor)."""
+    try:
+        return parse(json.loads(raw))
+    except json.JSONDecodeError as exc:
+        raise invalid(f"not JSON ({exc})") from None
+    except errors as exc:
+        raise invalid(str(exc).replace("\n", "; ")) from None
+
+
 class StaleETag(RuntimeError):
     """The document changed since the caller read it."""
 
