@@ -1,6 +1,7 @@
 """The local run: a real lakeFS, Redis and the janitor on 127.0.0.1, hooks installed into a demo repository,
 a few writes, then the branches' idle clocks and a lifecycle preview; then a committed GC with a cleaning policy
-on a history of backdated commits (plan by path, run, past runs). Everything is stopped at the end.
+on a history of backdated commits (plan by path, run, past runs); then an object lifecycle rule previewed and run
+on files written 40 days ago, and the GC freeing exactly what it expired. Everything is stopped at the end.
 
     make demo            (or: .venv/bin/python scripts/demo.py [--keep])
 """
@@ -8,6 +9,7 @@ on a history of backdated commits (plan by path, run, past runs). Everything is 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shlex
 import subprocess
@@ -49,6 +51,14 @@ policies:
     keep_commits: 1
     savepoints: ["release-*"]
 """
+OBJECT_RULES = """\
+rules:
+  - id: raw-30d
+    branches: [main]
+    paths: ["raw/**"]
+    max_age: 30d
+    description: raw landing files, 30 days
+"""
 DAY = 86400
 
 
@@ -82,6 +92,46 @@ def gc_history(lakefs) -> None:
                     lakefs_sdk.CommitCreation(message=f"snapshot {day} days ago", date=now - day * DAY))
         if day == 25:
             lakefs.call("tag", lakefs.tags.create_tag, REPO, lakefs_sdk.TagCreation(id="release-2026.10", ref="main"))
+
+
+def aged_raw_files(lakefs, block_root: Path) -> list[Path]:
+    """Landing files last written 40 days ago on main (lakeFS takes the mtime given when a physical address is
+    linked), committed; the files behind them, to watch the GC free them."""
+    staging = lakefs_sdk.StagingApi(lakefs.api)
+    mtime = int(time.time()) - 40 * DAY
+    files = []
+    for day in range(1, 7):
+        path, data = f"raw/2026-10-0{day}/events.json", f'{{"day": {day}}}'.encode()
+        location = staging.get_physical_address(REPO, "main", path)
+        file = Path(location.physical_address.removeprefix("local://"))
+        file = file if file.is_absolute() else block_root / file
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_bytes(data)
+        staging.link_physical_address(REPO, "main", path, lakefs_sdk.StagingMetadata(
+            staging=location, checksum=hashlib.md5(data).hexdigest(), size_bytes=len(data), mtime=mtime))
+        files.append(file)
+    lakefs.call("commit", lakefs.commits.commit, REPO, "main", lakefs_sdk.CommitCreation(message="raw landing files"))
+    return files
+
+
+def object_lifecycle(env: dict[str, str], lakefs, lakefs_server, folder: Path) -> None:
+    """A rule that expires raw files after 30 days: preview (with when the GC frees them), run, history; then the
+    GC, its retention shortened to 0 days so that the demo need not wait a week, frees exactly those files."""
+    files = aged_raw_files(lakefs, lakefs_server.dir / "block")
+    (folder / "object-rules.yaml").write_text(OBJECT_RULES)
+    janitor(env, "object-lifecycle", "rules", "set", f"lakefs://{REPO}", "-f", str(folder / "object-rules.yaml"))
+    janitor(env, "object-lifecycle", "preview", f"lakefs://{REPO}/main", "--impact")
+    janitor(env, "object-lifecycle", "run", f"lakefs://{REPO}/main")
+    janitor(env, "object-lifecycle", "history", f"lakefs://{REPO}")
+    print(f"\nthe {len(files)} expired files are still on disk ({sum(f.exists() for f in files)} of {len(files)}): "
+          "older commits reach them until the GC retention has passed", flush=True)
+    (folder / "rules-0d.json").write_text(
+        '{"default_retention_days": 0, "branches": [{"branch_id": "main", "retention_days": 0}]}')
+    janitor(env, "gc", "rules", "set", f"lakefs://{REPO}", "-f", str(folder / "rules-0d.json"))
+    janitor(env, "gc", "policy", "clear", f"lakefs://{REPO}")  # keep_commits: 1 would keep the commit before
+    janitor(env, "gc", "run", f"lakefs://{REPO}", "--min-age", "0s")
+    print(f"\nafter the GC, {sum(not f.exists() for f in files)} of the {len(files)} expired files are freed",
+          flush=True)
 
 
 def main() -> int:
@@ -120,6 +170,9 @@ def main() -> int:
         janitor(env, "gc", "plan", f"lakefs://{REPO}", "--min-age", "0s", "--by-prefix", "1")
         janitor(env, "gc", "run", f"lakefs://{REPO}", "--min-age", "0s")
         janitor(env, "gc", "show", f"lakefs://{REPO}")
+
+        print("\n--- object lifecycle ---", flush=True)
+        object_lifecycle(env, lakefs, lakefs_server, Path(redis_server.dir))
         if args.keep:
             print("\nservices are running; environment for lakefs-janitor:")
             for key in sorted(k for k in env if k.startswith(("LAKECTL_", "LAKEFS_JANITOR_"))

@@ -62,6 +62,10 @@ def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None
     # Ten columns in 100: one space between them, the run's full time is in its id and --json, bytes in units
     rows = table("run", "started", "mode", "ok", "policy", "oldest retained", "deleted", "bytes", "cached", "secs")
     rows.padding = (0, 0)
+    # A run id is what `gc show RUN_ID` and `gc sweep --mark-id` take: whole on one line, the other cells wrap
+    run_ids = [str(r.get("run_id", "-")) for r in history]
+    rows.columns[0].no_wrap = True
+    rows.columns[0].min_width = max(map(len, run_ids))
     for r in history:
         oldest = _oldest_cell(r.get("oldest_retained") or {})
         rows.add_row(str(r.get("run_id", "-")), str(r.get("started_at", ""))[5:16].replace("T", " "),
