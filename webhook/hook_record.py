@@ -13,7 +13,7 @@ from typing import Literal
 from workers.gc.history import GCRuns
 from workers.idle_clock.events import LakeFSEvent, clock_update
 from workers.idle_clock.store import ClockStore
-from workers.shared.redis_connection import Acknowledged
+from workers.shared.redis_clients import Acknowledged
 
 Outcome = Literal["recorded", "stale", "ignored"]
 

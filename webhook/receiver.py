@@ -18,7 +18,7 @@ from workers.gc.history import GCRuns
 from workers.idle_clock.events import EVENT_TYPES, EventError, parse_event
 from workers.idle_clock.store import ClockStore
 from workers.shared.metrics import Metrics
-from workers.shared.redis_connection import Acknowledged
+from workers.shared.redis_clients import Acknowledged
 from workers.shared.settings import Settings
 
 bp = Blueprint("hooks", __name__)

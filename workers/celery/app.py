@@ -12,7 +12,7 @@ from workers.celery.transport import use_ours
 from workers.gc import schedule as gc_schedule
 from workers.idle_clock import schedule as idle_clock_schedule
 from workers.object_lifecycle import schedule as object_lifecycle_schedule
-from workers.shared.redis_connection import celery_options
+from workers.shared.redis_clients import celery_options
 from workers.shared.services import Services
 from workers.shared.settings import Settings
 

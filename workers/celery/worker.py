@@ -1,7 +1,7 @@
 """Shim for ``celery -A workers.celery.worker worker|beat``."""
 
 from workers.celery.app import create_celery
-from workers.shared.redis_connection import check_redis
+from workers.shared.redis_clients import check_redis
 from workers.shared.settings import SettingsError, load_settings
 
 try:

@@ -13,7 +13,7 @@ from workers.gc import cli as gc_cli
 from workers.idle_clock import cli as idle_clock_cli
 from workers.object_lifecycle import cli as object_lifecycle_cli
 from workers.shared.cli_common import Runtime, friendly_errors, pass_runtime
-from workers.shared.redis_connection import check_redis
+from workers.shared.redis_clients import check_redis
 from workers.shared.settings_sources import CONFIG_FILE_ENV
 
 

@@ -17,7 +17,7 @@ from spark_jobs.core import inventory_url
 from spark_jobs.core.freeing import describe
 from spark_jobs.core.report import describe_cache, describe_listing
 from workers.gc.history import GCRuns
-from workers.gc.lakefs_rules import RulesError, clear_rules, get_rules_document, parse_rules, set_rules
+from workers.gc.lakefs_rules import GCRulesError, clear_gc_rules, get_gc_rules, parse_gc_rules, set_gc_rules
 from workers.gc.policy_cli import policy
 from workers.gc.run import Busy, GCError, GCRequest, doctor, execute, repository_impact
 from workers.gc.savepoint_cli import cutoff as _min_age
@@ -243,7 +243,7 @@ def rules() -> None:
 @pass_runtime
 @friendly_errors
 def rules_get(rt: Runtime, repository: str) -> None:
-    doc = get_rules_document(rt.lakefs, repository)
+    doc = get_gc_rules(rt.lakefs, repository)
     if doc is None:
         raise click.ClickException(f"lakefs://{repository} has no GC rules")
     click.echo(json.dumps(doc, indent=2))
@@ -259,10 +259,10 @@ def rules_get(rt: Runtime, repository: str) -> None:
 def rules_set(rt: Runtime, repository: str, path: Path) -> None:
     document = load_yaml_file(path, "--filename")
     try:
-        parsed = parse_rules(document)  # validated before lakeFS is contacted
-    except RulesError as exc:
+        parsed = parse_gc_rules(document)  # validated before lakeFS is contacted
+    except GCRulesError as exc:
         raise click.ClickException(str(exc)) from None
-    set_rules(rt.lakefs, repository, parsed)
+    set_gc_rules(rt.lakefs, repository, parsed)
     click.echo(json.dumps(parsed.model_dump(), indent=2))
 
 
@@ -271,7 +271,7 @@ def rules_set(rt: Runtime, repository: str, path: Path) -> None:
 @pass_runtime
 @friendly_errors
 def rules_clear(rt: Runtime, repository: str) -> None:
-    clear_rules(rt.lakefs, repository)
+    clear_gc_rules(rt.lakefs, repository)
     click.echo(f"GC rules of lakefs://{repository} cleared")
 
 

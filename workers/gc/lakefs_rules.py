@@ -22,30 +22,30 @@ class BranchRule(BaseModel):
     retention_days: int = Field(ge=0)
 
 
-class RulesDocument(BaseModel):
+class GCRulesDocument(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default_retention_days: int = Field(ge=0)
     branches: list[BranchRule] = Field(default_factory=list)
 
 
-class RulesError(ValueError):
+class GCRulesError(ValueError):
     pass
 
 
-def parse_rules(document: Any) -> RulesDocument:
+def parse_gc_rules(document: Any) -> GCRulesDocument:
     try:
-        doc = RulesDocument.model_validate(document)
+        doc = GCRulesDocument.model_validate(document)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(document)'}: {e['msg']}"
                              for e in exc.errors())
-        raise RulesError(f"invalid GC rules: {problems}") from None
+        raise GCRulesError(f"invalid GC rules: {problems}") from None
     seen = [b.branch_id for b in doc.branches]
     if dupes := sorted({b for b in seen if seen.count(b) > 1}):
-        raise RulesError(f"invalid GC rules: branch {dupes[0]!r} appears more than once")
+        raise GCRulesError(f"invalid GC rules: branch {dupes[0]!r} appears more than once")
     return doc
 
 
-def get_rules_document(lakefs: LakeFS, repository_id: str) -> dict | None:
+def get_gc_rules(lakefs: LakeFS, repository_id: str) -> dict | None:
     try:
         response = lakefs.call("get GC rules", lakefs.repositories.get_gc_rules_with_http_info, repository_id,
                                _preload_content=False)
@@ -55,7 +55,7 @@ def get_rules_document(lakefs: LakeFS, repository_id: str) -> dict | None:
     return {"default_retention_days": raw["default_retention_days"], "branches": raw.get("branches") or []}
 
 
-def set_rules(lakefs: LakeFS, repository_id: str, rules: RulesDocument) -> None:
+def set_gc_rules(lakefs: LakeFS, repository_id: str, rules: GCRulesDocument) -> None:
     import lakefs_sdk  # noqa: PLC0415
 
     lakefs.call("set GC rules", lakefs.repositories.set_gc_rules, repository_id, lakefs_sdk.GarbageCollectionRules(
@@ -64,7 +64,7 @@ def set_rules(lakefs: LakeFS, repository_id: str, rules: RulesDocument) -> None:
                   for b in rules.branches]))
 
 
-def clear_rules(lakefs: LakeFS, repository_id: str) -> None:
+def clear_gc_rules(lakefs: LakeFS, repository_id: str) -> None:
     try:
         lakefs.call("delete GC rules", lakefs.repositories.delete_gc_rules, repository_id)
     except NotFound:
@@ -77,7 +77,7 @@ def when_collectable(lakefs: LakeFS, repository_id: str, removed: Mapping[str, i
     commit moves the objects into the commits before it, which the GC keeps for the branch's retention (lakeFS's GC
     rules) after they stop being its HEAD; other branches, tags and savepoints that still reach an object keep it
     longer."""
-    doc = get_rules_document(lakefs, repository_id)
+    doc = get_gc_rules(lakefs, repository_id)
     out: dict[str, dict] = {}
     for branch_id, size in removed.items():
         if doc is None:

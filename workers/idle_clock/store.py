@@ -21,7 +21,7 @@ from workers.shared.redis_script import Step
 
 if TYPE_CHECKING:
     from workers.idle_clock.events import ClockKind
-    from workers.shared.redis_connection import Acknowledged
+    from workers.shared.redis_clients import Acknowledged
     from workers.shared.services import Services
 
 Source = Literal["webhook", "reconciler", "restored"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from workers.shared.metrics import Metrics, multiprocess_enabled
-from workers.shared.redis_connection import redis_client
+from workers.shared.redis_clients import redis_client
 from workers.shared.settings import Settings
 
 if TYPE_CHECKING:

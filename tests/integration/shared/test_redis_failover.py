@@ -49,7 +49,7 @@ from workers.gc.run import GCRequest, execute
 from workers.idle_clock.reconcile import reconcile_repository
 from workers.idle_clock.store import ClockStore
 from workers.shared.locks import named_lock, release_quietly, still_held
-from workers.shared.redis_connection import redis_client
+from workers.shared.redis_clients import redis_client
 from workers.shared.settings import GCSettings, LakeFSConnection, load_settings
 
 HEADERS = {"X-Lakefs-Janitor-Secret": WEBHOOK_SECRET}

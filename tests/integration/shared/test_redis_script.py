@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from workers.shared import redis_script
-from workers.shared.redis_connection import Acknowledged, NotReplicated
+from workers.shared.redis_clients import Acknowledged, NotReplicated
 from workers.shared.redis_script import Step
 
 ECHO = "return {#KEYS, #ARGV, KEYS[1], ARGV[1]}"

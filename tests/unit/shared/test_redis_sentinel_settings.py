@@ -3,7 +3,7 @@
 import pytest
 
 from spark_jobs.engine.redis_connect import SentinelURL, parse_sentinel_url
-from workers.shared.redis_connection import celery_options
+from workers.shared.redis_clients import celery_options
 from workers.shared.settings import SettingsError, load_settings
 
 LAKEFS = {"lakefs": {"endpoint_url": "http://127.0.0.1:8000", "access_key_id": "a", "secret_access_key": "s"}}
