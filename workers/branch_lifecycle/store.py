@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from workers.branch_lifecycle.policies import Policy, PolicyValidationError, canonical, etag, parse_policies
 from workers.shared.lakefs.documents import PolicyDocument, read_stored
 from workers.shared.lakefs.errors import LakeFSError
-from workers.shared.runs import LifecycleLocks
+from workers.shared.runs import LifecycleLocks, newest_records, push_capped
 
 DELETION_LOG_LENGTH = 10_000
 
@@ -65,13 +65,12 @@ class LifecycleRecords(LifecycleLocks):
         text = json.dumps(entry, sort_keys=True)
         pipe = self.redis.pipeline()
         if logged:
-            pipe.lpush(self._deletions(entry["repository_id"]), text)
-            pipe.ltrim(self._deletions(entry["repository_id"]), 0, DELETION_LOG_LENGTH - 1)
+            push_capped(pipe, self._deletions(entry["repository_id"]), text, length=DELETION_LOG_LENGTH)
         pipe.hset(self._last_deleted(entry["repository_id"]), entry["branch_id"], text)
         pipe.execute()
 
     def deletions(self, repository_id: str, limit: int = 100) -> list[dict]:
-        return [json.loads(x) for x in self.redis.lrange(self._deletions(repository_id), 0, limit - 1)]
+        return newest_records(self.redis, self._deletions(repository_id), limit)
 
     def last_deletion(self, repository_id: str, branch_id: str) -> dict | None:
         raw = self.redis.hget(self._last_deleted(repository_id), branch_id)

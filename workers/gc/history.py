@@ -11,6 +11,7 @@ from spark_jobs.core.report import upgrade_record
 from workers.gc.lease import Holder, RunLease
 from workers.shared.locks import named_lock
 from workers.shared.redis_script import Step
+from workers.shared.runs import newest_records, push_capped
 
 if TYPE_CHECKING:
     from workers.shared.services import Services
@@ -87,8 +88,8 @@ class GCRuns:
 
     def record(self, repository_id: str, entry: dict) -> None:
         pipe = self.redis.pipeline()
-        pipe.lpush(self._key(repository_id), json.dumps(entry, sort_keys=True, default=str))
-        pipe.ltrim(self._key(repository_id), 0, HISTORY_LENGTH - 1)
+        push_capped(pipe, self._key(repository_id), json.dumps(entry, sort_keys=True, default=str),
+                    length=HISTORY_LENGTH)
         pipe.execute()
 
     def repository_of(self, run_id: str) -> str | None:
@@ -102,4 +103,4 @@ class GCRuns:
 
     def history(self, repository_id: str, limit: int = 50) -> list[dict]:
         """The newest records first; an older version's record reads as a new one (``runner``, not ``engine``)."""
-        return [upgrade_record(json.loads(x)) for x in self.redis.lrange(self._key(repository_id), 0, limit - 1)]
+        return [upgrade_record(r) for r in newest_records(self.redis, self._key(repository_id), limit)]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from workers.object_lifecycle.rules import Rule, RulesValidationError, canonical, etag, parse_rules
 from workers.shared.lakefs.documents import PolicyDocument, read_stored
 from workers.shared.lakefs.errors import LakeFSError
-from workers.shared.runs import LifecycleLocks
+from workers.shared.runs import LifecycleLocks, push_capped
 
 if TYPE_CHECKING:
     pass
@@ -63,8 +63,7 @@ class ObjectLifecycleRecords(LifecycleLocks):
         first = pipe.execute()[0]
         if first:
             pipe = self.redis.pipeline()
-            pipe.lpush(self._runs(repository_id), run_id)
-            pipe.ltrim(self._runs(repository_id), 0, RUN_HISTORY_LENGTH - 1)
+            push_capped(pipe, self._runs(repository_id), run_id, length=RUN_HISTORY_LENGTH)
             pipe.execute()
             self._forget_trimmed(repository_id)
 

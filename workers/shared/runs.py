@@ -1,8 +1,10 @@
-"""What the two lifecycles' runs share: the refusal of a real run dated in the future, and the scheduled pass over
-every repository, one pass at a time across workers and beat replicas."""
+"""What the domains' runs share: the refusal of a real run dated in the future, the scheduled pass over every
+repository (one pass at a time across workers and beat replicas), the locks of a lifecycle's records, and the
+shape of a run history in Redis (a list, newest first, capped)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
@@ -72,3 +74,14 @@ class LifecycleLocks:
         """One real run per repository (or, with None, one pass over all of them) across workers and replicas."""
         name = f"{self.RUN_LOCK}-all" if repository_id is None else f"{self.RUN_LOCK}:{repository_id}"
         return named_lock(self.redis, self.prefix, name, seconds=seconds)
+
+
+def push_capped(pipe: redis.client.Pipeline, key: str, text: str, *, length: int) -> None:
+    """Add ``text`` at the head of the history list ``key`` and keep its ``length`` newest (in ``pipe``)."""
+    pipe.lpush(key, text)
+    pipe.ltrim(key, 0, length - 1)
+
+
+def newest_records(client: redis.Redis, key: str, limit: int) -> list[dict]:
+    """The ``limit`` newest JSON records of the history list ``key``, newest first."""
+    return [json.loads(x) for x in client.lrange(key, 0, limit - 1)]
