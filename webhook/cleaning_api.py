@@ -11,7 +11,7 @@ from flask import Blueprint, jsonify, request
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
 from webhook.app_services import app_services
 from webhook.errors import error_response
-from webhook.policy_views import policy_routes
+from webhook.policy_views import flag, policy_routes
 from workers.gc.cleaning_store import CLEANING
 from workers.gc.history import GCRuns
 from workers.gc.run import GCError
@@ -28,7 +28,7 @@ def _parse(lakefs: LakeFS, repository: str, document: Any):
     except CleaningPolicyError as exc:
         details = [{"index": i, "field": f, "message": m} for i, f, m in exc.errors]
         return error_response(400, "invalid cleaning policies", details=details)
-    if request.args.get("dry_run", "").lower() in ("1", "true", "yes"):
+    if flag("dry_run"):
         return _preview(repository, policies)
     return policies
 

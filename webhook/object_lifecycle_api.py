@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, request
+from flask import Blueprint
 
 from webhook.errors import error_response
-from webhook.policy_views import policy_routes
+from webhook.policy_views import flag, policy_routes
 from workers.object_lifecycle.rules import RulesValidationError, needing_confirmation, parse_rules
 from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords, StoredRulesInvalid
 
@@ -25,7 +25,7 @@ def _parse(lakefs: LakeFS, repository: str, document: Any):
         rules = parse_rules(document)
     except RulesValidationError as exc:
         return error_response(400, "invalid object lifecycle rules", details=[e.document() for e in exc.errors])
-    if request.args.get("yes", "").lower() not in ("1", "true", "yes"):
+    if not flag("yes"):
         try:
             stored = RULES.get(lakefs, repository).policies
         except StoredRulesInvalid:

@@ -1,5 +1,5 @@
-"""What the three policy APIs (branch lifecycle, object lifecycle, cleaning) share: the caller's own lakeFS client, and GET, PUT and DELETE of a repository's policy
-document with its ETag.
+"""What the three policy APIs (branch lifecycle, object lifecycle, cleaning) share: the caller's own lakeFS client,
+GET, PUT and DELETE of a repository's policy document with its ETag, and the query flags they take.
 
 The service holds no authority of its own here: each request acts as the caller (HTTP Basic with their lakeFS
 access key), so lakeFS decides who may read or change a repository's policies.
@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from workers.shared.lakefs.client import LakeFS
     from workers.shared.locks import EditLocks
     from workers.shared.services import Services
+
+
+def flag(name: str) -> bool:
+    """A query flag set as ``?name=true`` (or 1, yes)."""
+    return request.args.get(name, "").lower() in ("1", "true", "yes")
 
 
 @contextmanager
