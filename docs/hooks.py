@@ -85,6 +85,9 @@ def _type(param: Any) -> str:
     kind = param.type
     if getattr(kind, "choices", None):
         return " \\| ".join(f"`{c}`" for c in kind.choices)
+    if isinstance(kind, click.types._NumberRangeBase):  # noqa: SLF001 - IntRange and FloatRange's one base
+        low, high = ("" if v is None else v for v in (kind.min, kind.max))
+        return f"{kind.name.removesuffix(' range')} {low}..{high}"
     return _cell(getattr(kind, "name", str(kind)))
 
 
