@@ -1,7 +1,7 @@
 """The GC's pure decisions, the same on both runners (data and ``now`` in, decisions out; no I/O): retention,
 cleaning (policies), durations, addresses, sstable (range and metarange files), range_arrow (a range as Arrow
-columns), block_scan (data blocks as arrays), mark, plan, mark_cache and cache_segments (the cache's contents and
-how it is stored), incremental (what a run leaves for the next), kept_index, slices, inventory_url, freeing
-(whether deleted bytes are freed) and report (lakeFS's report layout).
+columns), range_changes (a day's change between dead and new ranges), columns (the rules over Arrow columns),
+mark, plan, mark_cache and cache_segments (the cache's contents and how it is stored), incremental (what a run leaves for the next),
+kept_index, slices, inventory_url, freeing (whether deleted bytes are freed) and report (lakeFS's report layout).
 
 Imports nothing from workers/ or webhook/: it ships alone to Spark executors."""
