@@ -113,7 +113,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
             range_ids = in_key_order(files.spans(metaranges))
             if runner.wants_datasets(ranges=len(range_ids), cache=request.cache):
                 if preload is not None:
-                    preload.cancel()
+                    preload.settle()
                 seconds["metaranges"] = time.monotonic() - t
                 return _mark_datasets(runner, ctx, config, request=request, graph=graph, retention=retention,
                                       metaranges=metaranges, range_ids=range_ids, previous=previous, cutoff=cutoff,

@@ -78,6 +78,14 @@ class Preload:
         self.sizes.cancel()
         self.stored.cancel()
 
+    def settle(self) -> None:
+        """Cancel what has not started and wait for what has: a run that will not use the cache must not leave a
+        thread decoding its Parquet behind it (a process that exits under such a thread aborts in Arrow's C++)."""
+        from concurrent.futures import wait  # noqa: PLC0415
+
+        self.cancel()
+        wait([self.sizes, self.stored])
+
 
 def load(ns: Namespace, *, repository_id: str, namespace: str, preload: Preload | None = None) -> Loaded:
     """The trusted part of the repository's cache (empty when there is none or it is ignored, and why).

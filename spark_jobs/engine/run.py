@@ -59,13 +59,12 @@ def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Ru
         else:
             namespace = api.repository(request.repository_id)["storage_namespace"]
             # the mark cache and the listing of _lakefs/ that checks it (both history-sized) are read while lakeFS
-            # answers for the history
-            # (not when the previous run left a kept index: an incremental run then reads no cache at all)
-            preload = mark_cache.Preload.start(replace(storage, namespace=namespace),
-                                               repository_id=request.repository_id) \
-                if request.cache and not (request.listing == "auto" and
-                                          incremental.left_an_index(replace(storage, namespace=namespace))) \
-                else None
+            # answers for the history (not when the previous run left a kept index: an incremental run then reads
+            # no cache at all; nor on a runner that plans full runs as datasets, without the cache)
+            local = replace(storage, namespace=namespace)
+            preload = mark_cache.Preload.start(local, repository_id=request.repository_id) \
+                if request.cache and not runner.wants_datasets(ranges=0, cache=True) and not (
+                    request.listing == "auto" and incremental.left_an_index(local)) else None
             graph, storage = load_graph(api, request.repository_id, now=now, storage=storage, namespace=namespace)
             config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
             mark_id = request.run_id or new_run_id(now)
