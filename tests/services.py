@@ -1,5 +1,6 @@
 """Real services on 127.0.0.1 for tests and the local demo: redis-server, lakeFS, the receiver, a Celery worker,
-and the object stores lakeFS and the GC run on (versitygw for S3, Azurite, fake-gcs-server, lakeFS's local store).
+and the object stores lakeFS and the GC run on (versitygw for S3, Azurite, fake-gcs-server, lakeFS's local store),
+with a FaultProxy to put in front of a store (throttling answers, stalls, dropped connections, the store gone).
 
 Each is a subprocess on a free port with its state in a temporary directory, stopped and removed by ``stop()``.
 """
@@ -890,17 +891,21 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         proxy = self.server.proxy
         body = self._body()
-        if proxy.went or proxy._throttle(self.command, self.path):
-            if proxy.gone:  # from now on every request, on any open connection, is dropped unanswered
+        fault = "gone" if proxy.went else proxy._choose(self.command, self.path)
+        if fault in ("gone", "drop"):  # closed unanswered; "gone": this and every later request, the port closed
+            self.close_connection = True
+            if fault == "gone":
                 proxy.went = True
-                self.close_connection = True
                 threading.Thread(target=proxy.stop, daemon=True).start()
-                return
-            if proxy.stall <= 0:
-                status, headers, payload = proxy.answer
-                self._reply(status, "Throttled", list(headers.items()), payload)
-                return
+            return
+        if fault == "answer":
+            status, headers, payload = proxy.answer_for()
+            self._reply(status, "Throttled", list(headers.items()), payload)
+            return
+        if fault == "stall":
             time.sleep(proxy.stall)
+        if proxy.delay > 0:
+            time.sleep(proxy.delay)
         upstream = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
         try:
             upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
@@ -912,6 +917,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             upstream.endheaders(body)
             response = upstream.getresponse()
             payload = response.read()
+            if fault == "lost-answer":  # the store did it; its answer never reaches the client
+                self.close_connection = True
+                return
             headers = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP]
             self._reply(response.status, response.reason, headers, payload)
         finally:
@@ -922,41 +930,66 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
 class _ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
-    proxy: ThrottlingProxy
+    proxy: FaultProxy
 
 
-class ThrottlingProxy:
-    """A reverse proxy on 127.0.0.1 that forwards every request to ``upstream_url`` unchanged, except that it
-    answers some of the matching requests with the store's throttling answer. ``match``: "batch-delete" (the
-    store's batch delete), "delete" (that or any DELETE), or a function of (method, target) -> bool.
+# What the proxy can do to a chosen request
+FAULTS = ("answer", "stall", "drop", "lost-answer", "gone")
 
-    Which matching requests: the first ``first``, every ``every``-th, and a ``share`` drawn by a seeded random
-    generator (any combination). Counters: ``requests`` (all), ``matched``, ``throttled``.
-    Point a client at ``url`` (``store.fsspec_options(proxy.url)``; for Azure ``proxy.url`` ends in the account)."""
+
+class FaultProxy:
+    """A reverse proxy on 127.0.0.1 that forwards every request to ``upstream_url`` unchanged, except the chosen
+    ones, which get a fault. ``match``: which requests may be chosen: "batch-delete" (the store's batch delete),
+    "delete" (that or any DELETE), "list" (S3 listings), or a function of (method, target) -> bool.
+
+    Which matching requests: the first ``first``, every ``every``-th, and a ``share`` drawn by a random generator
+    seeded with ``seed`` (any combination). Each chosen request gets one of ``faults`` (drawn with the same
+    generator; default: "gone" when ``gone``, else "stall" when ``stall``, else "answer"):
+
+    - "answer": the store's own "slow down" answer (``throttle_answer(kind, status)``), or ``answer``: one
+      (status, headers, body) or a list of them, one drawn per request;
+    - "stall": held ``stall`` seconds, then forwarded (a client whose time-out is shorter gives up first);
+    - "drop": the connection closed without an answer, the store never asked;
+    - "lost-answer": forwarded, the store's answer dropped with the connection (it did what was asked);
+    - "gone": the store goes away: this and every later request dropped unanswered, the port closed.
+
+    ``delay``: every forwarded request is held this long first (a slow network). Counters: ``requests`` (all),
+    ``matched``, ``throttled`` (chosen), ``faults`` (per fault). Point a client at ``url``
+    (``store.fsspec_options(proxy.url)``; for Azure ``proxy.url`` ends in the account)."""
 
     def __init__(self, upstream_url: str, kind: str, *, first: int = 0, every: int = 0, share: float = 0.0,
                  seed: int = 0, status: int | None = None,
                  match: str | Callable[[str, str], bool] = "batch-delete",
-                 answer: tuple[int, dict[str, str], bytes] | None = None, stall: float = 0.0,
-                 gone: bool = False) -> None:
+                 answer: tuple[int, dict[str, str], bytes] | list[tuple[int, dict[str, str], bytes]] | None = None,
+                 stall: float = 0.0, gone: bool = False, faults: tuple[str, ...] | None = None,
+                 delay: float = 0.0) -> None:
         self.upstream = urlsplit(upstream_url)
         self.kind = kind
         self.first, self.every, self.share = first, every, share
         presets = {"batch-delete": is_batch_delete, "delete": is_delete, "list": is_list}
         self.match = functools.partial(presets[match], kind) if isinstance(match, str) else match
-        self.answer = answer or throttle_answer(kind, status)
-        self.stall = stall  # > 0: a chosen request is held this long, then forwarded (a client times out first)
-        self.gone = gone  # at the first chosen request the store goes away: dropped unanswered, the port closed
+        self.answers = answer if isinstance(answer, list) else [answer or throttle_answer(kind, status)]
+        self.stall, self.delay = stall, delay
+        self.kinds = faults or (("gone",) if gone else ("stall",) if stall > 0 else ("answer",))
+        if unknown := set(self.kinds) - set(FAULTS):
+            raise ValueError(f"unknown faults {sorted(unknown)}; known: {FAULTS}")
+        if "stall" in self.kinds and stall <= 0:
+            raise ValueError("a stall fault needs stall= seconds")
         self.went = False
         self.requests = self.matched = self.throttled = 0
+        self.faults: dict[str, int] = dict.fromkeys(self.kinds, 0)
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._server: _ProxyServer | None = None
 
-    def start(self) -> ThrottlingProxy:
+    @property
+    def answer(self) -> tuple[int, dict[str, str], bytes]:
+        return self.answers[0]
+
+    def start(self) -> FaultProxy:
         self._server = _ProxyServer(("127.0.0.1", 0), _ProxyHandler)
         self._server.proxy = self
-        threading.Thread(target=self._server.serve_forever, name="throttling-proxy", daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
         return self
 
     @property
@@ -968,16 +1001,25 @@ class ThrottlingProxy:
         """The proxy's address with the upstream's path (Azurite's account segment)."""
         return f"http://127.0.0.1:{self.port}{self.upstream.path}"
 
-    def _throttle(self, method: str, target: str) -> bool:
+    def _choose(self, method: str, target: str) -> str | None:
+        """The fault this request gets, or None: forwarded as it is."""
         with self._lock:
             self.requests += 1
             if not self.match(method, target):
-                return False
+                return None
             self.matched += 1
             hit = (self.matched <= self.first or (self.every > 0 and self.matched % self.every == 0)
                    or (self.share > 0 and self._random.random() < self.share))
-            self.throttled += hit
-            return hit
+            if not hit:
+                return None
+            self.throttled += 1
+            fault = self.kinds[0] if len(self.kinds) == 1 else self._random.choice(self.kinds)
+            self.faults[fault] += 1
+            return fault
+
+    def answer_for(self) -> tuple[int, dict[str, str], bytes]:
+        with self._lock:
+            return self.answers[0] if len(self.answers) == 1 else self._random.choice(self.answers)
 
     def stop(self) -> None:
         with self._lock:  # the store going away stops it from a handler thread, the test's cleanup too
@@ -987,3 +1029,7 @@ class ThrottlingProxy:
             server.server_close()
 
     cleanup = stop
+
+
+# Its first name, when it only throttled
+ThrottlingProxy = FaultProxy

@@ -20,6 +20,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# How a request that was throttled at every attempt is told (a run's StorageError says it, read back by its text)
+THROTTLED_TEXT = "the store was still throttling"
+
 
 class Throttled(Exception):
     """A store answered that it is throttling (the request may be retried after backing off)."""
@@ -120,7 +123,7 @@ class Throttle:
                     return result
             # back off outside the slot, so others' requests (at the lowered rate) go on
             self.back_off(attempt, tally)
-        raise Throttled(f"{what}: the store was still throttling after {self.max_attempts} attempts")
+        raise Throttled(f"{what}: {THROTTLED_TEXT} after {self.max_attempts} attempts")
 
 
 _shared: dict[tuple[str, int], Throttle] = {}

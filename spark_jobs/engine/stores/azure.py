@@ -31,6 +31,13 @@ class AzureNamespace(Namespace):
             options.setdefault("account_name", location.account)
         return options
 
+    @classmethod
+    def filesystem_class(cls, location: Location):
+        # adlfs with one attempt per request and the time-outs on every request: the throttle retries
+        from spark_jobs.engine.stores.azure_client import AzureBlobFileSystem  # noqa: PLC0415 - imports adlfs
+
+        return AzureBlobFileSystem
+
     def freeing(self) -> Verdict:
         from fsspec.asyn import sync  # noqa: PLC0415
 

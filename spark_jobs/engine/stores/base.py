@@ -12,6 +12,7 @@ failure (a StorageError that says what was asked of which namespace).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 from spark_jobs.core.addresses import namespace_prefixes
 from spark_jobs.core.freeing import UNKNOWN, Verdict
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject, is_data_key
-from spark_jobs.engine.throttle import Throttled, ThrottleStats, Unreachable, shared_throttle
+from spark_jobs.engine.throttle import THROTTLED_TEXT, Throttled, ThrottleStats, Unreachable, shared_throttle
 
 # What the stores answer when they throttle or have a passing fault worth a retry at a lower rate
 THROTTLING = ("SlowDown", "ServerBusy", "Throttl", "TooManyRequests", "Too Many Requests", "RequestLimitExceeded",
@@ -30,7 +31,12 @@ THROTTLING_STATUS = {429, 500, 502, 503, 504}
 # A request that timed out or lost its connection, as each store library (and the asyncio/aiohttp underneath)
 # names it: passing on a busy network, or the store gone
 UNREACHABLE = ("Timeout", "TimedOut", "ConnectionError", "ConnectionClosed", "EndpointConnection",
-               "ServerDisconnected", "ClientConnector", "ClientOSError", "ConnectionReset", "IncompleteRead")
+               "ServerDisconnected", "ClientConnector", "ClientOSError", "ConnectionReset", "IncompleteRead",
+               # azure-core: no request sent (refused, DNS), or no usable answer (dropped, timed out)
+               "ServiceRequestError", "ServiceResponseError")
+# What a run's StorageError says when the store did not answer (THROTTLED_TEXT: kept throttling), how its reason
+# is read back from its text (``StorageError.from_text``: a Spark task's error reaches the driver as text)
+UNREACHABLE_TEXT = "the store is unreachable"
 
 
 class StorageError(RuntimeError):
@@ -40,6 +46,18 @@ class StorageError(RuntimeError):
 
     def __reduce__(self):  # from an executor to the driver with its reason
         return type(self), (str(self), self.reason)
+
+    @classmethod
+    def from_text(cls, text: str) -> StorageError | None:
+        """The StorageError a Python traceback's text ends with (what Py4J hands the Spark driver for a failed
+        task), with the reason the thread runner would have raised it with; None when the text holds none."""
+        found = re.findall(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", text)
+        if not found:
+            return None
+        message = found[-1].strip()
+        reason = ("storage-unavailable" if UNREACHABLE_TEXT in message else
+                  "storage-throttled" if THROTTLED_TEXT in message else "storage")
+        return cls(message, reason)
 
 
 @dataclass(frozen=True)
@@ -164,15 +182,20 @@ class Namespace:
         return options
 
     @classmethod
-    def filesystem(cls, location: Location, options: dict[str, Any]):
+    def filesystem_class(cls, location: Location):
+        """The fsspec filesystem class for the store (a store module may name its own, configured for the GC)."""
         import fsspec  # noqa: PLC0415 - built on executors too, after the zip is importable
 
+        return fsspec.get_filesystem_class(location.protocol)
+
+    @classmethod
+    def filesystem(cls, location: Location, options: dict[str, Any]):
         options = cls.fsspec_options(location, dict(options))
         # A GC must see the namespace as it is now: no listing cache. The instance is shared by every namespace
         # with the same options in this process (fsspec's instance cache): a client is built once per executor.
         options.setdefault("use_listings_cache", False)
         try:
-            return cls.tuned(fsspec.filesystem(location.protocol, **options))
+            return cls.tuned(cls.filesystem_class(location)(**options))
         except ImportError as exc:
             raise StorageError(f"{cls.store} namespaces need the Python package {cls.package} ({exc})") from None
         except (TypeError, ValueError) as exc:
@@ -202,8 +225,8 @@ class Namespace:
         try:
             return self.throttle.call(attempt, what, tally)
         except Unreachable as exc:
-            raise StorageError(f"{what} on {self.config.namespace}: the store is unreachable (a request times out "
-                               f"after GC__STORE_TIMEOUT_SECONDS): {exc}", "storage-unavailable") from None
+            raise StorageError(f"{what} on {self.config.namespace}: {UNREACHABLE_TEXT} (a request times out after "
+                               f"GC__STORE_TIMEOUT_SECONDS): {exc}", "storage-unavailable") from None
         except Throttled as exc:
             raise StorageError(f"{what} on {self.config.namespace}: {exc}", "storage-throttled") from None
 

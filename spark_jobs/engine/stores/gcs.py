@@ -25,6 +25,13 @@ class GCSNamespace(Namespace):
         os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
         return options
 
+    @classmethod
+    def filesystem_class(cls, location: Location):
+        # gcsfs with one attempt per request: the throttle retries
+        from spark_jobs.engine.stores.gcs_client import GCSFileSystem  # noqa: PLC0415 - imports gcsfs
+
+        return GCSFileSystem
+
     def _json(self, method: str, path: str, *args: str, **params: Any) -> dict:
         from fsspec.asyn import sync  # noqa: PLC0415
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -224,3 +225,65 @@ def test_the_sizes_only_listing_reads_a_page_and_leaves_anything_else_to_botocor
         before, custom = dict(untouched), {}
         sizes_only_listing(response_dict=untouched, customized_response_dict=custom)
         assert untouched == before and custom == {}
+
+
+def test_azure_and_gcs_errors_are_classified_as_the_throttle_needs():
+    """The libraries' own exception types (their retries off, each reaches the throttle): a 429 / 503 is
+    throttling, a refused or dropped connection and a time-out are unreachable, a 403 is neither."""
+    from aiohttp.client_exceptions import ServerDisconnectedError  # noqa: PLC0415
+    from azure.core.exceptions import (  # noqa: PLC0415
+        HttpResponseError,
+        ServiceRequestError,
+        ServiceResponseError,
+        ServiceResponseTimeoutError,
+    )
+    from gcsfs.retry import HttpError  # noqa: PLC0415
+
+    from spark_jobs.engine.stores.gcs_client import GCSFileSystem  # noqa: PLC0415
+
+    busy = HttpResponseError("The server is busy.")
+    busy.status_code = 503
+    assert is_throttling(busy) and is_throttling(HttpError({"code": 429, "message": "rateLimitExceeded"}))
+    assert is_throttling(HttpError({"code": 503, "message": "Backend Error"}))
+    for gone in (ServiceRequestError("Cannot connect to host"), ServiceResponseError("Connection closed"),
+                 ServiceResponseTimeoutError("Timeout on reading data from socket"),
+                 ServerDisconnectedError("Server disconnected")):
+        assert is_unreachable(gone) and not is_throttling(gone), gone
+    denied = HttpError({"code": 403, "message": "Forbidden"})
+    assert not is_throttling(denied) and not is_unreachable(denied)
+    # gcsfs's own retry loop is not in the request our filesystem sends
+    assert GCSFileSystem._request is not GCSFileSystem.__mro__[1]._request  # noqa: SLF001
+    assert not hasattr(GCSFileSystem._request, "__wrapped__")  # noqa: SLF001
+
+
+def test_azure_clients_make_one_attempt_with_the_time_outs_on_every_request():
+    from spark_jobs.engine.stores import StorageConfig, open_namespace  # noqa: PLC0415
+
+    connection = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;"
+                  "BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;")
+    options = json.dumps({"azure": {"connection_string": connection, "connection_timeout": 7, "read_timeout": 8}})
+    ns = open_namespace(StorageConfig("https://devstoreaccount1.blob.core.windows.net/c/repo", None, options))
+    client = ns.fs.service_client
+    assert client._config.retry_policy.total_retries == 0  # noqa: SLF001
+    transport = client._config.transport.connection_config  # noqa: SLF001
+    assert (transport.timeout, transport.read_timeout) == (7, 8)
+    assert client.url.rstrip("/") == "http://127.0.0.1:9/devstoreaccount1"
+    assert client.credential.account_name == "devstoreaccount1"
+
+
+def test_a_storage_error_is_read_back_from_a_tracebacks_text_with_its_reason():
+    """What the Spark driver gets for a failed task: the executor's traceback as text (Py4J)."""
+    def traceback(message: str) -> str:
+        return ("org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+                '  File "/x/spark_jobs/engine/stores/base.py", line 1, in _call\n'
+                f"spark_jobs.engine.stores.base.StorageError: {message}\n\tat org.apache.spark...\n")
+
+    unavailable = StorageError.from_text(traceback(
+        "listing data/ on s3://b/r: the store is unreachable (a request times out after GC__STORE_TIMEOUT_SECONDS)"
+        ": listing: the store did not answer 5 times"))
+    assert unavailable.reason == "storage-unavailable" and str(unavailable).startswith("listing data/ on s3://b/r")
+    throttled = StorageError.from_text(traceback("batch delete on gs://b/r: batch delete: the store was still "
+                                                 "throttling after 12 attempts"))
+    assert throttled.reason == "storage-throttled"
+    assert StorageError.from_text(traceback("reading _lakefs/x failed: AccessDenied")).reason == "storage"
+    assert StorageError.from_text("java.lang.OutOfMemoryError: Java heap space") is None
