@@ -12,7 +12,6 @@ failure (a StorageError that says what was asked of which namespace).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,30 +33,26 @@ UNREACHABLE = ("Timeout", "TimedOut", "ConnectionError", "ConnectionClosed", "En
                "ServerDisconnected", "ClientConnector", "ClientOSError", "ConnectionReset", "IncompleteRead",
                # azure-core: no request sent (refused, DNS), or no usable answer (dropped, timed out)
                "ServiceRequestError", "ServiceResponseError")
-# What a run's StorageError says when the store did not answer (THROTTLED_TEXT: kept throttling), how its reason
-# is read back from its text (``StorageError.from_text``: a Spark task's error reaches the driver as text)
+# What a run's StorageError says when the store did not answer (THROTTLED_TEXT: kept throttling): its reason read
+# back from its text (``reason_of``)
 UNREACHABLE_TEXT = "the store is unreachable"
 
 
 class StorageError(RuntimeError):
-    def __init__(self, message: str, reason: str = "storage") -> None:
+    def __init__(self, message: str, reason: str | None = None) -> None:
         super().__init__(message)
-        self.reason = reason  # labels the failure metric: storage, storage-unavailable, storage-throttled
+        # labels the failure metric: storage, storage-unavailable, storage-throttled. None: read from the message,
+        # as when a Spark task's StorageError reaches the driver as its traceback's text only (jobs/gc.py)
+        self.reason = reason or reason_of(message)
 
     def __reduce__(self):  # from an executor to the driver with its reason
         return type(self), (str(self), self.reason)
 
-    @classmethod
-    def from_text(cls, text: str) -> StorageError | None:
-        """The StorageError a Python traceback's text ends with (what Py4J hands the Spark driver for a failed
-        task), with the reason the thread runner would have raised it with; None when the text holds none."""
-        found = re.findall(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", text)
-        if not found:
-            return None
-        message = found[-1].strip()
-        reason = ("storage-unavailable" if UNREACHABLE_TEXT in message else
-                  "storage-throttled" if THROTTLED_TEXT in message else "storage")
-        return cls(message, reason)
+
+def reason_of(message: str) -> str:
+    """The reason of a StorageError that says only its message (the one ``Namespace._call`` gave it)."""
+    return ("storage-unavailable" if UNREACHABLE_TEXT in message else
+            "storage-throttled" if THROTTLED_TEXT in message else "storage")
 
 
 @dataclass(frozen=True)

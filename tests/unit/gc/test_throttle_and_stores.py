@@ -271,19 +271,23 @@ def test_azure_clients_make_one_attempt_with_the_time_outs_on_every_request():
     assert client.credential.account_name == "devstoreaccount1"
 
 
-def test_a_storage_error_is_read_back_from_a_tracebacks_text_with_its_reason():
-    """What the Spark driver gets for a failed task: the executor's traceback as text (Py4J)."""
-    def traceback(message: str) -> str:
-        return ("org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
-                '  File "/x/spark_jobs/engine/stores/base.py", line 1, in _call\n'
-                f"spark_jobs.engine.stores.base.StorageError: {message}\n\tat org.apache.spark...\n")
+def test_a_storage_error_read_back_from_a_tracebacks_text_keeps_its_reason():
+    """What the Spark driver gets for a failed task is the executor's traceback as text (Py4J), which
+    ``jobs.gc.executor_error`` turns back into a StorageError: with the reason the thread runner raises."""
+    from spark_jobs.jobs.gc import executor_error  # noqa: PLC0415
 
-    unavailable = StorageError.from_text(traceback(
+    def traceback(message: str) -> Exception:
+        return RuntimeError("org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+                            '  File "/x/spark_jobs/engine/stores/base.py", line 1, in _call\n'
+                            f"spark_jobs.engine.stores.base.StorageError: {message}\n\tat org.apache.spark...\n")
+
+    unavailable = executor_error(traceback(
         "listing data/ on s3://b/r: the store is unreachable (a request times out after GC__STORE_TIMEOUT_SECONDS)"
         ": listing: the store did not answer 5 times"))
-    assert unavailable.reason == "storage-unavailable" and str(unavailable).startswith("listing data/ on s3://b/r")
-    throttled = StorageError.from_text(traceback("batch delete on gs://b/r: batch delete: the store was still "
-                                                 "throttling after 12 attempts"))
+    assert isinstance(unavailable, StorageError) and unavailable.reason == "storage-unavailable"
+    assert str(unavailable).startswith("listing data/ on s3://b/r")
+    throttled = executor_error(traceback("batch delete on gs://b/r: batch delete: the store was still throttling "
+                                         "after 12 attempts"))
     assert throttled.reason == "storage-throttled"
-    assert StorageError.from_text(traceback("reading _lakefs/x failed: AccessDenied")).reason == "storage"
-    assert StorageError.from_text("java.lang.OutOfMemoryError: Java heap space") is None
+    assert executor_error(traceback("reading _lakefs/x failed: AccessDenied")).reason == "storage"
+    assert StorageError("x", "storage-unavailable").reason == "storage-unavailable"
