@@ -890,6 +890,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         proxy = self.server.proxy
+        with proxy.in_flight:
+            self._handle_one(proxy)
+
+    def _handle_one(self, proxy: FaultProxy) -> None:
         body = self._body()
         fault = "gone" if proxy.went else proxy._choose(self.command, self.path)
         if fault in ("gone", "drop"):  # closed unanswered; "gone": this and every later request, the port closed
@@ -981,6 +985,7 @@ class FaultProxy:
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._server: _ProxyServer | None = None
+        self.in_flight = _Counter()
 
     @property
     def answer(self) -> tuple[int, dict[str, str], bytes]:
@@ -1028,7 +1033,31 @@ class FaultProxy:
             server.shutdown()
             server.server_close()
 
-    cleanup = stop
+    def cleanup(self) -> None:
+        """Stopped, and no request it holds (a stall) can reach the store any more."""
+        self.stop()
+        self.in_flight.wait_idle(self.stall + self.delay + 130)
+
+
+class _Counter:
+    """Requests being handled: ``with counter:`` around each; ``wait_idle`` until there are none."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._idle:
+            self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._idle:
+            self.count -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self.count == 0, timeout)
 
 
 # Its first name, when it only throttled

@@ -1,6 +1,7 @@
 """A throttled sweep completes exactly (lakeFS issue #5729): every planned object deleted, nothing else, and the
-back-offs reported. Against versitygw, the real S3 server: behind a proxy that answers SlowDown to batch deletes,
-and with versitygw's own --max-requests limit under concurrent requests."""
+back-offs reported. On each cloud store's real server (versitygw, Azurite, fake-gcs-server) behind a proxy that
+answers the store's own "slow down" (SlowDown, ServerBusy 503, 429) to batch deletes, and with versitygw's own
+--max-requests limit under concurrent requests."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import lakefs_sdk
 import pytest
 
 from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.stores import STORES as NAMESPACES
 from tests.gc_engine import Collector
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, ThrottlingProxy, VersityGW
+from tests.integration.gc.test_gc_stores import store_world
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, FaultProxy, LakeFSServer, Store, VersityGW
 from workers.shared.lakefs.client import make_lakefs_for
 
 
-def _repository(server: LakeFSServer, store: VersityGW) -> tuple[str, str]:
+def _repository(server: LakeFSServer, store: Store) -> tuple[str, str]:
     lakefs = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
     try:
         name = f"t-{uuid.uuid4().hex[:10]}"
@@ -32,7 +35,7 @@ def _repository(server: LakeFSServer, store: VersityGW) -> tuple[str, str]:
         lakefs.close()
 
 
-def _garbage(store: VersityGW, namespace: str, count: int) -> set[str]:
+def _garbage(store: Store, namespace: str, count: int) -> set[str]:
     """Uploads never linked to lakeFS, written straight to the store: garbage once past the cutoff."""
     fs = store.filesystem()
     keys = {f"data/gbench{i % 7}/obj-{i:05d}" for i in range(count)}
@@ -41,35 +44,33 @@ def _garbage(store: VersityGW, namespace: str, count: int) -> set[str]:
     return keys
 
 
-def _data_keys(store: VersityGW, namespace: str) -> set[str]:
+def _data_keys(store: Store, namespace: str) -> set[str]:
     root = store.fsspec_path(namespace) + "/"
     return {p[len(root):] for p in store.filesystem().find(root) if not p[len(root):].startswith("_lakefs/")}
 
 
-@pytest.fixture(scope="module")
-def s3_world():
-    store = VersityGW().start()
-    server = LakeFSServer(store=store).start()
-    yield store, server
-    server.cleanup()
-    store.cleanup()
+@pytest.fixture(scope="module", params=["s3", "azure", "gcs"])
+def cloud_world(request):
+    yield from store_world(request.param)
 
 
-def test_a_sweep_the_store_throttles_completes_and_reports_its_back_offs(s3_world):
-    store, server = s3_world
+def test_a_sweep_the_store_throttles_completes_and_reports_its_back_offs(cloud_world):
+    store, server, _ = cloud_world
     repo, namespace = _repository(server, store)
-    garbage = _garbage(store, namespace, 2500)  # three batches of DeleteObjects
+    garbage = _garbage(store, namespace, 2 * NAMESPACES[store.kind].batch + 10)  # three batch deletes
     live = _data_keys(store, namespace) - garbage
-    proxy = ThrottlingProxy(store.endpoint, "s3", first=3, every=2).start()
+    proxy = FaultProxy(store.endpoint, store.kind, first=3, every=2).start()
     try:
-        gc = Collector(server.endpoint, {"s3": store.fsspec_options(proxy.url)}, runner=ThreadRunner(4))
+        gc = Collector(server.endpoint, {store.kind: store.fsspec_options(proxy.url)}, runner=ThreadRunner(4))
         summary, _ = gc.run(repo)
     finally:
         proxy.cleanup()
     assert summary.success and summary.phase == "swept"
     assert summary.num_deleted_objects == len(garbage) and summary.swept == len(garbage)
-    assert summary.backoffs >= proxy.throttled >= 3  # every SlowDown slowed the sweep down
+    assert summary.backoffs >= proxy.throttled >= 3  # every "slow down" slowed the sweep down
     assert _data_keys(store, namespace) == live
+    print(f"RELIABILITY throttled-sweep-{store.kind}: runs 1, faults {proxy.throttled} ({proxy.matched} batch "
+          f"deletes), back-offs {summary.backoffs}, deleted {summary.swept}, lost 0")
 
 
 def test_a_sweep_under_versitygw_max_requests_completes_exactly():

@@ -1,9 +1,12 @@
 """The collector killed at any moment and run beside concurrent writers, on a real lakeFS, a real Redis and the
-real CLI: nothing that must survive is lost, and every re-run converges.
+real CLI: nothing that must survive is lost, and every re-run converges. On lakeFS's local store, and on each cloud
+store's real server (versitygw, Azurite, fake-gcs-server) behind a FaultProxy, on both runners: a share of every
+request answered 429/503, stalled, dropped or its answer lost, the store gone at a random request, a run killed
+(the CLI's thread runner), and writers beside the runs.
 
 ``LAKEFS_JANITOR_FAULT_SEED`` fixes the seed (default: random, printed on failure); ``LAKEFS_JANITOR_FAULT_KILLS``
-(default 2 per kill point) and ``LAKEFS_JANITOR_FAULT_ROUNDS`` (default 14 GC runs beside the writers) run more.
-Each test prints a ``RELIABILITY`` line: the figures of README's reliability table.
+(default 2 per kill point) and ``LAKEFS_JANITOR_FAULT_ROUNDS`` (default 14 GC runs beside the writers; on the cloud
+stores a quarter of it) run more. Each test prints a ``RELIABILITY`` line: the figures of README's reliability table.
 """
 
 from __future__ import annotations
@@ -18,16 +21,21 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import lakefs_sdk
 import pytest
 
+from spark_jobs.engine.context import GCError
+from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.integration.conftest import commit
+from tests.integration.gc.test_gc_stores import store_world
 from tests.integration.gc.test_gc_threads import rules
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, RedisServer, janitor_env
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, FaultProxy, RedisServer, janitor_env, throttle_answer
 from workers.gc.history import GCRuns
 from workers.gc.run import Busy, GCRequest, execute
+from workers.gc.store_options import storage_options
 from workers.shared.lakefs.client import make_lakefs_for
 from workers.shared.lakefs.errors import LakeFSError
 from workers.shared.settings import GCSettings, LakeFSConnection
@@ -295,6 +303,21 @@ class Writer(threading.Thread):
             name=b, source=self.rng.choice(["main", *[x for x in self.branches if x != b]])))
 
 
+def read_back(lakefs, repo: str, written: Written) -> tuple[int, list[str]]:
+    """Every object at every branch HEAD (with its staging) and in every commit the writers made, read through
+    lakeFS: how many were read, and those that are gone or not what was written."""
+    checked, missing = 0, []
+    refs = {b.id: b.commit_id for b in lakefs.call("branches", lakefs.branches.list_branches, repo,
+                                                   amount=1000).results}
+    for ref in [*refs, *sorted(written.commits)]:
+        for obj in lakefs.call("list", lakefs.objects.list_objects, repo, ref, amount=1000).results:
+            got = read(lakefs, repo, ref, obj.path)
+            checked += 1
+            if obj.path.startswith("d/") and got not in written.by_path.get(obj.path, set()) or not isinstance(got, bytes):
+                missing.append(f"{ref[:12]}:{obj.path} -> {got!r:.40}")
+    return checked, missing
+
+
 def test_runs_beside_concurrent_writers_lose_nothing(lakefs, lakefs_server, repo, redis_client, redis_server):
     rng = random.Random(SEED)
     for i in range(5):
@@ -329,15 +352,7 @@ def test_runs_beside_concurrent_writers_lose_nothing(lakefs, lakefs_server, repo
     # One more run on the quiet lake, then everything that must survive reads back.
     execute(GCSettings(min_age="2s", lease_seconds=10), GCRequest(repo, runner="threads"), connection=connection,
             runs=runs)
-    checked, missing = 0, []
-    refs = {b.id: b.commit_id for b in lakefs.call("branches", lakefs.branches.list_branches, repo,
-                                                   amount=1000).results}
-    for ref in [*refs, *sorted(written.commits)]:  # HEADs with their staging, and every commit the writers made
-        for obj in lakefs.call("list", lakefs.objects.list_objects, repo, ref, amount=1000).results:
-            got = read(lakefs, repo, ref, obj.path)
-            checked += 1
-            if obj.path.startswith("d/") and got not in written.by_path.get(obj.path, set()) or not isinstance(got, bytes):
-                missing.append(f"{ref[:12]}:{obj.path} -> {got!r:.40}")
+    checked, missing = read_back(lakefs, repo, written)
     assert missing == [], f"seed {SEED}: {len(missing)} objects lost, e.g. {missing[:5]}"
     ops = sum(w.ops for w in writers)
     assert completed >= ROUNDS // 2 and ops > 20, (completed, ops)
@@ -377,3 +392,156 @@ def test_unexpected_content_is_skipped_or_refused_never_a_crash(lakefs, lakefs_s
     assert lost(lakefs, lake) == [] and not (data_keys(root) & lake.garbage)
     assert all(path.read_bytes() == data for path, data in foreign.items() if "_lakefs" in str(path))
     assert not (root / "README.operator").exists()
+
+
+# ------------------------------------------------------------------------ every cloud store, both runners
+
+CLOUDS = ["s3", "azure", "gcs"]
+# What the store does to a share of all requests while a run lists, reads, writes and deletes
+MIXED = ("answer", "stall", "drop", "lost-answer")
+
+
+@pytest.fixture(scope="module", params=CLOUDS)
+def cloud_world(request):
+    """A cloud store's real server and a lakeFS on it, for the module, per store."""
+    yield from store_world(request.param)
+
+
+class CloudLake:
+    """``build``'s repository on a cloud store, seen through the store's own client."""
+
+    def __init__(self, world, rng: random.Random, paths: int) -> None:
+        self.store, self.server, self.lakefs = world
+        repo = f"f-{uuid.uuid4().hex[:10]}"
+        self.namespace = self.store.namespace(repo)
+        self.lakefs.call("create", self.lakefs.repositories.create_repository, lakefs_sdk.RepositoryCreation(
+            name=repo, storage_namespace=self.namespace, default_branch="main"))
+        self.lake = build(self.lakefs, repo, rng, paths=paths)
+        self.repo = repo
+
+    def data_keys(self) -> set[str]:
+        root = self.store.fsspec_path(self.namespace) + "/"
+        return {p[len(root):] for p in self.store.filesystem().find(root) if not p[len(root):].startswith("_lakefs/")}
+
+    def collector(self, runner, name: str, endpoint: str | None = None) -> Collector:
+        """The engine through ``endpoint`` (a proxy; default: the store), with the store options the settings
+        give (``GC__STORE_TIMEOUT_SECONDS`` 1 s: a stalled request is given up on quickly)."""
+        prefix = "LAKEFS_JANITOR_GC__"
+        fields = {k[len(prefix):].lower(): v for k, v in self.store.janitor_env(endpoint).items()
+                  if k.startswith(prefix)}
+        options = storage_options(GCSettings(store_timeout_seconds=1, **fields))[self.store.kind]
+        return Collector(self.server.endpoint, {self.store.kind: options}, runner=runner, runner_name=name)
+
+    def check(self, before: set[str], what: str) -> set[str]:
+        """Nothing that must survive lost, nothing deleted but garbage; what is left."""
+        assert lost(self.lakefs, self.lake) == [], f"seed {SEED}, {what}: lost"
+        now = self.data_keys()
+        assert before - now <= self.lake.garbage, f"seed {SEED}, {what}: deleted what is not garbage: " \
+                                                  f"{sorted(before - now - self.lake.garbage)[:5]}"
+        return now
+
+
+def faulty_run(gc: Collector, repo: str) -> str:
+    """A run that may fail on the store, but only with a store's reason; its outcome in a few words."""
+    try:
+        summary, _ = gc.run(repo)
+    except GCError as exc:
+        assert exc.reason.startswith("storage"), f"seed {SEED}: {exc.reason}: {exc}"
+        return f"failed ({exc.reason})"
+    assert summary.success, f"seed {SEED}: {repo}: {summary}"
+    return f"complete ({summary.swept} deleted, {summary.backoffs} back-offs)"
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_on_a_cloud_store_faults_outages_kills_and_writers_lose_nothing(cloud_world, runner, request,
+                                                                       redis_server):
+    store = cloud_world[0]
+    kind = store.kind
+    rng = random.Random(f"{SEED}-{kind}-{runner}")
+    chosen, name = runner_of(runner, request)
+    cloud = CloudLake(cloud_world, rng, paths=30)
+    before = cloud.data_keys()
+    assert cloud.lake.garbage <= before
+    outcomes = []
+
+    # 1. a share of every request answered 429/503, stalled past the time-out, dropped, or its answer lost
+    proxy = FaultProxy(store.endpoint, kind, share=0.15, seed=rng.randrange(1 << 30), match=lambda m, t: True,
+                       faults=MIXED, stall=2.0, answer=[throttle_answer(kind, 429), throttle_answer(kind, 503)])
+    proxy.start()
+    try:
+        outcome = faulty_run(cloud.collector(chosen, name, proxy.url), cloud.repo)
+        outcomes.append(f"faults {proxy.faults}: {outcome}")
+    finally:
+        proxy.cleanup()
+    assert proxy.throttled >= 1, f"seed {SEED}: no fault injected in {proxy.requests} requests"
+    left = cloud.check(before, "a share of faults")
+
+    # 2. the store gone at a random request of the run
+    at = rng.randint(1, max(2, proxy.requests))
+    seen = iter(range(1 << 30))
+    proxy = FaultProxy(store.endpoint, kind, first=1 << 30, gone=True, match=lambda m, t: next(seen) + 1 >= at)
+    proxy.start()
+    try:
+        started = time.monotonic()
+        outcome = faulty_run(cloud.collector(chosen, name, proxy.url), cloud.repo)
+        if proxy.went:  # gone before the run ended: it fails, as a store that is unavailable
+            assert outcome == "failed (storage-unavailable)", f"seed {SEED}: {outcome}"
+        outcomes.append(f"gone at request {at}: {outcome} in {time.monotonic() - started:.0f} s")
+    finally:
+        proxy.cleanup()
+    left = cloud.check(left, "the store gone")
+
+    # 3. the CLI's run killed at a random moment (the Spark runner's kills: tests/spark/test_gc_orphans.py)
+    if name == "threads":
+        env = janitor_env(cloud.server, redis_server.url, **store.janitor_env())
+        proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{cloud.repo}", "--min-age", "0s", "--runner",
+                                 "threads"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 4.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        outcomes.append(f"killed (exit {proc.returncode})")
+        left = cloud.check(left, "a killed run")
+
+    # every re-run converges: the next one deletes what is left of the garbage, the one after nothing
+    gc = cloud.collector(chosen, name)
+    again, _ = gc.run(cloud.repo)
+    assert again.success and not (cloud.data_keys() & cloud.lake.garbage), f"seed {SEED}: the re-run left garbage"
+    assert cloud.data_keys() == before - cloud.lake.garbage
+    assert lost(cloud.lakefs, cloud.lake) == []
+    assert gc.run(cloud.repo)[0].num_deleted_objects == 0
+
+    # 4. writers beside runs through a store that faults now and then
+    written, stop = Written(), threading.Event()
+    writers = [Writer(cloud.server.endpoint, cloud.repo, random.Random(rng.random()), written, stop, f"w{i}")
+               for i in range(2)]
+    proxy = FaultProxy(store.endpoint, kind, share=0.05, seed=rng.randrange(1 << 30), match=lambda m, t: True,
+                       faults=MIXED, stall=2.0, answer=[throttle_answer(kind, 429), throttle_answer(kind, 503)])
+    proxy.start()
+    rounds = max(2, ROUNDS // 4)
+    completed = 0
+    try:
+        for w in writers:
+            w.start()
+        gc = cloud.collector(chosen, name, proxy.url)
+        for _ in range(rounds):
+            time.sleep(rng.uniform(0.2, 1.5))
+            try:
+                summary, _ = gc.run(cloud.repo, min_age=timedelta(seconds=2))
+            except GCError as exc:
+                assert exc.reason.startswith("storage"), f"seed {SEED}: {exc.reason}: {exc}"
+                continue
+            completed += summary.success
+    finally:
+        stop.set()
+        for w in writers:
+            w.join(30)
+        proxy.cleanup()
+    assert [e for w in writers for e in w.errors] == [], f"seed {SEED}"
+    assert cloud.collector(chosen, name).run(cloud.repo, min_age=timedelta(seconds=2))[0].success
+    checked, missing = read_back(cloud.lakefs, cloud.repo, written)
+    assert missing == [], f"seed {SEED}: {len(missing)} objects lost, e.g. {missing[:5]}"
+    assert lost(cloud.lakefs, cloud.lake) == []
+    ops = sum(w.ops for w in writers)
+    print(f"RELIABILITY cloud-{kind}-{name}: seed {SEED}; {'; '.join(outcomes)}; writers: {ops} operations beside "
+          f"{rounds} runs ({completed} complete, faults {proxy.faults}), read back {checked} + "
+          f"{len(cloud.lake.must_survive)}, lost 0, failed re-runs 0")
