@@ -177,8 +177,9 @@ def read_uncommitted(ns: Namespace, locations: list[str]) -> set[str]:
 
     out: set[str] = set()
     for key in uncommitted_files(ns, locations):
+        data = ns.read(key)  # outside the try: a store that fails is not a corrupt file (its StorageError's reason)
         try:
-            table = pq.read_table(io.BytesIO(ns.read(key)), columns=["physical_address"])
+            table = pq.read_table(io.BytesIO(data), columns=["physical_address"])
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
             raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}",
                           "corrupt-metadata") from None
