@@ -441,19 +441,22 @@ class CloudLake:
         return now
 
 
-def faulty_run(gc: Collector, repo: str) -> str:
-    """A run that may fail on the store, but only with a store's reason; its outcome in a few words. (A store
-    failing the sweep's re-check of the branches fails it as ``recheck``, nothing deleted, as lakeFS failing it
-    does: engine/sweep.py.)"""
+# The steps whose store errors a run reports as the step's own reason, whatever the store did: the sweep reading
+# its plan (engine/report.py), re-checking the branches (as when lakeFS fails it) and deleting (engine/sweep.py)
+PHASE_REASONS = ("no-plan", "recheck", "storage-delete")
+
+
+def faulty_run(gc: Collector, repo: str, min_age: timedelta = timedelta(0)) -> tuple[str, str]:
+    """A run that may fail on the store, but only with a store's reason (or its phase's, PHASE_REASONS, nothing
+    deleted that is not garbage): (its reason, or "complete"; its outcome in a few words)."""
     try:
-        summary, _ = gc.run(repo)
+        summary, _ = gc.run(repo, min_age=min_age)
     except GCError as exc:
-        assert exc.reason.startswith("storage") or (exc.reason == "recheck" and "nothing deleted" in str(exc)), \
-            f"seed {SEED}: {exc.reason}: {exc}"
-        unavailable = "the store is unreachable" in str(exc)
-        return f"failed ({'storage-unavailable' if exc.reason == 'recheck' and unavailable else exc.reason})"
+        assert exc.reason.startswith("storage") or exc.reason in PHASE_REASONS, f"seed {SEED}: {exc.reason}: {exc}"
+        said = "unreachable" if "the store is unreachable" in str(exc) else str(exc)[:80]
+        return exc.reason, f"failed ({exc.reason}: {said})"
     assert summary.success, f"seed {SEED}: {repo}: {summary}"
-    return f"complete ({summary.swept} deleted, {summary.backoffs} back-offs)"
+    return "complete", f"complete ({summary.swept} deleted, {summary.backoffs} back-offs)"
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
@@ -468,43 +471,53 @@ def test_on_a_cloud_store_faults_outages_kills_and_writers_lose_nothing(cloud_wo
     assert cloud.lake.garbage <= before
     outcomes = []
 
-    # 1. a share of every request answered 429/503, stalled past the time-out, dropped, or its answer lost
-    proxy = FaultProxy(store.endpoint, kind, share=0.15, seed=rng.randrange(1 << 30), match=lambda m, t: True,
-                       faults=MIXED, stall=2.0, answer=[throttle_answer(kind, 429), throttle_answer(kind, 503)])
-    proxy.start()
+    # how many requests a run makes, from a dry run through the proxy (no faults): where the store may go away
+    proxy = FaultProxy(store.endpoint, kind, match=lambda m, t: False).start()
     try:
-        outcome = faulty_run(cloud.collector(chosen, name, proxy.url), cloud.repo)
-        outcomes.append(f"faults {proxy.faults}: {outcome}")
+        cloud.collector(chosen, name, proxy.url).run(cloud.repo, dry_run=True)
     finally:
         proxy.cleanup()
-    assert proxy.throttled >= 1, f"seed {SEED}: no fault injected in {proxy.requests} requests"
-    left = cloud.check(before, "a share of faults")
+    assert cloud.data_keys() == before
 
-    # 2. the store gone at a random request of the run
-    at = rng.randint(1, max(2, proxy.requests))
+    # 1. the store gone at a random request of a run
+    at = rng.randint(1, proxy.requests + 10)
     seen = iter(range(1 << 30))
     proxy = FaultProxy(store.endpoint, kind, first=1 << 30, gone=True, match=lambda m, t: next(seen) + 1 >= at)
     proxy.start()
     try:
         started = time.monotonic()
-        outcome = faulty_run(cloud.collector(chosen, name, proxy.url), cloud.repo)
+        reason, outcome = faulty_run(cloud.collector(chosen, name, proxy.url), cloud.repo)
         if proxy.went:  # gone before the run ended: it fails, as a store that is unavailable
-            assert outcome == "failed (storage-unavailable)", f"seed {SEED}: {outcome}"
+            assert reason in ("storage-unavailable", *PHASE_REASONS) and "unreachable" in outcome, \
+                f"seed {SEED}: {outcome}"
         outcomes.append(f"gone at request {at}: {outcome} in {time.monotonic() - started:.0f} s")
     finally:
         proxy.cleanup()
-    left = cloud.check(left, "the store gone")
+    left = cloud.check(before, "the store gone")
 
-    # 3. the CLI's run killed at a random moment (the Spark runner's kills: tests/spark/test_gc_orphans.py)
+    # 2. the CLI's run killed at a random moment (the Spark runner's kills: tests/spark/test_gc_orphans.py)
     if name == "threads":
         env = janitor_env(cloud.server, redis_server.url, **store.janitor_env())
         proc = subprocess.Popen([*CLI, "gc", "run", f"lakefs://{cloud.repo}", "--min-age", "0s", "--runner",
                                  "threads"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.5, 4.0))
+        time.sleep(rng.uniform(1.0, 6.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        outcomes.append(f"killed (exit {proc.returncode})")
+        outcomes.append(f"killed (exit {proc.returncode}, {len(left & cloud.lake.garbage)} garbage left before)")
         left = cloud.check(left, "a killed run")
+
+    # 3. every 7th request, and a tenth of the others, answered 429/503, stalled past the time-out, dropped, or
+    # carried out with its answer lost
+    proxy = FaultProxy(store.endpoint, kind, every=7, share=0.1, seed=rng.randrange(1 << 30),
+                       match=lambda m, t: True, faults=MIXED, stall=2.0,
+                       answer=[throttle_answer(kind, 429), throttle_answer(kind, 503)]).start()
+    try:
+        _, outcome = faulty_run(cloud.collector(chosen, name, proxy.url), cloud.repo)
+        outcomes.append(f"faults {proxy.faults} in {proxy.requests} requests: {outcome}")
+    finally:
+        proxy.cleanup()
+    assert proxy.throttled >= 1, f"seed {SEED}: no fault injected in {proxy.requests} requests"
+    cloud.check(left, "a share of faults")
 
     # every re-run converges: the next one deletes what is left of the garbage, the one after nothing
     gc = cloud.collector(chosen, name)
@@ -514,9 +527,17 @@ def test_on_a_cloud_store_faults_outages_kills_and_writers_lose_nothing(cloud_wo
     assert lost(cloud.lakefs, cloud.lake) == []
     assert gc.run(cloud.repo)[0].num_deleted_objects == 0
 
-    # 4. writers beside runs through a store that faults now and then
+    # 4. writers beside runs through a store that faults now and then (a repository of their own: a writer
+    # resetting a branch to one of the history's expired commits would find its objects rightly collected)
+    repo = f"w-{uuid.uuid4().hex[:10]}"
+    cloud.lakefs.call("create", cloud.lakefs.repositories.create_repository, lakefs_sdk.RepositoryCreation(
+        name=repo, storage_namespace=store.namespace(repo), default_branch="main"))
+    for i in range(5):
+        cloud.lakefs.upload(repo, "main", f"base/{i}", data=content("base"))
+    commit(cloud.lakefs, repo, "main", "base")
+    rules(cloud.lakefs, repo, default=7)
     written, stop = Written(), threading.Event()
-    writers = [Writer(cloud.server.endpoint, cloud.repo, random.Random(rng.random()), written, stop, f"w{i}")
+    writers = [Writer(cloud.server.endpoint, repo, random.Random(rng.random()), written, stop, f"w{i}")
                for i in range(2)]
     proxy = FaultProxy(store.endpoint, kind, share=0.05, seed=rng.randrange(1 << 30), match=lambda m, t: True,
                        faults=MIXED, stall=2.0, answer=[throttle_answer(kind, 429), throttle_answer(kind, 503)])
@@ -529,23 +550,21 @@ def test_on_a_cloud_store_faults_outages_kills_and_writers_lose_nothing(cloud_wo
         gc = cloud.collector(chosen, name, proxy.url)
         for _ in range(rounds):
             time.sleep(rng.uniform(0.2, 1.5))
-            try:
-                summary, _ = gc.run(cloud.repo, min_age=timedelta(seconds=2))
-            except GCError as exc:
-                assert exc.reason.startswith("storage") or exc.reason == "recheck", f"seed {SEED}: {exc}"
-                continue
-            completed += summary.success
+            reason, _ = faulty_run(gc, repo, min_age=timedelta(seconds=2))  # what they just staged is kept
+            completed += reason == "complete"
     finally:
         stop.set()
         for w in writers:
             w.join(30)
         proxy.cleanup()
     assert [e for w in writers for e in w.errors] == [], f"seed {SEED}"
-    assert cloud.collector(chosen, name).run(cloud.repo, min_age=timedelta(seconds=2))[0].success
-    checked, missing = read_back(cloud.lakefs, cloud.repo, written)
+    last, _ = cloud.collector(chosen, name).run(repo, min_age=timedelta(seconds=2))
+    assert last.success
+    checked, missing = read_back(cloud.lakefs, repo, written)
     assert missing == [], f"seed {SEED}: {len(missing)} objects lost, e.g. {missing[:5]}"
     assert lost(cloud.lakefs, cloud.lake) == []
     ops = sum(w.ops for w in writers)
     print(f"RELIABILITY cloud-{kind}-{name}: seed {SEED}; {'; '.join(outcomes)}; writers: {ops} operations beside "
           f"{rounds} runs ({completed} complete, faults {proxy.faults}), read back {checked} + "
           f"{len(cloud.lake.must_survive)}, lost 0, failed re-runs 0")
+
