@@ -3,7 +3,9 @@ unit (one unit per ``data/<slice>/`` plus the legacy flat root), read, write und
 store's batches under its throttling (``throttle.Throttle``).
 
 One contract, ``base.Namespace``, and one module per store implementing it (``local``, ``s3``, ``azure``,
-``gcs``); the store is chosen here only, from the namespace's scheme (``SCHEMES``). Code outside this package
+``gcs``; ``azure_client`` and ``gcs_client``: adlfs's and gcsfs's filesystems with the GC's client settings, no
+retries of their own, so that every throttling answer and time-out reaches the throttle, as botocore's on S3); the
+store is chosen here only, from the namespace's scheme (``SCHEMES``). Code outside this package
 imports from the package itself (``open_namespace``, ``Namespace``, ``StorageConfig``, ``StorageError``, …).
 
 Built from plain configuration (``StorageConfig``) so an executor can rebuild it. Never lists, writes or deletes
