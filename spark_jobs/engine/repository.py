@@ -125,7 +125,8 @@ def load_graph(api: LakeFSApi, repository_id: str, *, now: datetime, storage: St
     try:
         rows = list(csv.DictReader(io.StringIO(ns.read(relative).decode())))
     except (StorageError, UnicodeDecodeError) as exc:
-        raise GCError(f"reading lakeFS's retained commits from the namespace failed: {exc}", "storage-read") from exc
+        reason = exc.reason_or("storage-read") if isinstance(exc, StorageError) else "storage-read"
+        raise GCError(f"reading lakeFS's retained commits from the namespace failed: {exc}", reason) from exc
     for row in rows:
         if row.get("expired", "false").lower() == "false" and row.get("commit_id"):
             graph.lakefs_retained[row["commit_id"]] = row.get("metarange_id", "")

@@ -48,6 +48,11 @@ class StorageError(RuntimeError):
     def __reduce__(self):  # from an executor to the driver with its reason
         return type(self), (str(self), self.reason)
 
+    def reason_or(self, step: str) -> str:
+        """A step's reason for this error (``step``: storage-read, storage-delete, …), unless the store did not
+        answer or kept throttling: that is what an operator acts on, whichever step met it."""
+        return self.reason if self.reason in ("storage-unavailable", "storage-throttled") else step
+
 
 def reason_of(message: str) -> str:
     """The reason of a StorageError that says only its message (the one ``Namespace._call`` gave it)."""

@@ -291,3 +291,7 @@ def test_a_storage_error_read_back_from_a_tracebacks_text_keeps_its_reason():
     assert throttled.reason == "storage-throttled"
     assert executor_error(traceback("reading _lakefs/x failed: AccessDenied")).reason == "storage"
     assert StorageError("x", "storage-unavailable").reason == "storage-unavailable"
+    # a step names its own reason, unless the store did not answer or kept throttling
+    assert unavailable.reason_or("storage-read") == "storage-unavailable"
+    assert throttled.reason_or("storage-delete") == "storage-throttled"
+    assert StorageError("AccessDenied").reason_or("storage-delete") == "storage-delete"
