@@ -83,7 +83,7 @@ def policy_effect(api_config: LakeFSApiConfig, storage: StorageConfig, *, reposi
     except LakeFSApiError as exc:
         raise GCError(str(exc), exc.reason) from exc
     except StorageError as exc:
-        raise GCError(str(exc), "storage") from exc
+        raise GCError(str(exc), exc.reason_or("storage")) from exc
     finally:
         api.close()
 
@@ -118,7 +118,7 @@ def run_breakdown(api_config: LakeFSApiConfig, storage: StorageConfig, *, reposi
     except LakeFSApiError as exc:
         raise GCError(str(exc), exc.reason) from exc
     except StorageError as exc:
-        raise GCError(f"run {run_id}: its list of objects is unreadable: {exc}", "storage") from exc
+        raise GCError(f"run {run_id}: its list of objects is unreadable: {exc}", exc.reason_or("storage")) from exc
     return breakdown_of(summary, keys, sizes, paths=paths, depth=depth)
 
 
