@@ -442,8 +442,9 @@ class CloudLake:
 
 
 # The steps whose store errors a run reports as the step's own reason, whatever the store did: the sweep reading
-# its plan (engine/report.py), re-checking the branches (as when lakeFS fails it) and deleting (engine/sweep.py)
-PHASE_REASONS = ("no-plan", "recheck", "storage-delete")
+# its plan and its list of objects (engine/report.py), re-checking the branches (as when lakeFS fails it) and
+# deleting (engine/sweep.py)
+PHASE_REASONS = ("no-plan", "failed-plan", "recheck", "storage-delete")
 
 
 def faulty_run(gc: Collector, repo: str, min_age: timedelta = timedelta(0)) -> tuple[str, str]:
