@@ -57,8 +57,9 @@ def staged_keys(ctx: OpenContext, key: str) -> pa.RecordBatch:
     import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
+    data = ctx.ns.read(key)  # outside the try: a store that fails is not a corrupt file (its StorageError's reason)
     try:
-        table = pq.read_table(io.BytesIO(ctx.ns.read(key)), columns=["physical_address"])
+        table = pq.read_table(io.BytesIO(data), columns=["physical_address"])
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
         raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}", "corrupt-metadata") \
             from None
