@@ -60,7 +60,7 @@ def read_summary(ns: Namespace, run_id: str) -> Summary:
     try:
         raw = ns.read(key)
     except StorageError as exc:
-        raise PlanError(f"no GC plan {run_id!r} in {ns.config.namespace}: {exc}", "no-plan") from None
+        raise PlanError(f"no GC plan {run_id!r} in {ns.config.namespace}: {exc}", exc.reason_or("no-plan")) from None
     try:
         data = json.loads(raw)
         if not isinstance(data, dict):
@@ -149,7 +149,8 @@ def read_plan(ns: Namespace, run_id: str, repository_id: str, *, keys: bool = Tr
                 raise ValueError("a part holds another number of objects than the summary says")
             counted = sum(found)
     except (StorageError, Exception) as exc:  # noqa: BLE001 - pyarrow's errors vary: a torn plan is no plan
-        raise PlanError(f"GC plan {run_id}: its list of objects is missing or unreadable ({exc})", "failed-plan") \
+        reason = exc.reason_or("failed-plan") if isinstance(exc, StorageError) else "failed-plan"
+        raise PlanError(f"GC plan {run_id}: its list of objects is missing or unreadable ({exc})", reason) \
             from None
     if counted != summary.num_deleted_objects:
         raise PlanError(f"GC plan {run_id} lists {counted} objects but its summary says "

@@ -133,8 +133,9 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
             spare, summary.new_ranges_read = reachable_now(api, runner, config, ctx=ctx, plan=plan,
                                                            partitions=range_partitions)
         except (StorageError, LakeFSApiError, ValueError) as exc:
-            raise GCError(f"re-checking branches before the sweep failed: {exc}; nothing deleted", "recheck") \
-                from exc
+            # a store that did not answer is what an operator acts on, whichever step met it
+            raise GCError(f"re-checking branches before the sweep failed: {exc}; nothing deleted",
+                          exc.reason_or("recheck") if isinstance(exc, StorageError) else "recheck") from exc
         parts = plan.parts
         spare_keys = frozenset(spare)
         if spare_keys:
@@ -184,6 +185,6 @@ def sweep(api: LakeFSApi, runner: Runner, config: JobConfig, *, mark_id: str, ra
             raise GCError(summary.error, "storage-delete")
         return summary
     except StorageError as exc:
-        raise GCError(str(exc), "storage-delete") from exc
+        raise GCError(str(exc), exc.reason_or("storage-delete")) from exc
     finally:
         ctx.close()
