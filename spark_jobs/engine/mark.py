@@ -30,7 +30,7 @@ from spark_jobs.engine.inventory import read_inventory
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.lean_mark import lean_mark
 from spark_jobs.engine.mark_source import Cached, Files, Source, Span
-from spark_jobs.engine.parallel import Runner, in_background
+from spark_jobs.engine.parallel import Runner, in_background, wants_datasets
 from spark_jobs.engine.repository import Graph, read_uncommitted
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.stores import Namespace, StorageError
@@ -111,7 +111,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
         if datasets.eligible(request, retention, graph, full_listing=not previous.incremental):
             files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
             range_ids = in_key_order(files.spans(metaranges))
-            if runner.wants_datasets(ranges=len(range_ids), cache=request.cache):
+            if wants_datasets(runner, ranges=len(range_ids), cache=request.cache):
                 if preload is not None:
                     preload.settle()
                 seconds["metaranges"] = time.monotonic() - t

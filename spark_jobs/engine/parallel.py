@@ -95,3 +95,9 @@ FEW_UNITS = 64
 def fitting(runner: Runner, units: Sequence[Any]) -> Runner:
     """``runner`` for many units, the driver's threads for few."""
     return ThreadRunner() if len(units) <= FEW_UNITS else runner
+
+
+def wants_datasets(runner: Runner, *, ranges: int, cache: bool) -> bool:
+    """``runner.wants_datasets``; a runner that does not say (a profiling runner, say) keeps the object path."""
+    ask = getattr(runner, "wants_datasets", None)
+    return bool(ask(ranges=ranges, cache=cache)) if callable(ask) else False

@@ -13,7 +13,7 @@ from spark_jobs.engine import cyclic_gc, incremental, mark_cache
 from spark_jobs.engine.context import GCError, JobConfig, Progress
 from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.mark import Marked, mark
-from spark_jobs.engine.parallel import Runner
+from spark_jobs.engine.parallel import Runner, wants_datasets
 from spark_jobs.engine.report import new_run_id
 from spark_jobs.engine.repository import learn_local_root, load_graph
 from spark_jobs.engine.request import MODES, RunRequest
@@ -63,7 +63,7 @@ def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Ru
             # no cache at all; nor on a runner that plans full runs as datasets, without the cache)
             local = replace(storage, namespace=namespace)
             preload = mark_cache.Preload.start(local, repository_id=request.repository_id) \
-                if request.cache and not runner.wants_datasets(ranges=0, cache=True) and not (
+                if request.cache and not wants_datasets(runner, ranges=0, cache=True) and not (
                     request.listing == "auto" and incremental.left_an_index(local)) else None
             graph, storage = load_graph(api, request.repository_id, now=now, storage=storage, namespace=namespace)
             config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)

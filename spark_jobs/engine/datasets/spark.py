@@ -97,6 +97,10 @@ class SparkBackend:
 
         self.spark = SparkSession(sc) if SparkSession.getActiveSession() is None else SparkSession.getActiveSession()
         self.config, self.partitions = config, max(1, partitions)
+        if not sc.getConf().contains("spark.sql.autoBroadcastJoinThreshold"):
+            # a join side under 10 MB (a small lake's kept keys) would be collected to the driver and broadcast:
+            # per-object data through the driver, exactly what the plan must never do
+            self.spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
         if not sc.getConf().contains("spark.sql.shuffle.partitions"):
             # Spark's 200 shuffle partitions are tasks of a few keys on a small lake; the run's own partition count
             # (lakefs.gc.range.num_partitions) sizes its joins unless the job sets Spark's
