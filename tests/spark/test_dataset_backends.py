@@ -45,6 +45,9 @@ def test_spark_judge_equals_arrow_judge(spark_context, seed: int) -> None:
     try:
         assert got == expected
         assert sorted(r["address"] for r in deleted.collect()) == expected_table["address"].to_pylist()
+        # the kept side is never collected to the driver to be broadcast, however small (AQE would under 10 MB)
+        executed = deleted._jdf.queryExecution().executedPlan().toString()
+        assert "Join" in executed and "Broadcast" not in executed, executed
         assert spark.count_distinct(frame(spark.spark, staged)) == arrow.count_distinct(staged)
         assert spark.slices_of(deleted) == arrow.slices_of(expected_table)
         recent = {"", *arrow.slices_of(expected_table)[:2]}
