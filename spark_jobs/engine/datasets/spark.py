@@ -82,6 +82,14 @@ def _translated(method):
     return call
 
 
+def _slice_unit():
+    """``incremental.unit_of`` of the plan's ``address`` column: ``data/<slice>/``, or the root (``""``)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    return F.when(F.col("address").startswith("data/") & (F.size(F.split("address", "/")) >= 3),
+                  F.regexp_extract("address", r"^(data/[^/]*/)", 1)).otherwise(F.lit(""))
+
+
 def _spark_schema(schema: pa.Schema) -> str:
     names = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.binary(): "binary"}
     return ", ".join(f"{f.name} {names[f.type]}" for f in schema)
@@ -232,17 +240,14 @@ class SparkBackend:
     def missed(self, deleted, *, recent: set[str], checked) -> int:
         from pyspark.sql import functions as F  # noqa: PLC0415
 
-        unit = F.when(F.col("address").startswith("data/") & (F.size(F.split("address", "/")) >= 3),
-                      F.regexp_extract("address", r"^(data/[^/]*/)", 1)).otherwise(F.lit(""))
+        unit = _slice_unit()
         outside = deleted.filter(~unit.isin(sorted(recent))) if recent else deleted
         return outside.join(checked.select(F.col("key").alias("address")), "address", "left_anti").count()
 
     @_translated
     def slices_of(self, deleted) -> list[str]:
-        from pyspark.sql import functions as F  # noqa: PLC0415
 
-        unit = F.when(F.col("address").startswith("data/") & (F.size(F.split("address", "/")) >= 3),
-                      F.regexp_extract("address", r"^(data/[^/]*/)", 1)).otherwise(F.lit(""))
+        unit = _slice_unit()
         return sorted(r["u"] for r in deleted.select(unit.alias("u")).distinct().collect())
 
     @_translated

@@ -113,7 +113,7 @@ def sweep_part(ctx: Any, unit: tuple[str, int, int | None, frozenset[str], bool]
     Counters, the failures, and the keys not deleted that the next run must know of."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    from spark_jobs.engine.sweep import unit_delete  # noqa: PLC0415 - the one deleter, lease checked per batch
+    from spark_jobs.engine.sweep import not_deleted, unit_delete  # noqa: PLC0415 - the one deleter and its rule
 
     run_id, part, allowance, spare, carry = unit
     table = read_part(ctx, run_id, part)
@@ -134,9 +134,7 @@ def sweep_part(ctx: Any, unit: tuple[str, int, int | None, frozenset[str], bool]
         out["failed"] += result["failed"]
         out["purge_failed"] += result["purge_failed"]
     keys = doomed["address"].to_pylist() if out["failed"] else []
-    failed = {f.split(": ", 1)[0] for f in out["failed"]}
-    # a failure that names no key sent counts every key sent as not deleted (sweep.not_deleted's rule)
-    lost = (failed if failed <= set(keys) else set(keys)) if out["failed"] else set()
+    lost = not_deleted(keys, keys, out["failed"]) if out["failed"] else set()
     total = int(pc.sum(doomed["size"]).as_py() or 0) if doomed.num_rows else 0
     if lost:
         sizes = dict(zip(keys, doomed["size"].to_pylist(), strict=True))
