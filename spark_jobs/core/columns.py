@@ -80,8 +80,11 @@ def judge(listed: pa.Table, kept: pa.Table, cutoff: float, *, prefix_depth: int)
     summary = PlanSummary()
     data = listed.filter(data_key_mask(listed["key"])) if listed.num_rows else listed
     summary.candidates = data.num_rows
-    unkept = data.join(kept.select(["key"]), "key", join_type="left anti") if data.num_rows and kept.num_rows \
-        else data
+    if data.num_rows and kept.num_rows:
+        held = pc.is_in(data["key"], value_set=kept["key"].combine_chunks())
+        unkept = data.filter(pc.invert(held))
+    else:
+        unkept = data
     summary.kept = data.num_rows - unkept.num_rows
     old = pc.less(unkept["mtime"], cutoff) if unkept.num_rows else pa.array([], pa.bool_())
     deleted = unkept.filter(old) if unkept.num_rows else unkept

@@ -31,6 +31,22 @@ class PlanSummary:
     by_prefix: dict[str, list[int]] = field(default_factory=dict)  # prefix -> [objects, bytes]
 
 
+def merge_summaries(parts: Iterable[PlanSummary]) -> PlanSummary:
+    """The summary of a plan made in parts (say, one listing slice each): every count added up."""
+    out = PlanSummary()
+    for part in parts:
+        out.candidates += part.candidates
+        out.kept += part.kept
+        out.too_new += part.too_new
+        out.deleted += part.deleted
+        out.deleted_bytes += part.deleted_bytes
+        for prefix, (objects, size) in part.by_prefix.items():
+            counts = out.by_prefix.setdefault(prefix, [0, 0])
+            counts[0] += objects
+            counts[1] += size
+    return out
+
+
 def is_data_key(key: str) -> bool:
     """A key the GC may consider at all: under data/, or a legacy object at the namespace root."""
     if key.startswith(METADATA_PREFIX) or key == METADATA_PREFIX.rstrip("/"):

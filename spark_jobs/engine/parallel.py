@@ -24,11 +24,11 @@ class Runner(Protocol):
         repository whose retained commits reach ``ranges`` range files."""
 
 
-# The thread runner keeps the object path (and its mark cache) for every run: its Arrow dataset plan aborted the
-# process (SIGABRT in Arrow's C++, "terminate called without an active exception") on a full run of 1M objects in
-# bench/gc/scale_bench.py, not yet understood; the Arrow backend stays tested against the object plan and the Spark
-# backend (tests/unit/gc/test_columns.py, tests/spark/test_dataset_backends.py) until it is.
-DATASETS_IN_PROCESS = False
+# Above this many retained ranges (≈ 600,000 objects at lakeFS's ≈ 37,000 entries a range), the thread runner plans a
+# full run as Arrow datasets: the mark cache's Python objects grow with the objects (about 1 KiB each), the Arrow
+# columns by tens of bytes. Below it the cache makes a small repository's repeated full runs cheap; --no-cache takes
+# the datasets at any size.
+DATASETS_ABOVE_RANGES = 16
 
 
 class ThreadRunner:
@@ -42,7 +42,7 @@ class ThreadRunner:
         return ArrowBackend(self, config)
 
     def wants_datasets(self, *, ranges: int, cache: bool) -> bool:
-        return DATASETS_IN_PROCESS
+        return not cache or ranges > DATASETS_ABOVE_RANGES
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],
                   make_context: Callable[[], Any], *, partitions: int) -> list[Any]:

@@ -1,15 +1,22 @@
-"""The dataset steps in process: pyarrow tables and compute on the thread runner's pool. Every key lives in an Arrow
-column (tens of bytes per object, no Python object per key); the per-unit steps are ``units.py``'s, as on Spark."""
+"""The dataset steps in process: pyarrow tables and compute on the thread runner's pool. Every kept key lives in an
+Arrow column (tens of bytes per object, no Python object per key); the per-unit steps are ``units.py``'s, as on
+Spark.
+
+What the store holds is never one table here: the listing is judged slice by slice (``Listing``), each slice's
+objects against the kept keys of that slice, so that a run holds the kept keys, the plan, and the slices being
+listed at that moment; not a second copy of the namespace.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_jobs.core import columns
-from spark_jobs.core.plan import PlanSummary, StoredObject
+from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
 from spark_jobs.engine.context import JobConfig
 from spark_jobs.engine.datasets import units
 from spark_jobs.engine.parallel import ThreadRunner
@@ -17,6 +24,27 @@ from spark_jobs.engine.parallel import ThreadRunner
 
 def _table(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches(list(batches), schema=schema) if batches else schema.empty_table()
+
+
+class Listing:
+    """The namespace's slices (``Namespace.list_units``), listed when the run judges them, one slice a thread."""
+
+    def __init__(self, slices: Sequence[str]) -> None:
+        self.slices = list(slices)
+        self.objects: int | None = None  # how many the judge saw listed
+
+
+def by_unit(keys: pa.ChunkedArray | pa.Array) -> dict[str, pa.Array]:
+    """The kept keys grouped by the listing slice that would hold them (``columns.units_of``)."""
+    if not len(keys):
+        return {}
+    table = pa.table({"unit": columns.units_of(keys), "key": keys}).sort_by("unit")
+    counts = pc.value_counts(table["unit"])  # in order of first appearance: sorted, as the table is
+    out, at = {}, 0
+    for unit, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True):
+        out[unit] = table["key"].slice(at, n).combine_chunks()
+        at += n
+    return out
 
 
 class ArrowBackend:
@@ -33,19 +61,43 @@ class ArrowBackend:
         return _table(batches, schema)
 
     def reach(self, range_ids: Sequence[str]) -> pa.Table:
-        """Every key the ranges' entries point at (one row per entry)."""
-        return self._map(range_ids, units.range_keys, columns.KEYS_SCHEMA)
+        """Every key the ranges' entries point at (one row per entry). Decoding is CPU work: as many ranges at
+        once as there are cores (at least two, so that one range's read overlaps another's decode), not one per
+        pool thread: each range in flight holds its file and its decompressed blocks."""
+        decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
+        batches = decoders.map_units(list(range_ids), lambda ctx, item: [units.range_keys(ctx, item)],
+                                     self.config.open, partitions=0)
+        return _table(batches, columns.KEYS_SCHEMA)
 
     def staged(self, files: Sequence[str]) -> pa.Table:
         return self._map(files, units.staged_keys, columns.KEYS_SCHEMA)
 
-    def listing(self, slices: Sequence[str]) -> pa.Table:
-        return self._map(slices, units.listing, columns.LISTING_SCHEMA)
+    def listing(self, slices: Sequence[str]) -> Listing:
+        return Listing(slices)
 
-    def judge(self, listed: pa.Table, kept: Sequence[pa.Table], *, cutoff: float,
+    def judge(self, listed: Listing, kept: Sequence[pa.Table], *, cutoff: float,
               prefix_depth: int) -> tuple[pa.Table, PlanSummary]:
+        """The plan: each slice listed and judged against the kept keys of that slice (``columns.judge``), the
+        slices' plans and counts put together."""
         everything = pa.concat_tables([k.select(["key"]) for k in kept]) if kept else columns.KEYS_SCHEMA.empty_table()
-        return columns.judge(listed, everything, cutoff, prefix_depth=prefix_depth)
+        buckets = by_unit(everything["key"])
+        del everything
+        empty = pa.array([], pa.string())
+
+        def judge_slice(ctx, unit: str) -> list[tuple[pa.Table, PlanSummary, int]]:
+            table = pa.Table.from_batches([units.listing(ctx, unit)])
+            if table.num_rows and not pc.all(pc.equal(columns.units_of(table["key"]), unit)).as_py():
+                # a store that lists a key outside its slice: judged against every kept key, never fewer
+                bucket = pa.concat_arrays(list(buckets.values())) if buckets else empty
+            else:
+                bucket = buckets.get(unit, empty)
+            deleted, summary = columns.judge(table, pa.table({"key": bucket}), cutoff, prefix_depth=prefix_depth)
+            return [(deleted, summary, table.num_rows)]
+
+        judged = self.runner.map_units(listed.slices, judge_slice, self.config.open, partitions=0)
+        listed.objects = sum(n for _, _, n in judged)
+        deleted = pa.concat_tables([d for d, _, _ in judged]) if judged else columns.PLAN_SCHEMA.empty_table()
+        return deleted.sort_by("address") if deleted.num_rows else deleted, merge_summaries(s for _, s, _ in judged)
 
     def write_plan(self, deleted: pa.Table, run_id: str) -> list[dict[str, int]]:
         parts = [(n, deleted.slice(at, units.ROWS_PER_PART))
@@ -104,15 +156,21 @@ class ArrowBackend:
     def count_distinct(self, keys: pa.Table) -> int:
         return keys.group_by("key").aggregate([]).num_rows if keys.num_rows else 0
 
-    def count(self, dataset: pa.Table) -> int:
+    def count(self, dataset: pa.Table | Listing) -> int:
+        if isinstance(dataset, Listing):
+            if dataset.objects is None:
+                dataset.objects = len(self.listed_objects(dataset))
+            return dataset.objects
         return dataset.num_rows
 
     def key_set(self, keys: pa.Table) -> set[str]:
         return set(keys["key"].to_pylist())
 
-    def listed_objects(self, listed: pa.Table) -> list[StoredObject]:
-        return [StoredObject(*row) for row in zip(listed["key"].to_pylist(), listed["size"].to_pylist(),
-                                                  listed["mtime"].to_pylist(), strict=True)]
+    def listed_objects(self, listed: Listing) -> list[StoredObject]:
+        """What the store holds now (listed again: the run kept no copy of it)."""
+        table = self._map(listed.slices, units.listing, columns.LISTING_SCHEMA)
+        return [StoredObject(*row) for row in zip(table["key"].to_pylist(), table["size"].to_pylist(),
+                                                  table["mtime"].to_pylist(), strict=True)]
 
     def release(self, *datasets: object) -> None:
         """Nothing to free in process: the tables go with their last reference."""

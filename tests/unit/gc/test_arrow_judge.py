@@ -1,0 +1,88 @@
+"""The in-process dataset backend judges the namespace slice by slice (engine/datasets/arrow.py): its plan equals the
+per-key plan (core.plan.plan_deletions) over the whole listing, on random keys, slices and kept sets, and a store
+that lists a key outside its slice has it judged against every kept key (never deleted while kept)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+
+from spark_jobs.core import columns
+from spark_jobs.core.plan import StoredObject, plan_deletions
+from spark_jobs.engine.datasets.arrow import ArrowBackend, Listing, by_unit
+from spark_jobs.engine.incremental import unit_of
+from spark_jobs.engine.parallel import ThreadRunner
+
+
+class Slices:
+    """A namespace that lists fixed objects per slice (the backend's only use of the store here)."""
+
+    def __init__(self, by_slice: dict[str, list[StoredObject]]) -> None:
+        self.by_slice = by_slice
+
+    def list_unit(self, unit: str) -> list[StoredObject]:
+        return list(self.by_slice.get(unit, []))
+
+
+def backend(by_slice: dict[str, list[StoredObject]], threads: int) -> ArrowBackend:
+    ns = Slices(by_slice)
+    config = SimpleNamespace(open=lambda: SimpleNamespace(ns=ns))
+    return ArrowBackend(ThreadRunner(threads), config)
+
+
+def random_key(rnd: random.Random) -> str:
+    kind = rnd.random()
+    if kind < 0.7:
+        return f"data/s{rnd.randint(0, 9)}/{rnd.choice(['a', 'b', 'é', 'x y'])}{rnd.randint(0, 300)}"
+    if kind < 0.85:
+        return f"legacy{rnd.randint(0, 50)}"
+    return rnd.choice(["_lakefs/range", "dummy", "data/", "data/s1/", f"data/odd{rnd.randint(0, 3)}"])
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_slice_by_slice_equals_the_whole_plan(seed: int) -> None:
+    rnd = random.Random(seed)
+    objects = {k: StoredObject(k, rnd.randint(0, 10**6), rnd.uniform(0, 100))
+               for k in (random_key(rnd) for _ in range(rnd.randint(0, 600)))}
+    by_slice: dict[str, list[StoredObject]] = {}
+    for o in objects.values():
+        by_slice.setdefault(unit_of(o.key), []).append(o)
+    kept = [k for k in objects if rnd.random() < 0.5] + [random_key(rnd) for _ in range(40)]
+    kept += rnd.sample(kept, min(len(kept), 30))  # repeats, as many ranges hold one key
+    cutoff, depth = rnd.uniform(0, 100), rnd.randint(1, 3)
+    want, want_summary = plan_deletions(list(objects.values()), set(kept), cutoff, prefix_depth=depth)
+
+    b = backend(by_slice, threads=rnd.choice([1, 3, 8]))
+    listed = b.listing(sorted(by_slice))
+    half = len(kept) // 2
+    deleted, summary = b.judge(listed, [pa.table({"key": pa.array(kept[:half], pa.string())}),
+                                        pa.table({"key": pa.array(kept[half:], pa.string())})],
+                               cutoff=cutoff, prefix_depth=depth)
+    assert deleted.column("address").to_pylist() == sorted(o.key for o in want)
+    assert deleted.column("size").to_pylist() == [o.size for o in sorted(want, key=lambda o: o.key)]
+    assert (summary.candidates, summary.kept, summary.too_new, summary.deleted, summary.deleted_bytes) == (
+        want_summary.candidates, want_summary.kept, want_summary.too_new, want_summary.deleted,
+        want_summary.deleted_bytes)
+    assert summary.by_prefix == want_summary.by_prefix
+    assert b.count(listed) == len(objects)
+
+
+def test_a_key_listed_outside_its_slice_is_judged_against_every_kept_key() -> None:
+    kept_elsewhere = StoredObject("data/s2/kept", 10, 1.0)
+    garbage = StoredObject("data/s1/garbage", 5, 1.0)
+    b = backend({"data/s1/": [garbage, kept_elsewhere]}, threads=2)  # the store put s2's key in s1's listing
+    deleted, summary = b.judge(Listing(["data/s1/"]), [pa.table({"key": pa.array(["data/s2/kept"], pa.string())})],
+                               cutoff=50.0, prefix_depth=2)
+    assert deleted.column("address").to_pylist() == ["data/s1/garbage"]
+    assert summary.kept == 1
+
+
+def test_by_unit_groups_every_key_once() -> None:
+    keys = ["data/b/1", "legacy", "data/a/2", "data/b/3", "data/a/2", "_lakefs/x"]
+    got = {u: sorted(a.to_pylist()) for u, a in by_unit(pa.chunked_array([keys[:3], keys[3:]])).items()}
+    assert got == {"": ["_lakefs/x", "legacy"], "data/a/": ["data/a/2", "data/a/2"], "data/b/": ["data/b/1", "data/b/3"]}
+    assert by_unit(pa.array([], pa.string())) == {}
+    assert columns.units_of(pa.array(["data/a/2"])).to_pylist() == ["data/a/"]
