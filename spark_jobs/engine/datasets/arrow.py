@@ -75,11 +75,13 @@ class ArrowBackend:
     def listing(self, slices: Sequence[str]) -> Listing:
         return Listing(slices)
 
-    def judge(self, listed: Listing, kept: Sequence[pa.Table], *, cutoff: float,
+    def judge(self, listed: Listing | pa.Table, kept: Sequence[pa.Table], *, cutoff: float,
               prefix_depth: int) -> tuple[pa.Table, PlanSummary]:
         """The plan: each slice listed and judged against the kept keys of that slice (``columns.judge``), the
-        slices' plans and counts put together."""
+        slices' plans and counts put together (a listing already in a table: judged whole)."""
         everything = pa.concat_tables([k.select(["key"]) for k in kept]) if kept else columns.KEYS_SCHEMA.empty_table()
+        if isinstance(listed, pa.Table):
+            return columns.judge(listed, everything, cutoff, prefix_depth=prefix_depth)
         buckets = by_unit(everything["key"])
         del everything
         empty = pa.array([], pa.string())
