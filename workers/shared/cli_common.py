@@ -1,5 +1,6 @@
-"""What every ``lakefs-janitor`` command shares: the lazily built runtime, error handling, argument types, tables,
-and the commands of a policy document stored on the repository.
+"""What every ``lakefs-janitor`` command shares: the lazily built runtime (``pass_runtime``, with the error handling),
+argument types, tables, the file of a policy document (``-f/--file``), and the commands of a policy document stored
+on the repository.
 
 A shared module (not under ``workers.cli``, the click group that adds every domain's commands), so that each domain's
 ``cli`` module uses it without importing the group."""
