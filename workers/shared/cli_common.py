@@ -126,7 +126,8 @@ def document_file_option(help_text: str) -> Callable[[Callable[..., Any]], Calla
 def read_document_file(path: str) -> str:
     """The text of ``--file`` (standard input for '-'); a file that cannot be read is a one-line error."""
     try:
-        return click.get_text_stream("stdin").read() if path == "-" else Path(path).read_text()
+        with click.open_file(path) as file:  # '-': click's standard input, left open
+            return file.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read {path}: {exc}") from None
 
