@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint
 
-from webhook.errors import error_response
-from webhook.policy_views import policy_routes
+from webhook.policy_views import Invalid, policy_routes
 from workers.branch_lifecycle.policies import PolicyValidationError, parse_policies
 from workers.branch_lifecycle.store import POLICIES, LifecycleRecords
 
@@ -20,11 +19,9 @@ bp = Blueprint("policies", __name__, url_prefix="/api/v1/repositories/<repositor
 
 def _parse(lakefs: LakeFS, repository: str, document: Any):
     repo = lakefs.call("get repository", lakefs.repositories.get_repository, repository)
-    try:
-        return parse_policies(document, repo.default_branch)
-    except PolicyValidationError as exc:
-        details = [{"index": e.index, "field": e.field, "message": e.message} for e in exc.errors]
-        return error_response(400, "invalid policies", details=details)
+    return parse_policies(document, repo.default_branch)
 
 
-policy_routes(bp, POLICIES, locks=LifecycleRecords.of, parse=_parse)
+policy_routes(bp, POLICIES, locks=LifecycleRecords.of, parse=_parse, invalid=Invalid(
+    PolicyValidationError, "invalid policies",
+    lambda exc: [{"index": e.index, "field": e.field, "message": e.message} for e in exc.errors]))

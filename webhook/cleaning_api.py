@@ -11,7 +11,7 @@ from flask import Blueprint, jsonify, request
 from spark_jobs.core.cleaning import CleaningPolicyError, parse_cleaning_policies
 from webhook.app_services import app_services
 from webhook.errors import error_response
-from webhook.policy_views import flag, policy_routes
+from webhook.policy_views import Invalid, flag, policy_routes
 from workers.gc.cleaning_store import CLEANING
 from workers.gc.history import GCRuns
 from workers.gc.run import GCError
@@ -23,11 +23,7 @@ bp = Blueprint("cleaning", __name__, url_prefix="/api/v1/repositories/<repositor
 
 
 def _parse(lakefs: LakeFS, repository: str, document: Any):
-    try:
-        policies = parse_cleaning_policies(document)
-    except CleaningPolicyError as exc:
-        details = [{"index": i, "field": f, "message": m} for i, f, m in exc.errors]
-        return error_response(400, "invalid cleaning policies", details=details)
+    policies = parse_cleaning_policies(document)
     if flag("dry_run"):
         return _preview(repository, policies)
     return policies
@@ -62,4 +58,6 @@ def _preview(repository: str, policies):
     return jsonify({"dry_run": True, **effect.document()})
 
 
-policy_routes(bp, CLEANING, locks=GCRuns.of, parse=_parse)
+policy_routes(bp, CLEANING, locks=GCRuns.of, parse=_parse, invalid=Invalid(
+    CleaningPolicyError, "invalid cleaning policies",
+    lambda exc: [{"index": i, "field": f, "message": m} for i, f, m in exc.errors]))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint
 
 from webhook.errors import error_response
-from webhook.policy_views import flag, policy_routes
+from webhook.policy_views import Invalid, flag, policy_routes
 from workers.object_lifecycle.rules import RulesValidationError, needing_confirmation, parse_rules
 from workers.object_lifecycle.store import RULES, ObjectLifecycleRecords, StoredRulesInvalid
 
@@ -21,10 +21,7 @@ bp = Blueprint("object_lifecycle", __name__, url_prefix="/api/v1/repositories/<r
 
 
 def _parse(lakefs: LakeFS, repository: str, document: Any):
-    try:
-        rules = parse_rules(document)
-    except RulesValidationError as exc:
-        return error_response(400, "invalid object lifecycle rules", details=[e.document() for e in exc.errors])
+    rules = parse_rules(document)
     if not flag("yes"):
         try:
             stored = RULES.get(lakefs, repository).policies
@@ -39,4 +36,6 @@ def _parse(lakefs: LakeFS, repository: str, document: Any):
     return rules
 
 
-policy_routes(bp, RULES, locks=ObjectLifecycleRecords.of, parse=_parse, path="", shape='{"rules": [...]}')
+policy_routes(bp, RULES, locks=ObjectLifecycleRecords.of, parse=_parse, path="", shape='{"rules": [...]}',
+              invalid=Invalid(RulesValidationError, "invalid object lifecycle rules",
+                              lambda exc: [e.document() for e in exc.errors]))

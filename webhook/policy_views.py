@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from functools import wraps
 from typing import TYPE_CHECKING, Any
 
@@ -63,15 +64,25 @@ def as_caller(view: Callable) -> Callable:
     return wrapper
 
 
+@dataclass(frozen=True)
+class Invalid:
+    """How a PUT's body the domain refuses is answered: ``error``, the domain's validation error (which holds every
+    mistake), becomes a 400 saying ``title`` with ``details(error)``, one JSON object per mistake."""
+
+    error: type[Exception]
+    title: str
+    details: Callable[[Any], list[dict]]
+
+
 def policy_routes(bp: Blueprint, document: PolicyDocument, *, locks: Callable[[Services], EditLocks],
-                  parse: Callable[[LakeFS, str, Any], list | Response], path: str = "/policies",
+                  parse: Callable[[LakeFS, str, Any], list | Response], invalid: Invalid, path: str = "/policies",
                   shape: str = '{"policies": [...]}') -> None:
     """``path`` on the blueprint (``/policies`` unless said; ``shape`` names the body a PUT takes): GET answers the
     document with its ETag; PUT replaces it and DELETE clears it, under the domain's
     ``locks(services).edit_lock(repository)`` (which its other writers hold too) and the request's If-Match (412
     with the current ETag when the document moved on).
-    ``parse(lakefs, repository, body)`` turns a PUT's JSON into policies, or answers instead (a 400 that names
-    every mistake, a preview)."""
+    ``parse(lakefs, repository, body)`` turns a PUT's JSON into policies, or answers instead (a preview, a
+    confirmation asked for); the ``invalid`` error it raises is a 400 that names every mistake."""
 
     def lock(repository: str) -> AbstractContextManager:
         return locks(app_services()).edit_lock(repository)
@@ -97,7 +108,10 @@ def policy_routes(bp: Blueprint, document: PolicyDocument, *, locks: Callable[[S
         body = request.get_json(silent=True)
         if body is None:
             return error_response(400, f"body must be JSON: {shape}")
-        policies = parse(lakefs, repository, body)
+        try:
+            policies = parse(lakefs, repository, body)
+        except invalid.error as exc:
+            return error_response(400, invalid.title, details=invalid.details(exc))
         if isinstance(policies, Response):
             return policies
         try:

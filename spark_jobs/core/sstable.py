@@ -12,8 +12,9 @@ Everything malformed raises SSTableError naming what is wrong and where: a wrong
 range would make GC delete a live object, so block checksums are verified by default (google-crc32c, hardware
 CRC: a few % of the read time) and every length is bounds-checked.
 
-``range_addresses`` is the hot path of GC's mark phase; it walks each decompressed block in one tight loop that
-never builds keys, identities or entry objects (see bench/gc/sstable_bench.py for the numbers).
+``range_entries`` and ``range_addresses`` walk each decompressed block in one tight loop (``_walk_block``) that
+builds no identities or entry objects (``range_addresses`` not even keys); see bench/gc/sstable_bench.py for the
+numbers. GC's mark reads most ranges through the compiled walk (``range_arrow``), which falls back to this loop.
 """
 
 from __future__ import annotations
@@ -740,110 +741,28 @@ def block_addresses(block: bytes) -> list[tuple[str, int]]:
 
 def _block_entries_fast(b: bytes, out: list[tuple[bytes, str, int, int]]) -> None:
     """range_entries for one block: _block_addresses's walk plus the key (prefix-decompressed, trailer stripped)
-    and the size; an entry of another shape goes through _block_entries + decode_entry."""
-    end = _restarts_end(b, "data")
-    append = out.append
-    key = b""
-    p = 0
-    try:
-        while p < end:
-            while p < end:
-                shared = b[p]
-                u = b[p + 1]
-                x = b[p + 2]
-                if (shared | u) >= 0x80 or shared > len(key):
-                    break
-                if x < 0x80:
-                    q = p + 3 + u
-                    nxt = q + x
-                else:
-                    y = b[p + 3]
-                    if y >= 0x80:
-                        break
-                    q = p + 4 + u
-                    nxt = q + ((x & 0x7F) | (y << 7))
-                k = key[:shared] + b[q - u:q]
-                if b[q] != 0x40 or len(k) < 8 or k[-8] != _KIND_SET:
-                    break
-                x = b[q + 33]
-                if x < 0x80:
-                    q += 34
-                else:
-                    y = b[q + 34]
-                    if y >= 0x80:
-                        break
-                    x = (x & 0x7F) | (y << 7)
-                    q += 35
-                if q + (x >> 1) != nxt or x & 1 or b[q] != 0x0A:
-                    break
-                n = b[q + 1]  # 1: address
-                if not 0 < n < 0x80:
-                    break
-                a = q + 2
-                q = ae = a + n
-                if q < nxt and b[q] == 0x12:  # 2: last_modified
-                    n = b[q + 1]
-                    if n >= 0x80:
-                        break
-                    q += 2 + n
-                size = 0
-                if q < nxt and b[q] == 0x18:  # 3: size
-                    x = b[q + 1]
-                    q += 2
-                    size = x & 0x7F
-                    shift = 7
-                    while x >= 0x80:
-                        x = b[q]
-                        q += 1
-                        size |= (x & 0x7F) << shift
-                        shift += 7
-                    if size >> 63:
-                        break
-                if q < nxt and b[q] == 0x22:  # 4: e_tag
-                    n = b[q + 1]
-                    if n >= 0x80:
-                        break
-                    q += 2 + n
-                while q < nxt and b[q] == 0x2A and b[q + 1] < 0x80:  # 5: metadata entries
-                    q += 2 + b[q + 1]
-                atype = 0
-                if q < nxt and b[q] == 0x30:  # 6: address_type
-                    atype = b[q + 1]
-                    if atype >= 0x80:
-                        break
-                    q += 2
-                if q < nxt and b[q] == 0x3A:  # 7: content_type
-                    n = b[q + 1]
-                    if n >= 0x80:
-                        break
-                    q += 2 + n
-                if q != nxt:
-                    break
-                append((k[:-8], b[a:ae].decode(), atype, size))
-                key = k
-                p = nxt
-            else:
-                break
-            # the careful path for this one entry
-            shared, p = _uvarint(b, p, end, "data block")
-            unshared, p = _uvarint(b, p, end, "data block")
-            vlen, p = _uvarint(b, p, end, "data block")
-            if shared > len(key) or p + unshared + vlen > end:
-                raise SSTableError("data block entry does not fit the block or its previous key")
-            key = key[:shared] + b[p:p + unshared]
-            p += unshared
-            e = decode_entry(_user_key(key), _split_value(b[p:p + vlen])[1])
-            append((e.path, e.address, e.address_type, e.size))
-            p += vlen
-        if p != end:
-            raise SSTableError("data block: last entry runs past the block's entries")
-    except (IndexError, UnicodeDecodeError):
-        raise SSTableError("malformed data block (entry overruns the block or address is not UTF-8)") from None
+    and the size; an entry of another shape goes through _entry_full, the careful decoder of one entry."""
+    _walk_block(b, out, True)
+
+
+def _entry_full(b: bytes, p: int, end: int, key: bytes, append) -> tuple[int, bytes]:
+    """The careful path of _block_entries_fast for the entry at p (``key``: the previous entry's): append its
+    (path, address, address_type, size), return where the next entry starts and its key."""
+    shared, p = _uvarint(b, p, end, "data block")
+    unshared, p = _uvarint(b, p, end, "data block")
+    vlen, p = _uvarint(b, p, end, "data block")
+    if shared > len(key) or p + unshared + vlen > end:
+        raise SSTableError("data block entry does not fit the block or its previous key")
+    key = key[:shared] + b[p:p + unshared]
+    p += unshared
+    e = decode_entry(_user_key(key), _split_value(b[p:p + vlen])[1])
+    append((e.path, e.address, e.address_type, e.size))
+    return p + vlen, key
 
 
 def range_addresses(data: bytes, *, verify_checksums: bool = True,
                     seen_blocks: set[bytes] | None = None) -> list[tuple[str, int]]:
-    """(address, address_type) of every entry of a range file: GC's hot path.
+    """(address, address_type) of every entry of a range file.
 
     With ``seen_blocks``, data blocks whose stored bytes were decoded before (from any range file) are skipped,
     and the ones decoded here are added. A commit that changes a few objects makes a new version of each range
@@ -858,26 +777,36 @@ def range_addresses(data: bytes, *, verify_checksums: bool = True,
 
 
 def _block_addresses(b: bytes, out: list[tuple[str, int]]) -> None:
-    """Append (address, address_type) for every entry of one decompressed data block.
+    """Append (address, address_type) for every entry of one decompressed data block (keys are skipped, not
+    rebuilt: the address does not depend on them); an entry of another shape goes through _entry_address."""
+    _walk_block(b, out, False)
+
+
+def _walk_block(b: bytes, out: list, entries: bool) -> None:
+    """The walk of _block_addresses (``entries`` False: append (address, address_type)) and _block_entries_fast
+    (True: append (path, address, address_type, size)) over one decompressed data block.
 
     The inner loop handles the shape lakeFS always writes, inline: one-byte key lengths, a one- or two-byte
     value length, a 32-byte identity, and Entry fields in Go's marshalling order (1 address, 2 last_modified,
-    3 size, 4 e_tag, 5 metadata*, 6 address_type, 7 content_type) with one-byte lengths. Keys are skipped, not
-    rebuilt: the address does not depend on them. An entry is accepted only if that walk ends exactly where
-    the value ends; any other entry (long metadata, unknown fields, other order) leaves the inner loop at its
-    first byte and goes through _entry_address, the careful decoder, which accepts any valid encoding and raises
-    a precise SSTableError otherwise; then the fast loop resumes.
+    3 size, 4 e_tag, 5 metadata*, 6 address_type, 7 content_type) with one-byte lengths. Keys are rebuilt only for
+    ``entries``. An entry is accepted only if that walk ends exactly where the value ends; any other entry (long
+    metadata, unknown fields, other order) leaves the inner loop at its first byte and goes through the careful
+    decoder of one entry (_entry_address, _entry_full), which accepts any valid encoding and raises a precise
+    SSTableError otherwise; then the fast loop resumes. One function for both, with the mode tested inline: a call
+    per entry would cost more than the walk's own steps.
     """
     end = _restarts_end(b, "data")
     append = out.append
+    key = k = b""
     p = 0
     try:
         while p < end:
             while p < end:
-                # header: shared key bytes (unused), unshared key bytes, value length
+                # header: shared key bytes, unshared key bytes, value length
+                shared = b[p]
                 u = b[p + 1]
                 x = b[p + 2]
-                if b[p] >= 0x80 or u >= 0x80 or u < 8:
+                if (shared | u) >= 0x80 or (shared > len(key) if entries else u < 8):
                     break
                 if x < 0x80:
                     q = p + 3 + u
@@ -891,6 +820,10 @@ def _block_addresses(b: bytes, out: list[tuple[str, int]]) -> None:
                 # value: zigzag 32 + identity (skipped), zigzag data length (1-2 bytes), data = Entry
                 if b[q] != 0x40:
                     break
+                if entries:
+                    k = key[:shared] + b[q - u:q]
+                    if len(k) < 8 or k[-8] != _KIND_SET:
+                        break
                 x = b[q + 33]
                 if x < 0x80:
                     q += 34
@@ -907,41 +840,52 @@ def _block_addresses(b: bytes, out: list[tuple[str, int]]) -> None:
                     break
                 a = q + 2
                 q = ae = a + n
-                if q < nxt and b[q] == 0x12:  # 2: last_modified (Timestamp message)
-                    n = b[q + 1]
-                    if n >= 0x80:
-                        break
+                # a field of another shape (a longer length, say) is left where it is: the walk then does not end
+                # where the value ends, and the careful decoder takes the entry
+                if q < nxt and b[q] == 0x12 and (n := b[q + 1]) < 0x80:  # 2: last_modified (Timestamp message)
                     q += 2 + n
-                if q < nxt and b[q] == 0x18:  # 3: size (varint)
-                    q += 1
-                    while b[q] >= 0x80:
+                size = 0
+                if q < nxt and b[q] == 0x18:  # 3: size (varint; read only for entries)
+                    if entries:
+                        x = b[q + 1]
+                        q += 2
+                        size = x & 0x7F
+                        shift = 7
+                        while x >= 0x80:
+                            x = b[q]
+                            q += 1
+                            size |= (x & 0x7F) << shift
+                            shift += 7
+                        if size >> 63:
+                            break
+                    else:
                         q += 1
-                    q += 1
-                if q < nxt and b[q] == 0x22:  # 4: e_tag
-                    n = b[q + 1]
-                    if n >= 0x80:
-                        break
+                        while b[q] >= 0x80:
+                            q += 1
+                        q += 1
+                if q < nxt and b[q] == 0x22 and (n := b[q + 1]) < 0x80:  # 4: e_tag
                     q += 2 + n
                 while q < nxt and b[q] == 0x2A and b[q + 1] < 0x80:  # 5: metadata entries
                     q += 2 + b[q + 1]
                 atype = 0
-                if q < nxt and b[q] == 0x30:  # 6: address_type
-                    atype = b[q + 1]
-                    if atype >= 0x80:
-                        break
+                if q < nxt and b[q] == 0x30 and (atype := b[q + 1]) < 0x80:  # 6: address_type
                     q += 2
-                if q < nxt and b[q] == 0x3A:  # 7: content_type
-                    n = b[q + 1]
-                    if n >= 0x80:
-                        break
+                if q < nxt and b[q] == 0x3A and (n := b[q + 1]) < 0x80:  # 7: content_type
                     q += 2 + n
                 if q != nxt:  # anything unexpected: the careful decoder takes this entry
                     break
-                append((b[a:ae].decode(), atype))
+                if entries:
+                    append((k[:-8], b[a:ae].decode(), atype, size))
+                    key = k
+                else:
+                    append((b[a:ae].decode(), atype))
                 p = nxt
             else:
                 break
-            p = _entry_address(b, p, end, append)
+            if entries:
+                p, key = _entry_full(b, p, end, key, append)
+            else:
+                p = _entry_address(b, p, end, append)
         if p != end:  # checked once here rather than per entry: the whole block is refused
             raise SSTableError("data block: last entry runs past the block's entries")
     except (IndexError, UnicodeDecodeError):

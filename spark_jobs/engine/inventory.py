@@ -174,6 +174,18 @@ def listable(relative: str) -> bool:
     return listed and not relative.endswith("/") and not relative.startswith(METADATA_PREFIX) and relative != "dummy"
 
 
+def listed_object(relative: str, size: int, mtime: float | None, *, name: str, key: str,
+                  date: str) -> StoredObject | None:
+    """The object a report's row names at ``relative`` (its key relative to the namespace), or None where a listing
+    would not list it (``listable``). A row without a modification time is refused: the report (file ``name``, row
+    ``key``) cannot say whether the object is old enough (``date``: what the report calls the column)."""
+    if not listable(relative):
+        return None
+    if mtime is None:
+        raise InventoryError(f"{name}: {key} has no {date}; the report cannot say which objects are old enough")
+    return StoredObject(relative, size, mtime)
+
+
 def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: str, prefix: str) -> list[StoredObject]:
     """The data objects of the namespace at ``bucket``/``prefix`` the report lists (keys relative to it)."""
     base = prefix.strip("/") + "/" if prefix.strip("/") else ""
@@ -183,13 +195,9 @@ def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: st
         for row_bucket, key, size, mtime, latest, marker in rows:
             if row_bucket != bucket or not key.startswith(base) or not latest or marker:
                 continue
-            relative = key[len(base):]
-            if not listable(relative):
-                continue
-            if mtime is None:
-                raise InventoryError(f"{name}: {key} has no last-modified date; the report cannot say which "
-                                     "objects are old enough")
-            out.append(StoredObject(relative, size, mtime))
+            found = listed_object(key[len(base):], size, mtime, name=name, key=key, date="last-modified date")
+            if found is not None:
+                out.append(found)
     return out
 
 

@@ -60,7 +60,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
-from spark_jobs.engine.inventory import InventoryError, listable, manifest_object, report_rows
+from spark_jobs.engine.inventory import InventoryError, listed_object, manifest_object, report_rows
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, locate, open_namespace
 
 FORMATS = ("csv", "parquet")
@@ -276,15 +276,12 @@ def namespace_objects(manifest: AzureManifest, files: dict[str, bytes], *, conta
                 raise InventoryError(f"{name}: Name {blob!r} is not <container>/<blob name>")
             if not current or not blob.startswith(base):
                 continue
-            relative = blob[len(base):]
-            if not listable(relative):
+            listed = listed_object(blob[len(base):], size, mtime, name=name, key=blob, date="Last-Modified")
+            if listed is None:
                 continue
-            if mtime is None:
-                raise InventoryError(f"{name}: {blob} has no Last-Modified; the report cannot say which objects are "
-                                     "old enough")
-            seen = found.get(relative)
-            if seen is None or mtime > seen.mtime:
-                found[relative] = StoredObject(relative, size, mtime)
+            seen = found.get(listed.key)
+            if seen is None or listed.mtime > seen.mtime:
+                found[listed.key] = listed
     return list(found.values())
 
 

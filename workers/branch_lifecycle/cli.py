@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import click
 import lakefs_sdk
@@ -22,10 +21,11 @@ from workers.shared.cli_common import (
     DocumentCommands,
     Runtime,
     console,
+    document_file_option,
     etag_options,
-    friendly_errors,
     parse_now,
     pass_runtime,
+    read_document_file,
     repository_argument,
     short_time,
     table,
@@ -66,14 +66,12 @@ def _file_problems(rt: Runtime, repository: str, text: str) -> PolicyValidationE
 
 @branch_lifecycle.command("set")
 @repository_argument
-@click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="Policies as YAML or JSON ('-' for standard input).")
+@document_file_option("Policies as YAML or JSON ('-' for standard input).")
 @etag_options
 @pass_runtime
-@friendly_errors
 def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str | None) -> None:
     """Replace the policies; prints the canonical list with assigned ids."""
-    text = click.get_text_stream("stdin").read() if path == "-" else _read(path)
+    text = read_document_file(path)
     problem = _file_problems(rt, repository, text)
     if problem is not None:
         raise click.ClickException(f"{path}: invalid policies:\n{problem}")
@@ -83,13 +81,6 @@ def set_cmd(rt: Runtime, repository: str, path: str, force: bool, if_match: str 
     except PolicyValidationError as exc:
         raise click.ClickException(f"{path}: invalid policies:\n{exc}") from None
     _POLICIES.write(rt, repository, policies, force=force, if_match=if_match)
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.ClickException(f"cannot read {path}: {exc}") from None
 
 
 def _fmt(td: timedelta | None) -> str:
@@ -125,7 +116,6 @@ def _why(d: Decision) -> str:
 @click.option("--impact", is_flag=True, help="Beside each branch due for deletion, what deleting it would free "
                                             "(objects and bytes only it keeps alive; needs GC rules and storage).")
 @pass_runtime
-@friendly_errors
 def preview_cmd(rt: Runtime, repository: str, as_json: bool, now_text: str | None, impact: bool) -> None:
     """Every branch with its matching policy, age, idle time and when it will be deleted (or why never)."""
     now = parse_now(now_text)
@@ -168,7 +158,6 @@ def _impacts(rt: Runtime, repository: str, due: list[str]) -> dict[str, dict]:
 @click.option("--now", "now_text", default=None, help="Evaluate as of this ISO-8601 time instead of now.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def run_cmd(rt: Runtime, repository: str, dry_run: bool, now_text: str | None, as_json: bool) -> None:
     """Evaluate the policies now and delete what they select."""
     now = parse_now(now_text)
@@ -195,7 +184,6 @@ def run_cmd(rt: Runtime, repository: str, dry_run: bool, now_text: str | None, a
 @branch_lifecycle.command("restore")
 @click.argument("branch_uri", metavar="lakefs://REPOSITORY/BRANCH")
 @pass_runtime
-@friendly_errors
 def restore_cmd(rt: Runtime, branch_uri: str) -> None:
     """Recreate a branch the lifecycle deleted, at its last HEAD."""
     try:
@@ -224,7 +212,6 @@ def restore_cmd(rt: Runtime, branch_uri: str) -> None:
 @repository_argument
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @pass_runtime
-@friendly_errors
 def history_cmd(rt: Runtime, repository: str, limit: int) -> None:
     """Branches the lifecycle deleted, newest first (YAML)."""
     click.echo(yaml.safe_dump(LifecycleRecords.of(rt.services).deletions(repository, limit), sort_keys=False) or "[]")

@@ -12,7 +12,7 @@ from workers.branch_lifecycle import cli as branch_lifecycle_cli
 from workers.gc import cli as gc_cli
 from workers.idle_clock import cli as idle_clock_cli
 from workers.object_lifecycle import cli as object_lifecycle_cli
-from workers.shared.cli_common import Runtime, friendly_errors, pass_runtime
+from workers.shared.cli_common import Runtime, pass_runtime
 from workers.shared.redis_clients import check_redis
 from workers.shared.settings_sources import CONFIG_FILE_ENV
 
@@ -33,7 +33,6 @@ def main(config_file: str | None) -> None:
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Threads per worker (gthread): more throughput, wider latency spread; see bench/README.md.")
 @pass_runtime
-@friendly_errors
 def serve(rt: Runtime, bind: str, workers: int, threads: int) -> None:
     """Run the webhook receiver and policy API under gunicorn."""
     if rt.settings.webhook_secret is None:

@@ -26,7 +26,6 @@ from workers.gc.show_cli import describe_freed, show_cmd
 from workers.shared.cli_common import (
     Runtime,
     console,
-    friendly_errors,
     load_yaml_file,
     parse_now,
     pass_runtime,
@@ -177,7 +176,6 @@ def gc() -> None:
 @inventory_option
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, runner: str | None,
             dry_run: bool, plan_id: str | None, no_cache: bool, full: bool, inventory: str | None,
             as_json: bool) -> None:
@@ -206,7 +204,6 @@ def run_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | N
 @inventory_option
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | None, by_prefix: int | None,
              runner: str | None, full: bool, inventory: str | None, as_json: bool) -> None:
     """Mark only: store the plan (its id is the mark id for `gc sweep`) and show what it would delete."""
@@ -226,7 +223,6 @@ def plan_cmd(rt: Runtime, repository: str, min_age: str | None, now_text: str | 
 @runner_option("The runner (a plan marked on one runner sweeps on the other). Default: gc.runner (auto).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def sweep_cmd(rt: Runtime, repository: str, mark_id: str, runner: str | None, as_json: bool) -> None:
     """Execute a stored, successful plan, after re-checking that no branch reaches what it deletes."""
     request = GCRequest(repository, "sweep", mark_id=mark_id, runner=runner or rt.settings.gc.runner)
@@ -241,7 +237,6 @@ def rules() -> None:
 @rules.command("get")
 @repository_argument
 @pass_runtime
-@friendly_errors
 def rules_get(rt: Runtime, repository: str) -> None:
     doc = get_gc_rules(rt.lakefs, repository)
     if doc is None:
@@ -255,7 +250,6 @@ def rules_get(rt: Runtime, repository: str) -> None:
               help='JSON or YAML: {"default_retention_days": 14, "branches": [{"branch_id": "main", '
                    '"retention_days": 21}]}')
 @pass_runtime
-@friendly_errors
 def rules_set(rt: Runtime, repository: str, path: Path) -> None:
     document = load_yaml_file(path, "--filename")
     try:
@@ -269,7 +263,6 @@ def rules_set(rt: Runtime, repository: str, path: Path) -> None:
 @rules.command("clear")
 @repository_argument
 @pass_runtime
-@friendly_errors
 def rules_clear(rt: Runtime, repository: str) -> None:
     clear_gc_rules(rt.lakefs, repository)
     click.echo(f"GC rules of lakefs://{repository} cleared")
@@ -281,7 +274,6 @@ def rules_clear(rt: Runtime, repository: str) -> None:
 @click.option("--min-age", default=None, help="Safety cutoff the freed objects must pass (default as for gc run).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def impact_cmd(rt: Runtime, repository: str, branch_ids: tuple[str, ...], min_age: str | None, as_json: bool) -> None:
     """For each branch, the objects and bytes only it keeps alive: what deleting it, then a GC run, would free."""
     try:
@@ -302,7 +294,6 @@ def impact_cmd(rt: Runtime, repository: str, branch_ids: tuple[str, ...], min_ag
 @repository_argument
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def doctor_cmd(rt: Runtime, repository: str, as_json: bool) -> None:
     """Whether what the GC deletes is really freed: the namespace's bucket or container settings (versioning,
     lifecycle rules, soft delete), read with the GC's credentials, and the rule to add when it is never freed."""

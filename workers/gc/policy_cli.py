@@ -19,7 +19,6 @@ from workers.shared.cli_common import (
     Runtime,
     console,
     etag_options,
-    friendly_errors,
     load_yaml_file,
     pass_runtime,
     repository_argument,
@@ -49,7 +48,6 @@ _CLEANING.add_get_and_clear(policy)
                                               "gc run).")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: the breakdown as JSON.")
 @pass_runtime
-@friendly_errors
 def policy_set(rt: Runtime, repository: str, path: Path, force: bool, if_match: str | None, dry_run: bool,
                depth: int, min_age: str | None, as_json: bool) -> None:
     document = load_yaml_file(path, "--file")

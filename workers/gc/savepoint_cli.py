@@ -11,15 +11,7 @@ from spark_jobs.core.durations import DurationError, parse_duration
 from workers.gc import savepoints
 from workers.gc.history import GCRuns
 from workers.gc.run import GCError
-from workers.shared.cli_common import (
-    Runtime,
-    console,
-    friendly_errors,
-    pass_runtime,
-    repository_argument,
-    short_time,
-    table,
-)
+from workers.shared.cli_common import Runtime, console, pass_runtime, repository_argument, short_time, table
 from workers.shared.uris import URIError, parse_branch_uri, parse_uri
 
 
@@ -68,7 +60,6 @@ def savepoint() -> None:
                                            "(release-* -> release-20260131-120000).")
 @click.option("--comment", default="", help="Why this savepoint exists (shown by `gc savepoint list`).")
 @pass_runtime
-@friendly_errors
 def create_cmd(rt: Runtime, target: tuple[str, str], name: str | None, comment: str) -> None:
     """Savepoint the commit REF points at: every object of that commit stays readable until the savepoint is
     deleted."""
@@ -87,7 +78,6 @@ def create_cmd(rt: Runtime, target: tuple[str, str], name: str | None, comment: 
 @click.option("--min-age", default=None, help="Safety cutoff the freed objects must pass (default as for gc run).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def list_cmd(rt: Runtime, repository: str, no_impact: bool, min_age: str | None, as_json: bool) -> None:
     """Savepoints: name, commit, date, comment, and the objects and bytes only each keeps alive (what deleting it
     frees at the next run)."""
@@ -120,7 +110,6 @@ def list_cmd(rt: Runtime, repository: str, no_impact: bool, min_age: str | None,
 @repository_argument
 @click.argument("name")
 @pass_runtime
-@friendly_errors
 def delete_cmd(rt: Runtime, repository: str, name: str) -> None:
     """Delete a savepoint (its tag and comment); the next clean may remove what only it kept."""
     try:
@@ -137,7 +126,6 @@ def delete_cmd(rt: Runtime, repository: str, name: str) -> None:
 @click.option("--discard-uncommitted", is_flag=True, help="Restore even if the branch has uncommitted changes "
                                                            "(they are lost).")
 @pass_runtime
-@friendly_errors
 def restore_cmd(rt: Runtime, target: tuple[str, str], name: str, yes: bool, discard_uncommitted: bool) -> None:
     """Point the branch at the savepoint's commit (a hard reset; later commits stay reachable from other refs
     only)."""

@@ -12,7 +12,7 @@ from spark_jobs.core.report import describe_cache, describe_listing
 from workers.gc.history import GCRuns
 from workers.gc.preview import run_breakdown
 from workers.gc.run import GCError, api_config, storage_config
-from workers.shared.cli_common import Runtime, console, friendly_errors, pass_runtime, table
+from workers.shared.cli_common import Runtime, console, pass_runtime, table
 from workers.shared.uris import URIError, parse_repository_uri
 
 
@@ -25,7 +25,6 @@ from workers.shared.uris import URIError, parse_repository_uri
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def show_cmd(rt: Runtime, target: str, run_id: str | None, by_prefix: int | None, limit: int, as_json: bool) -> None:
     """Past GC runs of the repository, newest first; with a RUN_ID and --by-prefix, what that run did by prefix."""
     runs = GCRuns.of(rt.services)

@@ -10,15 +10,7 @@ import click
 
 from spark_jobs.core.durations import format_duration
 from workers.idle_clock.store import BranchClock, ClockStore
-from workers.shared.cli_common import (
-    Runtime,
-    console,
-    friendly_errors,
-    pass_runtime,
-    repository_argument,
-    short_time,
-    table,
-)
+from workers.shared.cli_common import Runtime, console, pass_runtime, repository_argument, short_time, table
 from workers.shared.lakefs.client import LakeFS
 
 
@@ -34,7 +26,6 @@ def hooks() -> None:
               help="lakeFS server environment variable holding the shared secret.")
 @click.option("--branch", default=None, help="Write to this branch instead of the default branch.")
 @pass_runtime
-@friendly_errors
 def hooks_install(rt: Runtime, repository: str, receiver_url: str, secret_env: str, branch: str | None) -> None:
     """Commit _lakefs_actions/lakefs-janitor.yaml to the repository (idempotent)."""
     from workers.idle_clock.hooks_install import InstallError, action_file, install  # noqa: PLC0415
@@ -54,7 +45,6 @@ def hooks_install(rt: Runtime, repository: str, receiver_url: str, secret_env: s
 @click.command()
 @repository_argument
 @pass_runtime
-@friendly_errors
 def reconcile(rt: Runtime, repository: str) -> None:
     """Compare every branch with what was last seen and record writes no hook reported, now."""
     from workers.idle_clock.reconcile import reconcile_repository  # noqa: PLC0415
@@ -108,7 +98,6 @@ def branch_rows(lakefs: LakeFS, clock: ClockStore, repository: str, *, now: date
 @repository_argument
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @pass_runtime
-@friendly_errors
 def branches(rt: Runtime, repository: str, as_json: bool) -> None:
     """Each branch with its creation time, last write and idle time."""
     now = datetime.now(UTC)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import click
 
@@ -22,10 +20,11 @@ from workers.shared.cli_common import (
     DocumentCommands,
     Runtime,
     console,
+    document_file_option,
     etag_options,
-    friendly_errors,
     parse_now,
     pass_runtime,
+    read_document_file,
     repository_argument,
     short_time,
     table,
@@ -54,12 +53,10 @@ _RULES.add_get_and_clear(rules_group, get_help="Print the repository's rules (JS
 
 @rules_group.command("set")
 @repository_argument
-@click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="Rules as YAML or JSON ('-' for standard input).")
+@document_file_option("Rules as YAML or JSON ('-' for standard input).")
 @click.option("--yes", is_flag=True, help="Confirm rules that expire every object on their branches (paths: ['**']).")
 @etag_options
 @pass_runtime
-@friendly_errors
 def set_cmd(rt: Runtime, repository: str, path: str, yes: bool, force: bool, if_match: str | None) -> None:
     """Replace the rules; prints the canonical list. The file is checked whole before lakeFS is contacted."""
     rules = _load(path)
@@ -81,10 +78,7 @@ def set_cmd(rt: Runtime, repository: str, path: str, yes: bool, force: bool, if_
 
 
 def _load(path: str) -> list[Rule]:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.ClickException(f"cannot read {path}: {exc}") from None
+    text = read_document_file(path)
     try:
         return parse_rules(load_document_text(text, expected="a mapping with a 'rules' list"))
     except DocumentTextError as exc:
@@ -122,7 +116,6 @@ def _due(at: datetime | None, now: datetime) -> str:
               help="Also say when the GC can free the expired bytes (the branch's GC retention after the commit).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def preview_cmd(rt: Runtime, target: str, now_text: str | None, depth: int, impact: bool, as_json: bool) -> None:
     """Per branch, rule and prefix: the objects and bytes the rules would expire now, and when the next are due.
     Changes nothing."""
@@ -198,7 +191,6 @@ def _report_lines(report: RunReport) -> None:
               help="Objects expired at most in this run (default: object_lifecycle_max_deletions_per_run).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def run_cmd(rt: Runtime, target: str, dry_run: bool, now_text: str | None, max_deletions: int | None,
             as_json: bool) -> None:
     """Expire what the rules select now: one commit per branch, made on a short-lived branch and merged back (so
@@ -227,7 +219,6 @@ def run_cmd(rt: Runtime, target: str, dry_run: bool, now_text: str | None, max_d
 @click.option("--by-prefix", is_flag=True, help="One row per rule and prefix instead of per rule.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_runtime
-@friendly_errors
 def history_cmd(rt: Runtime, repository: str, limit: int, by_prefix: bool, as_json: bool) -> None:
     """Recent runs, newest first: per branch, the commit and what each rule removed (by prefix with --by-prefix)."""
     runs = ObjectLifecycleRecords.of(rt.services).runs(repository, limit)
@@ -255,7 +246,6 @@ def history_cmd(rt: Runtime, repository: str, limit: int, by_prefix: bool, as_js
 @click.argument("run_id", metavar="RUN")
 @click.option("--branch", "branch_id", default=None, help="Only this branch's commit of the run.")
 @pass_runtime
-@friendly_errors
 def restore_cmd(rt: Runtime, repository: str, run_id: str, branch_id: str | None) -> None:
     """Bring back what a run expired: revert its commit on each branch (a new commit; history is kept)."""
     try:

@@ -1,5 +1,6 @@
-"""What every ``lakefs-janitor`` command shares: the lazily built runtime, error handling, argument types, tables,
-and the commands of a policy document stored on the repository.
+"""What every ``lakefs-janitor`` command shares: the lazily built runtime (``pass_runtime``, with the error handling),
+argument types, tables, the file of a policy document (``-f/--file``), and the commands of a policy document stored
+on the repository.
 
 A shared module (not under ``workers.cli``, the click group that adds every domain's commands), so that each domain's
 ``cli`` module uses it without importing the group."""
@@ -49,7 +50,7 @@ class Runtime:
         return self.services.lakefs
 
 
-pass_runtime = click.make_pass_decorator(Runtime, ensure=True)
+_pass_runtime = click.make_pass_decorator(Runtime, ensure=True)
 
 
 def table(*headers: str) -> Table:
@@ -81,6 +82,12 @@ def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def pass_runtime(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A command that takes the ``Runtime`` as its first argument, with ``friendly_errors``: what every command that
+    talks to lakeFS or Redis needs."""
+    return _pass_runtime(friendly_errors(fn))
+
+
 def repository_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
     def convert(ctx: click.Context, param: click.Parameter, value: str) -> str:
         try:
@@ -107,6 +114,22 @@ def parse_now(value: str | None) -> datetime:
         raise click.BadParameter(f"{value!r} is not an ISO-8601 time (e.g. 2026-01-31T12:00:00Z)",
                                  param_hint="--now") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def document_file_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``-f/--file PATH`` of a command that reads a policy document ('-' for standard input); the command gets
+    ``path``, and reads it with ``read_document_file``."""
+    return click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+                        help=help_text)
+
+
+def read_document_file(path: str) -> str:
+    """The text of ``--file`` (standard input for '-'); a file that cannot be read is a one-line error."""
+    try:
+        with click.open_file(path) as file:  # '-': click's standard input, left open
+            return file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"cannot read {path}: {exc}") from None
 
 
 def load_yaml_file(path: Path, param_hint: str) -> Any:
@@ -153,7 +176,6 @@ class DocumentCommands:
         @repository_argument
         @click.option("--etag", "show_etag", is_flag=True, help="Also print the ETag (to stderr).")
         @pass_runtime
-        @friendly_errors
         def get(rt: Runtime, repository: str, show_etag: bool) -> None:
             stored = self.document.get(rt.lakefs, repository)
             self.echo(stored)
@@ -163,7 +185,6 @@ class DocumentCommands:
         @group.command("clear", help=clear_help)
         @repository_argument
         @pass_runtime
-        @friendly_errors
         def clear(rt: Runtime, repository: str) -> None:
             self.document.clear(rt.lakefs, repository, lock=self.lock(rt, repository))
             click.echo(self.cleared.format(repository=repository))

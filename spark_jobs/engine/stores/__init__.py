@@ -2,11 +2,13 @@
 unit (one unit per ``data/<slice>/`` plus the legacy flat root), read, write under ``_lakefs/``, and delete in the
 store's batches under its throttling (``throttle.Throttle``).
 
-One contract, ``base.Namespace``, and one module per store implementing it (``local``, ``s3``, ``azure``,
+One contract, ``namespace.Namespace``, and one module per store implementing it (``local``, ``s3``, ``azure``,
 ``gcs``; ``azure_client`` and ``gcs_client``: adlfs's and gcsfs's filesystems with the GC's client settings, no
-retries of their own, so that every throttling answer and time-out reaches the throttle, as botocore's on S3); the
-store is chosen here only, from the namespace's scheme (``SCHEMES``). Code outside this package
-imports from the package itself (``open_namespace``, ``Namespace``, ``StorageConfig``, ``StorageError``, …).
+retries of their own, so that every throttling answer and time-out reaches the throttle, as botocore's on S3);
+``base`` holds the values they share (``StorageConfig``, ``Location``, ``DeleteResult``, ``StorageError``, the key
+check) and ``faults`` how a store's failure is read and retried (throttling, unreachable, ``throttled_call``). The
+store is chosen here only, from the namespace's scheme (``SCHEMES``). Code outside this package imports from the
+package itself (``open_namespace``, ``Namespace``, ``StorageConfig``, ``StorageError``, …).
 
 Built from plain configuration (``StorageConfig``) so an executor can rebuild it. Never lists, writes or deletes
 outside the namespace (keys are relative to it by construction and checked), and never deletes under ``_lakefs/``.
@@ -27,18 +29,11 @@ A new store: a module here with its ``Namespace`` subclass, its schemes in ``SCH
 from __future__ import annotations
 
 from spark_jobs.engine.stores.azure import AzureNamespace
-from spark_jobs.engine.stores.base import (
-    DeleteResult,
-    Location,
-    Namespace,
-    StorageConfig,
-    StorageError,
-    check_key,
-    is_throttling,
-    is_unreachable,
-)
+from spark_jobs.engine.stores.base import DeleteResult, Location, StorageConfig, StorageError, check_key
+from spark_jobs.engine.stores.faults import is_throttling, is_unreachable
 from spark_jobs.engine.stores.gcs import GCSNamespace
 from spark_jobs.engine.stores.local import LocalNamespace
+from spark_jobs.engine.stores.namespace import Namespace
 from spark_jobs.engine.stores.s3 import S3Namespace
 
 __all__ = ["SCHEMES", "STORES", "DeleteResult", "Location", "Namespace", "StorageConfig", "StorageError",

@@ -7,13 +7,16 @@ import re
 from typing import Any
 
 from spark_jobs.core.freeing import Verdict, azure_verdict, unreadable
-from spark_jobs.engine.stores.base import THROTTLING_STATUS, Location, Namespace, error_text
+from spark_jobs.engine.stores.base import Location
+from spark_jobs.engine.stores.faults import THROTTLING_STATUS, error_text
+from spark_jobs.engine.stores.namespace import Namespace
 
 AZURE_HOST = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?:blob|dfs)\.core\.windows\.net$")
 
 
 class AzureNamespace(Namespace):
     store = "azure"
+    protocol = "abfs"
     batch = 256
     package = "adlfs"
 
@@ -22,7 +25,7 @@ class AzureNamespace(Namespace):
         host, _, path = rest.partition("/")
         match = AZURE_HOST.match(host)
         if match and path.strip("/"):
-            return Location("azure", "abfs", path.strip("/"), match.group("account"))
+            return Location(cls.store, cls.protocol, path.strip("/"), match.group("account"))
         return None  # another https:// host: not a store lakeFS supports
 
     @classmethod

@@ -7,17 +7,16 @@ import re
 from typing import Any
 
 from spark_jobs.core.freeing import Verdict, gcs_verdict, unreadable
-from spark_jobs.engine.stores.base import THROTTLING_STATUS, DeleteResult, Location, Namespace, check_key, error_text
+from spark_jobs.engine.stores.base import DeleteResult, Location, check_key
+from spark_jobs.engine.stores.faults import THROTTLING_STATUS, error_text
+from spark_jobs.engine.stores.namespace import Namespace
 
 
 class GCSNamespace(Namespace):
     store = "gcs"
+    protocol = "gcs"
     batch = 100
     package = "gcsfs"
-
-    @classmethod
-    def where(cls, rest: str, local_root: str | None) -> Location:
-        return Location("gcs", "gcs", rest.strip("/"))
 
     @classmethod
     def fsspec_options(cls, location: Location, options: dict[str, Any]) -> dict[str, Any]:

@@ -7,12 +7,14 @@ import os
 from typing import Any
 
 from spark_jobs.core.freeing import Verdict, local_verdict
-from spark_jobs.engine.stores.base import DeleteResult, Location, Namespace, StorageError
+from spark_jobs.engine.stores.base import DeleteResult, Location, StorageError
+from spark_jobs.engine.stores.namespace import Namespace
 from spark_jobs.engine.throttle import ThrottleStats
 
 
 class LocalNamespace(Namespace):
     store = "local"
+    protocol = "file"
     batch = 1000
     settings_hint = "the store settings and the blockstore folder"
 
@@ -21,7 +23,7 @@ class LocalNamespace(Namespace):
         if not local_root:
             raise StorageError(f"local://{rest} is on lakeFS's local blockstore: set the blockstore folder "
                                "(LAKEFS_JANITOR_GC__LOCAL_BLOCKSTORE_PATH, lakeFS's blockstore.local.path)")
-        return Location("local", "file", f"{local_root.rstrip('/')}/{rest.strip('/')}")
+        return Location(cls.store, cls.protocol, f"{local_root.rstrip('/')}/{rest.strip('/')}")
 
     @classmethod
     def filesystem(cls, location: Location, options: dict[str, Any]):

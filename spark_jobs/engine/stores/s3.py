@@ -13,20 +13,14 @@ from datetime import datetime
 from typing import Any
 
 from spark_jobs.core.freeing import Verdict, s3_verdict, unreadable
-from spark_jobs.engine.stores.base import (
-    THROTTLING,
-    DeleteResult,
-    Location,
-    Namespace,
-    StorageConfig,
-    StorageError,
-    check_key,
-    error_text,
-)
+from spark_jobs.engine.stores.base import DeleteResult, Location, StorageConfig, StorageError, check_key
+from spark_jobs.engine.stores.faults import THROTTLING, error_text
+from spark_jobs.engine.stores.namespace import Namespace
 
 
 class S3Namespace(Namespace):
     store = "s3"
+    protocol = "s3"
     batch = 1000
     package = "s3fs"
 
@@ -35,10 +29,6 @@ class S3Namespace(Namespace):
         # reads and listings through one plain botocore client, when the options allow one (None: s3fs does all)
         self._options_json = json.dumps(self.options, sort_keys=True)
         self.s3 = _plain_s3_client(self._options_json, config.max_in_flight)
-
-    @classmethod
-    def where(cls, rest: str, local_root: str | None) -> Location:
-        return Location("s3", "s3", rest.strip("/"))
 
     @classmethod
     def fsspec_options(cls, location: Location, options: dict[str, Any]) -> dict[str, Any]:
