@@ -57,6 +57,10 @@ class State:
     index_keys: int = 0
     delta_sha256: str | None = None
     delta_slot: str = ""
+    # A base in parts (``kept_index.split_parts``), written by the run ``index_run`` in its own folder: the SHA-256
+    # of each part's head, in part order (empty: the base is the single file of ``index_slot``)
+    index_parts: tuple[str, ...] = ()
+    index_run: str = ""
     metaranges: tuple[tuple[str, tuple[int, ...]], ...] = ()
     format: int = field(default=FORMAT)
 
@@ -98,6 +102,7 @@ def encode(state: State) -> bytes:
         "versions": sorted(state.versions), "staged": sorted(state.staged), "leftover": sorted(state.leftover),
         "key_prefixes": list(state.key_prefixes), "index_sha256": state.index_sha256, "index_keys": state.index_keys,
         "index_slot": state.index_slot, "delta_sha256": state.delta_sha256, "delta_slot": state.delta_slot,
+        "index_parts": list(state.index_parts), "index_run": state.index_run,
         "metaranges": {m: base64.b64encode(_int32s(indices)).decode() for m, indices in state.metaranges},
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
@@ -130,6 +135,8 @@ def decode(data: bytes) -> State:
             index_keys=int(body["index_keys"]), index_slot=str(body["index_slot"]),
             delta_sha256=None if body["delta_sha256"] is None else str(body["delta_sha256"]),
             delta_slot=str(body["delta_slot"]),
+            index_parts=tuple(str(h) for h in body.get("index_parts", ())),  # absent from older states
+            index_run=str(body.get("index_run", "")),
             metaranges=tuple(sorted((str(m), _indices(text, len({r for r, _ in body["units"]})))
                                     for m, text in body["metaranges"].items())))
     except (KeyError, TypeError, ValueError) as exc:

@@ -5,8 +5,8 @@ An incremental run must know whether an object of a range that died is still in 
 entries (each version of a range repeats most of the one before), so "in a dead range" says nothing; what decides
 is whether any live range still holds the key. The index keeps that as a count per key: a run subtracts the
 entries of the ranges that died and adds those of the ranges that appeared, reading only those, and a key whose
-count drops to 0 is no longer reached by any retained commit. Sixteen bytes per distinct key, written whole by a
-full run; a daily run reads only the blocks of it that hold the keys it changes or judges (below).
+count drops to 0 is no longer reached by any retained commit. Sixteen bytes per distinct key, written by a full
+run as the parts of a base; a daily run reads only the blocks of it that hold the keys it changes or judges (below).
 
 Two keys with one hash count together: the only effect is a garbage key kept while its twin lives (a missed
 deletion, which the next full run's rebuilt index may repair), never a deletion of a kept key.
@@ -148,6 +148,58 @@ def head_size(prefix: bytes) -> int:
     if version != _VERSION:
         raise IndexError_(f"its base has version {version}, this version reads {_VERSION}")
     return _HEAD + blocks * 12
+
+
+# --- the base in parts: no file of it grows past PART_KEYS keys on average, whatever the lake ---------------------
+#
+# A full run writes the base as 2**bits parts, part i holding the hashes whose top ``bits`` bits are i (each part a
+# base file as above, in hash order), so that executors write it, each its own parts, and no file of it nears the
+# 1 GiB every file the GC writes stays under (16 bytes a key: 8M keys a part ≈ 128 MB on average; with 64-bit hashes
+# spread evenly, a part differs from the average by well under 1 %). A daily run reads the heads of the parts that
+# hold the keys it looks up, then their blocks.
+
+PART_KEYS = 8_000_000
+MAX_PART_BITS = 16
+
+
+def part_bits(keys: int, per_part: int | None = None) -> int:
+    """How many top bits of a hash name its part, for an index of about ``keys`` keys (an upper bound will do)."""
+    per_part = per_part or PART_KEYS
+    bits = 0
+    while (per_part << bits) < keys and bits < MAX_PART_BITS:
+        bits += 1
+    return bits
+
+
+def part_numbers(hashes, bits: int):
+    """The part of every hash (numpy uint64 -> int64)."""
+    import numpy as np  # noqa: PLC0415
+
+    hashes = np.asarray(hashes, np.uint64)
+    return (hashes >> np.uint64(64 - bits)).astype(np.int64) if bits else np.zeros(len(hashes), np.int64)
+
+
+def bits_of(parts: int) -> int:
+    """``bits`` from the number of parts (a power of two), ``IndexError_`` for any other number."""
+    if parts < 1 or parts & (parts - 1) or parts > 1 << MAX_PART_BITS:
+        raise IndexError_(f"it names {parts} parts, not a power of two up to {1 << MAX_PART_BITS}")
+    return parts.bit_length() - 1
+
+
+def split_parts(index, bits: int) -> list:
+    """``build``'s table (sorted by hash) cut into its 2**bits parts, in part order (empty parts included)."""
+    import numpy as np  # noqa: PLC0415
+
+    hashes, _ = _columns(index)
+    bounds = [0, *np.searchsorted(hashes, np.array([i << (64 - bits) for i in range(1, 1 << bits)], np.uint64)),
+              len(hashes)] if bits else [0, len(hashes)]
+    return [index.slice(int(a), int(b) - int(a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def check_part(head: BaseHead, part: int, bits: int) -> None:
+    """A part whose hashes lie outside its share of the hash space is not that part."""
+    if head.keys and (part_numbers(head.firsts, bits) != part).any():
+        raise IndexError_(f"part {part} of its base holds hashes outside its share")
 
 
 def decode_head(head: bytes) -> BaseHead:

@@ -187,6 +187,11 @@ def pending_index_key(run_id: str) -> str:
     return f"{run_dir(run_id)}/incremental-kept-index.bin"
 
 
+def index_part_key(run_id: str, part: int) -> str:
+    """One part of the kept index's base a run built (``core.kept_index``, in parts); the state names the run."""
+    return f"{run_dir(run_id)}/kept-index/part-{part:05d}.bin"
+
+
 def pending_delta_key(run_id: str) -> str:
     """The kept index's delta beside it, when the mark brought the stored index up to date."""
     return f"{run_dir(run_id)}/incremental-kept-delta.bin"

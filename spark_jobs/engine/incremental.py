@@ -83,30 +83,50 @@ def left_an_index(storage: StorageConfig) -> bool:
         return False
 
 
-def write_pending(ns: Namespace, run_id: str, state: State, *, index: bytes | None = None,
+def write_pending(ns: Namespace, run_id: str, state: State, *, index_parts: list[dict] | None = None,
                   delta: bytes | None = None) -> None:
-    """The state this plan's sweep stores, and beside it what it names that is new: a kept index's base (a run
-    that built one) or its delta (a run that brought the stored one up to date); those first."""
-    if index is not None:
-        ns.write(core_report.pending_index_key(run_id), index)
-        head = index[:kept_index.head_size(index)]
-        state = replace(state, index_sha256=hashlib.sha256(head).hexdigest(), index_slot="", delta_sha256=None,
-                        delta_slot="")
+    """The state this plan's sweep stores, and beside it what it names that is new: the parts of a kept index's
+    base a run built (already written where ``core.report.index_part_key`` says, by whoever built them:
+    ``index_parts`` names each part's head digest, in part order) or its delta (a run that brought the stored index
+    up to date); those first."""
+    if index_parts is not None:
+        shas = tuple(p["sha256"] for p in sorted(index_parts, key=lambda p: p["part"]))
+        kept_index.bits_of(len(shas))
+        state = replace(state, index_sha256=hashlib.sha256("".join(shas).encode()).hexdigest(), index_slot="",
+                        index_parts=shas, index_run=run_id, delta_sha256=None, delta_slot="")
     if delta is not None:
         ns.write(core_report.pending_delta_key(run_id), delta)
         state = replace(state, delta_sha256=hashlib.sha256(delta).hexdigest(), delta_slot="")
     ns.write(core_report.pending_state_key(run_id), encode(state))
 
 
+def write_index_parts(ns: Namespace, run_id: str, index, bits: int, *, runner: Runner | None = None) -> list[dict]:
+    """Write a kept index (``kept_index.build``'s table) as the parts of a base in this process (on ``runner``'s
+    threads when given); what ``write_pending`` takes."""
+    parts = list(enumerate(kept_index.split_parts(index, bits)))
+
+    def write(_ctx: object, item: tuple[int, object]) -> list[dict]:
+        part, table = item
+        data = kept_index.encode_base(table)
+        ns.write(core_report.index_part_key(run_id, part), data)
+        return [{"part": part, "keys": len(table),
+                 "sha256": hashlib.sha256(data[:kept_index.head_size(data)]).hexdigest()}]
+
+    if runner is None:
+        return [row for item in parts for row in write(None, item)]
+    return runner.map_units(parts, write, lambda: None, partitions=0)
+
+
 def promote(ns: Namespace, run_id: str, leftover: Iterable[str], *, full_next: bool = False) -> bool:
     """Store the state a swept plan left, with what the sweep did not delete (``full_next``: more was left than it
     names, so the next run lists the whole namespace). False when there is none to store
     (a dry run's plan, a plan of an older version) or it could not be stored: the state stored before stays,
-    which is safe (it names more than needed) and costs the next run more requests, or a full listing."""
+    which is safe (it names more than needed) and costs the next run more requests, or a full listing. A base in
+    parts stays where its run wrote it (the state names that run): nothing of it is copied."""
     try:
         pending = decode(ns.read(core_report.pending_state_key(run_id)))
         stored = _stored(ns)
-        if pending.index_sha256 and not pending.index_slot:  # a new base
+        if pending.index_sha256 and not pending.index_slot and not pending.index_parts:  # a plan of 0.x: one file
             index = ns.read(core_report.pending_index_key(run_id))
             if hashlib.sha256(index[:kept_index.head_size(index)]).hexdigest() != pending.index_sha256:
                 raise StateError("its kept index does not match its digest")
@@ -147,20 +167,18 @@ def _other(current: str) -> str:
     return INDEX_SLOTS[1] if current == INDEX_SLOTS[0] else INDEX_SLOTS[0]
 
 
-class StoredIndex:
-    """The stored kept index as an incremental run reads it: its base's head, the blocks of the base that hold the
-    keys it looks up (ranged reads, each block checked against its CRC), and the delta since the base."""
+class _BaseFile:
+    """One base file of a kept index (the whole base, or one part of it): its head, and the blocks that hold the
+    hashes looked up (ranged reads, each block checked against its CRC)."""
 
-    def __init__(self, ns: Namespace, state: State, head: kept_index.BaseHead, delta: dict[int, int]) -> None:
-        self.ns, self.key, self.head, self.delta = ns, index_key(state.index_slot), head, delta
-        self.keys = state.index_keys
-        self.blocks_read = 0
+    def __init__(self, ns: Namespace, key: str, head: kept_index.BaseHead) -> None:
+        self.ns, self.key, self.head = ns, key, head
 
-    def counts(self, hashes: Iterable[int]) -> dict[int, int]:
-        """hash -> how many live entries point at it (base and delta), for each of ``hashes``."""
+    def counts_in(self, wanted) -> tuple[dict[int, int], int]:
+        """hash -> count in this file for each of ``wanted`` (numpy uint64, sorted, distinct; 0 when absent), and
+        how many blocks were read."""
         import numpy as np  # noqa: PLC0415
 
-        wanted = np.array(sorted(set(hashes)), np.uint64)
         out = dict.fromkeys(wanted.tolist(), 0)
         blocks = self.head.blocks_of(wanted)
         runs: list[tuple[int, int]] = []  # consecutive blocks read in one request
@@ -170,7 +188,7 @@ class StoredIndex:
             else:
                 runs.append((b, b))
         spans = [self.head.span(first, last) for first, last in runs]
-        raws = self.ns.read_ranges(self.key, spans)
+        raws = self.ns.read_ranges(self.key, spans) if spans else []
         block_of = np.searchsorted(self.head.firsts, wanted, side="right") - 1  # sorted, as wanted is
         for (first, last), (start, _), raw in zip(runs, spans, raws, strict=True):
             for b in range(first, last + 1):
@@ -181,7 +199,61 @@ class StoredIndex:
                 hit = hashes_b[at] == mine
                 for h, n in zip(mine[hit].tolist(), counts_b[at[hit]].tolist(), strict=True):
                     out[h] = n
-        self.blocks_read += len(blocks)
+        return out, len(blocks)
+
+
+def _open_base(ns: Namespace, key: str, sha256: str) -> _BaseFile:
+    """A base file's head read and checked against the digest the state names, and its size against the head."""
+    prefix = ns.read_range(key, 0, 65536)
+    size = kept_index.head_size(prefix)
+    head = prefix[:size] if len(prefix) >= size else prefix + ns.read_range(key, len(prefix), size)
+    if hashlib.sha256(head).hexdigest() != sha256:
+        raise kept_index.IndexError_("its kept index is not the one it names")
+    parsed = kept_index.decode_head(head)
+    if ns.size(key) != parsed.file_size:
+        raise kept_index.IndexError_("its kept index is truncated or too long")
+    return _BaseFile(ns, key, parsed)
+
+
+class StoredIndex:
+    """The stored kept index as an incremental run reads it: the base (one file, or the parts that hold the keys it
+    looks up, each part's head read when first needed) and the delta since the base."""
+
+    def __init__(self, ns: Namespace, state: State, delta: dict[int, int], *, single: _BaseFile | None = None) -> None:
+        self.ns, self.state, self.delta, self.single = ns, state, delta, single
+        self.keys = state.index_keys
+        self.bits = kept_index.bits_of(len(state.index_parts)) if single is None else 0
+        self.parts: dict[int, _BaseFile] = {}
+        self.blocks_read = 0
+        self.blocks = -(-self.keys // kept_index.BLOCK)  # about (the count of a run's statistics)
+
+    def _part(self, part: int) -> _BaseFile:
+        if part not in self.parts:
+            try:
+                base = _open_base(self.ns, core_report.index_part_key(self.state.index_run, part),
+                                  self.state.index_parts[part])
+            except StorageError as exc:  # refused like a damaged part: the run lists everything instead
+                raise kept_index.IndexError_(f"its kept index is unreadable: {exc}") from None
+            kept_index.check_part(base.head, part, self.bits)
+            self.parts[part] = base
+        return self.parts[part]
+
+    def counts(self, hashes: Iterable[int]) -> dict[int, int]:
+        """hash -> how many live entries point at it (base and delta), for each of ``hashes``."""
+        import numpy as np  # noqa: PLC0415
+
+        wanted = np.array(sorted(set(hashes)), np.uint64)
+        out: dict[int, int] = {}
+        if self.single is not None:
+            found, read = self.single.counts_in(wanted)
+            out.update(found)
+            self.blocks_read += read
+        else:
+            numbers = kept_index.part_numbers(wanted, self.bits)
+            for part in np.unique(numbers).tolist():
+                found, read = self._part(part).counts_in(wanted[numbers == part])
+                out.update(found)
+                self.blocks_read += read
         for h in out:
             out[h] += self.delta.get(h, 0)
             if out[h] < 0:
@@ -190,28 +262,24 @@ class StoredIndex:
 
 
 def read_index(ns: Namespace, state: State) -> tuple[StoredIndex | None, str | None]:
-    """The kept index the state names, or the reason it cannot be used. Reads its base's head and its delta only."""
-    key = index_key(state.index_slot)
+    """The kept index the state names, or the reason it cannot be used. Reads its delta, and the head of a base in
+    one file (a base in parts: each part's head when a lookup first needs it)."""
     try:
-        prefix = ns.read_range(key, 0, 65536)
-        size = kept_index.head_size(prefix)
-        head = prefix[:size] if len(prefix) >= size else prefix + ns.read_range(key, len(prefix), size)
-        if hashlib.sha256(head).hexdigest() != state.index_sha256:
-            return None, "its kept index is not the one it names"
-        parsed = kept_index.decode_head(head)
-        if ns.size(key) != parsed.file_size:
-            return None, "its kept index is truncated or too long"
+        single = None
+        if not state.index_parts:
+            single = _open_base(ns, index_key(state.index_slot), state.index_sha256 or "")
         delta: dict[int, int] = {}
         if state.delta_sha256:
             data = ns.read(delta_key(state.delta_slot))
             if hashlib.sha256(data).hexdigest() != state.delta_sha256:
                 return None, "its kept index delta is not the one it names"
             delta = kept_index.decode_delta(data)
+        return StoredIndex(ns, state, delta, single=single), None
     except StorageError as exc:
         return None, f"its kept index is unreadable: {exc}"
     except kept_index.IndexError_ as exc:
-        return None, f"its kept index: {exc}"
-    return StoredIndex(ns, state, parsed, delta), None
+        text = str(exc)
+        return None, text if text.startswith("its kept index") else f"its kept index: {text}"
 
 
 def unit_list(ctx: OpenContext, unit: str) -> list[StoredObject]:

@@ -152,6 +152,6 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     clock("asked for")
     result = changed(state, recent, wanted=wanted, found=found, kept_index=keys, ranges_dead=len(dead),
                      ranges_new=len(new), metaranges_read=len(missing), index_blocks_read=index.blocks_read,
-                     index_blocks=len(index.head.firsts), **tally, seconds=clock.laps)
+                     index_blocks=index.blocks, **tally, seconds=clock.laps)
     return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange,
                     {h: n for h, n in cumulative.items() if n}, keys, result.listing)

@@ -238,9 +238,12 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
                     # a run that brought the stored index up to date names its base, and leaves a new delta
                     index_sha256=previous.state.index_sha256 if lean is not None else None,
                     index_slot=previous.state.index_slot if lean is not None else "",
+                    index_parts=previous.state.index_parts if lean is not None else (),
+                    index_run=previous.state.index_run if lean is not None else "",
                     metaranges=metarange_indices(retained_ranges, sorted({r for r, _ in found.units}))
                     if pending_index is not None or lean is not None else ()),
-                    index=None if pending_index is None else kept_index.encode_base(pending_index),
+                    index_parts=None if pending_index is None else incremental.write_index_parts(
+                        ctx.ns, request.run_id, pending_index, kept_index.part_bits(len(pending_index))),
                     delta=None if lean is None else kept_index.encode_delta(lean.delta))
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
         return Marked(summary, graph, decision.commits, dict(decision.why), cutoff=cutoff.timestamp(),

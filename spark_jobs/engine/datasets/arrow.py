@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
+from spark_jobs.engine import incremental
 from spark_jobs.engine.context import JobConfig
 from spark_jobs.engine.datasets import units
 from spark_jobs.engine.parallel import ThreadRunner
@@ -120,6 +121,14 @@ class ArrowBackend:
         totals = summed["count_sum" if summed.num_rows else "count"]
         table = pa.table({"hash": hashes, "count": totals})
         return table.sort_by("hash")
+
+    def write_index(self, reached: pa.Table, run_id: str, bits: int) -> list[dict]:
+        """The kept index written as the 2**bits parts of a base (``incremental.write_index_parts``) by the pool."""
+        ctx = self.config.open()
+        try:
+            return incremental.write_index_parts(ctx.ns, run_id, self.index(reached), bits, runner=self.runner)
+        finally:
+            ctx.close()
 
     def keys_not_in(self, keys: pa.Table, other: pa.Table) -> set[str]:
         """The distinct keys of ``keys`` not in ``other`` (small: what only staged entries keep)."""

@@ -33,7 +33,7 @@ class Backend(Protocol):
     def listing(self, slices: list[str]) -> Any: ...
     def judge(self, listed: Any, kept: list, *, cutoff: float, prefix_depth: int) -> tuple[Any, PlanSummary]: ...
     def write_plan(self, deleted: Any, run_id: str) -> list[dict[str, int]]: ...
-    def index(self, reached: Any) -> Any: ...
+    def write_index(self, reached: Any, run_id: str, bits: int) -> list[dict]: ...
     def keys_not_in(self, keys: Any, other: Any) -> set[str]: ...
     def missed(self, deleted: Any, *, recent: set[str], checked: Any) -> int: ...
     def slices_of(self, deleted: Any) -> list[str]: ...
@@ -140,17 +140,19 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
             units.write_part(ctx, request.run_id, part=0, table=PLAN_SCHEMA.empty_table())]
         summary.plan_parts = [[p["part"], p["rows"]] for p in parts]
         if not request.dry_run:
-            # the next run's kept index (as the mark cache's run builds it; --no-cache uses neither)
-            index = backend.index(reached) if request.cache else None
+            # the next run's kept index (as the mark cache's run builds it; --no-cache uses neither), in parts
+            # written where the keys are (an upper bound of its keys: the entries reached)
+            index = backend.write_index(reached, request.run_id, kept_index.part_bits(backend.count(reached))) \
+                if request.cache else None
             incremental.write_pending(ctx.ns, request.run_id, State(
                 repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
                 horizon=cutoff, listed_at=request.now, full_listing_at=request.now,
                 units=units_of((r, ()) for r in range_ids), versions=frozenset(),
                 staged=frozenset(only_staged), key_prefixes=tuple(ctx.prefixes),
-                index_keys=0 if index is None else index.num_rows,
+                index_keys=0 if index is None else sum(p["keys"] for p in index),
                 metaranges=metarange_indices(retained_ranges(ctx, metaranges), sorted(range_ids))
                 if index is not None else ()),
-                index=None if index is None else kept_index.encode_base(index))
+                index_parts=index)
         seconds["write"] = time.monotonic() - t
         summary.seconds = {k: round(v, 3) for k, v in seconds.items()}
         report.write_plan_parts(ctx.ns, summary, ranges=range_ids, retained=decision.commits)

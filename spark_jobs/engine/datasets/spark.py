@@ -17,6 +17,8 @@ from spark_jobs.engine.context import JobConfig, OpenContext
 from spark_jobs.engine.datasets import units
 
 UNIT_SCHEMA = "unit string"
+_WRITTEN_PART = pa.schema([pa.field("part", pa.int64(), nullable=False), pa.field("keys", pa.int64(), nullable=False),
+                           pa.field("sha256", pa.string(), nullable=False)])
 
 
 def _over_units(config: JobConfig, fn: Callable[[OpenContext, str], pa.RecordBatch]):
@@ -200,36 +202,61 @@ class SparkBackend:
                       key=lambda p: p["part"])
 
     @_translated
-    def index(self, reached) -> pa.Table:
-        """The kept index's table, summed by hash on executors; its 16-byte records come to the driver one
-        partition at a time to be written as one base file (what this version still holds per key)."""
+    def write_index(self, reached, run_id: str, bits: int) -> list[dict]:
+        """The kept index summed by hash on executors and written by them as the 2**bits parts of a base
+        (``core.kept_index.split_parts``): the rows of one part go to one task, which sorts and writes it. The driver
+        gets a row per part (its head's digest and its keys) and writes the parts no key fell in (empty files)."""
+        import hashlib  # noqa: PLC0415
+
         import numpy as np  # noqa: PLC0415
         from pyspark.sql import functions as F  # noqa: PLC0415
 
+        from spark_jobs.core import kept_index  # noqa: PLC0415
+        from spark_jobs.core import report as core_report  # noqa: PLC0415
+
+        config = self.config
         counted = reached.select("key").mapInArrow(_counts, _spark_schema(units.INDEX_SCHEMA)) \
             .groupBy("hash").agg(F.sum("count").alias("count"))
+        # a uint64 seen as signed: its top bits, unsigned, name its part
+        parted = counted.withColumn("part", F.expr(f"shiftrightunsigned(hash, {64 - bits})") if bits else F.lit(0))
 
-        def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             received = [b for b in batches if b.num_rows]
-            if received:
-                table = pa.Table.from_batches(received)
-                records = np.empty(table.num_rows, dtype=[("hash", "<i8"), ("count", "<i8")])
-                records["hash"] = table["hash"].to_numpy()
-                records["count"] = table["count"].to_numpy()
-                yield pa.RecordBatch.from_arrays([pa.array([records.tobytes()], pa.binary())], names=["records"])
+            if not received:
+                return
+            table = pa.Table.from_batches(received)
+            ctx = config.open()
+            try:
+                parts = table["part"].to_numpy()
+                hashes = table["hash"].to_numpy().view(np.uint64)
+                counts = table["count"].to_numpy()
+                for part in np.unique(parts).tolist():
+                    mine = parts == part
+                    order = np.argsort(hashes[mine], kind="stable")
+                    data = kept_index.encode_base(pa.table({"hash": pa.array(hashes[mine][order]),
+                                                            "count": pa.array(counts[mine][order])}))
+                    ctx.ns.write(core_report.index_part_key(run_id, int(part)), data)
+                    yield pa.RecordBatch.from_pylist([{
+                        "part": int(part), "keys": int(mine.sum()),
+                        "sha256": hashlib.sha256(data[:kept_index.head_size(data)]).hexdigest()}],
+                        schema=_WRITTEN_PART)
+            finally:
+                ctx.close()
 
-        hashes, counts = [], []
-        # at most ``partitions`` blobs, one at a time: what comes back per job is one partition's records
-        blobs = counted.coalesce(self.partitions).mapInArrow(pack, "records binary")
-        for row in blobs.toLocalIterator(prefetchPartitions=False):
-            records = np.frombuffer(row["records"], dtype=[("hash", "<i8"), ("count", "<i8")])
-            hashes.append(records["hash"].view(np.uint64))
-            counts.append(records["count"])
-        if not hashes:
-            return pa.table({"hash": pa.array([], pa.uint64()), "count": pa.array([], pa.int64())})
-        h, c = np.concatenate(hashes), np.concatenate(counts)
-        order = np.argsort(h, kind="stable")
-        return pa.table({"hash": pa.array(h[order]), "count": pa.array(c[order])})
+        rows = parted.repartition(1 << bits, "part").mapInArrow(write, _spark_schema(_WRITTEN_PART)).collect()
+        written = {int(r["part"]): {"part": int(r["part"]), "keys": int(r["keys"]), "sha256": r["sha256"]}
+                   for r in rows}
+        empty = kept_index.encode_base(kept_index.build({}))
+        ctx = config.open()
+        try:
+            for part in range(1 << bits):
+                if part not in written:
+                    ctx.ns.write(core_report.index_part_key(run_id, part), empty)
+                    written[part] = {"part": part, "keys": 0,
+                                     "sha256": hashlib.sha256(empty[:kept_index.head_size(empty)]).hexdigest()}
+        finally:
+            ctx.close()
+        return [written[p] for p in sorted(written)]
 
     @_translated
     def keys_not_in(self, keys, other) -> set[str]:

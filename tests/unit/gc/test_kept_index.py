@@ -85,7 +85,7 @@ def test_a_base_read_in_blocks_and_its_delta_answer_as_a_recount(seed, tmp_path,
     asked = rng.sample(sorted({ki.key_hash(k) for k in keys}), 40) + [0, 2**64 - 1, 12345]
     want = recount(ranges, now)
     assert index.counts(asked) == {h: want.get(h, 0) for h in asked}
-    assert 0 < index.blocks_read <= len(index.head.firsts)
+    assert 0 < index.blocks_read <= len(index.single.head.firsts)
 
 
 def test_a_damaged_or_mismatched_base_is_refused(tmp_path):
@@ -150,3 +150,112 @@ def test_the_state_keeps_the_retained_metaranges_ranges():
                   index_sha256="ab", index_slot="a", index_keys=3, key_prefixes=("local:///tmp/x",))
     back = decode(encode(state))
     assert back == state and back.metarange_ranges() == mapping
+
+
+def parted(tmp_path, counts: dict[int, int], bits: int, delta: dict[int, int] | None = None):
+    """A base written in 2**bits parts (as a full run writes it) and the state that names them."""
+    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageConfig, open_namespace  # noqa: PLC0415
+
+    ns = open_namespace(StorageConfig("local://ns", str(tmp_path)))
+    parts = inc.write_index_parts(ns, "run-1", ki.build(counts), bits)
+    assert [p["part"] for p in parts] == list(range(1 << bits))
+    assert sum(p["keys"] for p in parts) == len({h for h, n in counts.items() if n > 0})
+    inc.write_pending(ns, "run-1", _state(), index_parts=parts)
+    from spark_jobs.core import report  # noqa: PLC0415
+
+    state = decode(ns.read(report.pending_state_key("run-1")))
+    if delta is not None:
+        import hashlib  # noqa: PLC0415
+        from dataclasses import replace  # noqa: PLC0415
+
+        data = ki.encode_delta(delta)
+        ns.write(inc.delta_key("b"), data)
+        state = replace(state, delta_sha256=hashlib.sha256(data).hexdigest(), delta_slot="b")
+    return ns, state
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_base_in_parts_answers_as_a_recount(seed, tmp_path, monkeypatch):
+    """A base cut into parts by the top bits of the hash (as executors write it) answers every lookup as the
+    recount does, reading only the parts (and blocks) that hold the keys asked for."""
+    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+
+    monkeypatch.setattr(ki, "BLOCK", 5)
+    rng = random.Random(seed)
+    keys = [f"data/s{rng.randrange(5)}/k{i}" for i in range(400)]
+    ranges = {f"r{i}": sorted(set(rng.sample(keys, rng.randint(1, 60)))) for i in range(30)}
+    live = set(rng.sample(sorted(ranges), 8))
+    now = set(rng.sample(sorted(ranges), rng.randint(1, 12)))
+    delta = delta_of([range_counts(ranges[r]) for r in sorted(live - now)],
+                     [range_counts(ranges[r]) for r in sorted(now - live)])
+    bits = rng.choice([0, 1, 2, 3, 6])
+    ns, state = parted(tmp_path, recount(ranges, live), bits, delta)
+    assert len(state.index_parts) == 1 << bits and state.index_run == "run-1"
+    index, why = inc.read_index(ns, state)
+    assert why is None and index is not None and not index.parts  # no part read before a lookup
+    asked = rng.sample(sorted({ki.key_hash(k) for k in keys}), 30) + [0, 2**64 - 1, 2**63, 2**63 - 1]
+    want = recount(ranges, now)
+    assert index.counts(asked) == {h: want.get(h, 0) for h in asked}
+    assert set(index.parts) == set(ki.part_numbers(__import__("numpy").array(asked, "uint64"), bits).tolist())
+
+
+def test_parts_split_by_the_top_bits_and_size_follows_the_keys():
+    assert [ki.part_bits(n, per_part=100) for n in (0, 100, 101, 400, 401)] == [0, 0, 1, 2, 3]
+    assert ki.part_bits(10**12, per_part=1) == ki.MAX_PART_BITS
+    assert ki.part_numbers(__import__("numpy").array([0, 2**62, 2**63, 2**64 - 1], "uint64"), 2).tolist() == [0, 1, 2, 3]
+    table = ki.build({1: 1, 2**62: 2, 2**63 + 5: 1, 2**64 - 1: 4})
+    assert [len(t) for t in ki.split_parts(table, 2)] == [1, 1, 1, 1]
+    assert [len(t) for t in ki.split_parts(table, 3)] == [1, 0, 1, 0, 1, 0, 0, 1]
+    for bad in (0, 3, 6, (1 << ki.MAX_PART_BITS) + 1):
+        with pytest.raises(ki.IndexError_):
+            ki.bits_of(bad)
+
+
+def test_a_missing_damaged_or_misplaced_part_is_refused_at_lookup(tmp_path):
+    from spark_jobs.core import report  # noqa: PLC0415
+    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+
+    counts = range_counts([f"k{i}" for i in range(3000)])
+    ns, state = parted(tmp_path, counts, 2)
+    asked = list(counts)
+    part2 = tmp_path / "ns" / report.index_part_key("run-1", 2)
+    whole = part2.read_bytes()
+    part2.unlink()
+    index, why = inc.read_index(ns, state)
+    assert why is None
+    with pytest.raises(ki.IndexError_, match="unreadable"):
+        index.counts(asked)
+    part2.write_bytes(whole[:-16])
+    with pytest.raises(ki.IndexError_, match="truncated"):
+        inc.read_index(ns, state)[0].counts(asked)
+    raw = bytearray(whole)
+    raw[-3] ^= 1
+    part2.write_bytes(bytes(raw))
+    with pytest.raises(ki.IndexError_, match="checksum"):
+        inc.read_index(ns, state)[0].counts(asked)
+    # part 1's file where part 2's should be, its digest named for it too: its hashes are not part 2's share
+    from dataclasses import replace  # noqa: PLC0415
+
+    part2.write_bytes((tmp_path / "ns" / report.index_part_key("run-1", 1)).read_bytes())
+    moved = replace(state, index_parts=(*state.index_parts[:2], state.index_parts[1], state.index_parts[3]))
+    with pytest.raises(ki.IndexError_, match="outside its share"):
+        inc.read_index(ns, moved)[0].counts(asked)
+    assert "parts" in inc.read_index(ns, replace(state, index_parts=state.index_parts[:3]))[1]
+
+
+def test_a_state_with_parts_survives_encoding_and_an_older_state_reads_without_them():
+    import json  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+
+    state = replace(_state(), index_sha256="ab", index_parts=("a" * 64, "b" * 64), index_run="run-9")
+    assert decode(encode(state)) == state
+    import gzip  # noqa: PLC0415
+    import hashlib  # noqa: PLC0415
+
+    outer = json.loads(gzip.decompress(encode(_state())))
+    body = json.loads(outer["state"])
+    del body["index_parts"], body["index_run"]
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    old = gzip.compress(json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "state": text}).encode())
+    assert decode(old).index_parts == () and decode(old).index_run == ""
