@@ -37,6 +37,24 @@ def _over_units(config: JobConfig, fn: Callable[[OpenContext, str], pa.RecordBat
     return run
 
 
+def _task_table(config: JobConfig, fn: Callable[[OpenContext, pa.Table], list[dict]], schema: pa.Schema):
+    """A mapInArrow function that writes files: a task's rows as one table, given with a context to ``fn``; the rows
+    it returns (one per file written) are what the driver gets."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        received = [b for b in batches if b.num_rows]
+        if not received:
+            return
+        ctx = config.open()
+        try:
+            rows = fn(ctx, pa.Table.from_batches(received))
+        finally:
+            ctx.close()
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    return run
+
+
 def _counts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         if batch.num_rows:
@@ -179,25 +197,16 @@ class SparkBackend:
             return []
         config = self.config
 
-        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def write(ctx: OpenContext, table: pa.Table) -> list[dict]:
             from pyspark import TaskContext  # noqa: PLC0415
 
-            received = [b for b in batches if b.num_rows]
-            if not received:
-                return
-            table = pa.Table.from_batches(received)
-            ctx = config.open()
-            try:
-                # one task's part: its range of keys, sorted (the parts together are the plan in key order)
-                done = units.write_part(ctx, run_id, part=TaskContext.get().partitionId(),
-                                        table=table.sort_by("address"))
-            finally:
-                ctx.close()
-            yield pa.RecordBatch.from_pylist([done], schema=units.PART_SCHEMA)
+            # one task's part: its range of keys, sorted (the parts together are the plan in key order)
+            return [units.write_part(ctx, run_id, part=TaskContext.get().partitionId(), table=table.sort_by("address"))]
 
         parts = math.ceil(rows / units.ROWS_PER_PART)
         frame = deleted.repartitionByRange(parts, F.col("address")) if parts > 1 else deleted.coalesce(1)
-        written = frame.mapInArrow(write, _spark_schema(units.PART_SCHEMA)).collect()
+        written = frame.mapInArrow(_task_table(config, write, units.PART_SCHEMA),
+                                   _spark_schema(units.PART_SCHEMA)).collect()
         return sorted(({k: int(r[k]) for k in ("part", "rows", "bytes", "size")} for r in written),
                       key=lambda p: p["part"])
 
@@ -220,30 +229,23 @@ class SparkBackend:
         # a uint64 seen as signed: its top bits, unsigned, name its part
         parted = counted.withColumn("part", F.expr(f"shiftrightunsigned(hash, {64 - bits})") if bits else F.lit(0))
 
-        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            received = [b for b in batches if b.num_rows]
-            if not received:
-                return
-            table = pa.Table.from_batches(received)
-            ctx = config.open()
-            try:
-                parts = table["part"].to_numpy()
-                hashes = table["hash"].to_numpy().view(np.uint64)
-                counts = table["count"].to_numpy()
-                for part in np.unique(parts).tolist():
-                    mine = parts == part
-                    order = np.argsort(hashes[mine], kind="stable")
-                    data = kept_index.encode_base(pa.table({"hash": pa.array(hashes[mine][order]),
-                                                            "count": pa.array(counts[mine][order])}))
-                    ctx.ns.write(core_report.index_part_key(run_id, int(part)), data)
-                    yield pa.RecordBatch.from_pylist([{
-                        "part": int(part), "keys": int(mine.sum()),
-                        "sha256": hashlib.sha256(data[:kept_index.head_size(data)]).hexdigest()}],
-                        schema=_WRITTEN_PART)
-            finally:
-                ctx.close()
+        def write(ctx: OpenContext, table: pa.Table) -> list[dict]:
+            out = []
+            parts = table["part"].to_numpy()
+            hashes = table["hash"].to_numpy().view(np.uint64)
+            counts = table["count"].to_numpy()
+            for part in np.unique(parts).tolist():  # the parts hashed to this task, each whole
+                mine = parts == part
+                order = np.argsort(hashes[mine], kind="stable")
+                data = kept_index.encode_base(pa.table({"hash": pa.array(hashes[mine][order]),
+                                                        "count": pa.array(counts[mine][order])}))
+                ctx.ns.write(core_report.index_part_key(run_id, int(part)), data)
+                out.append({"part": int(part), "keys": int(mine.sum()),
+                            "sha256": hashlib.sha256(data[:kept_index.head_size(data)]).hexdigest()})
+            return out
 
-        rows = parted.repartition(1 << bits, "part").mapInArrow(write, _spark_schema(_WRITTEN_PART)).collect()
+        rows = parted.repartition(1 << bits, "part").mapInArrow(_task_table(config, write, _WRITTEN_PART),
+                                                                _spark_schema(_WRITTEN_PART)).collect()
         written = {int(r["part"]): {"part": int(r["part"]), "keys": int(r["keys"]), "sha256": r["sha256"]}
                    for r in rows}
         empty = kept_index.encode_base(kept_index.build({}))
