@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_jobs.core import parquet_bytes
+
 FORMAT = 3
 FILES = ("spans.parquet", "metaranges.parquet", "ranges.parquet", "blocks.parquet")
 # Arrow and the files hold little-endian int32s; array.array holds the machine's C ints
@@ -309,12 +311,11 @@ def decode(files: Mapping[str, bytes], *, span_offset: int = 0) -> Memory:
     """The files back as a Memory; a CacheError when one is not a parquet file of the expected schema.
     ``span_offset``: added to each span index, for a segment whose spans follow others' (``merged``)."""
     import pyarrow.compute as pc  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
 
     tables = {}
     for name, schema in _schemas().items():
         try:
-            tables[name] = pq.read_table(io.BytesIO(files[name]))
+            tables[name] = parquet_bytes.read(files[name])
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary: an unreadable cache is no cache
             raise CacheError(f"{name} is unreadable ({type(exc).__name__}: {exc})") from None
         if not tables[name].schema.equals(schema):

@@ -11,6 +11,8 @@ import io
 import json
 from dataclasses import asdict, dataclass, field
 
+from spark_jobs.core import parquet_bytes
+
 REPORT_PREFIX = "_lakefs/retention/gc/unified"
 FORMAT = 2  # the plan layout; a plan of another format is never swept
 
@@ -208,8 +210,6 @@ def deleted_parquet(addresses: list[str], sizes: list[int]) -> bytes:
 
 
 def read_deleted(data: bytes) -> tuple[list[str], list[int]]:
-    import pyarrow.parquet as pq  # noqa: PLC0415
-
-    table = pq.read_table(io.BytesIO(data))
+    table = parquet_bytes.read(data)
     sizes = table.column("size").to_pylist() if "size" in table.column_names else [0] * table.num_rows
     return table.column("address").to_pylist(), sizes

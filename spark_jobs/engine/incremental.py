@@ -100,7 +100,7 @@ def write_pending(ns: Namespace, run_id: str, state: State, *, index_parts: list
     ns.write(core_report.pending_state_key(run_id), encode(state))
 
 
-def write_index_parts(ns: Namespace, run_id: str, index, bits: int, *, runner: Runner | None = None) -> list[dict]:
+def write_index_parts(ns: Namespace, run_id: str, index, *, bits: int, runner: Runner | None = None) -> list[dict]:
     """Write a kept index (``kept_index.build``'s table) as the parts of a base in this process (on ``runner``'s
     threads when given); what ``write_pending`` takes."""
     parts = list(enumerate(kept_index.split_parts(index, bits)))

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from urllib.parse import unquote_plus
 
+from spark_jobs.core import parquet_bytes
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
@@ -131,9 +132,8 @@ def _rows(data: bytes, manifest: Manifest, name: str):
                    _seconds(datetime.fromisoformat(modified.replace("Z", "+00:00"))) if modified else None,
                    latest, marker)
         return
-    import pyarrow.parquet as pq  # noqa: PLC0415
 
-    table = pq.read_table(io.BytesIO(data))
+    table = parquet_bytes.read(data)
     missing = sorted(set(NEEDED.values()) - set(table.column_names))
     if missing:
         raise InventoryError(f"{name}: the Parquet report lacks the columns {missing}")

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+from spark_jobs.core import parquet_bytes
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
 from spark_jobs.engine.inventory import InventoryError, listed_object, manifest_object, report_rows
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, locate, open_namespace
@@ -245,9 +246,8 @@ def _rows(data: bytes, manifest: AzureManifest, name: str):
                 raise InventoryError(f"{name}: a row of {len(row)} fields, the schema row names {len(header)}")
             yield _row({c: row[i] for c, i in at.items()}, name)
         return
-    import pyarrow.parquet as pq  # noqa: PLC0415
 
-    table = pq.read_table(io.BytesIO(data))
+    table = parquet_bytes.read(data)
     missing = [f for f in NEEDED if f not in table.column_names]
     if missing:
         raise InventoryError(f"{name}: the Parquet report lacks the columns {missing}")

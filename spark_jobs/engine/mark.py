@@ -243,7 +243,7 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
                     metaranges=metarange_indices(retained_ranges, sorted({r for r, _ in found.units}))
                     if pending_index is not None or lean is not None else ()),
                     index_parts=None if pending_index is None else incremental.write_index_parts(
-                        ctx.ns, request.run_id, pending_index, kept_index.part_bits(len(pending_index))),
+                        ctx.ns, request.run_id, pending_index, bits=kept_index.part_bits(len(pending_index))),
                     delta=None if lean is None else kept_index.encode_delta(lean.delta))
             report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
         return Marked(summary, graph, decision.commits, dict(decision.why), cutoff=cutoff.timestamp(),

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from spark_jobs.core import parquet_bytes
 from spark_jobs.core import report as core
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.core.report import Summary
@@ -101,9 +102,6 @@ def read_deleted_list(ns: Namespace, summary: Summary) -> tuple[list[str], list[
 
 def _part_rows(ns: Namespace, key: str) -> int:
     """The rows a Parquet part says it holds, from its footer alone (two ranged reads)."""
-    import io  # noqa: PLC0415
-
-    import pyarrow.parquet as pq  # noqa: PLC0415
 
     size = ns.size(key)
     if size < 12:
@@ -113,7 +111,7 @@ def _part_rows(ns: Namespace, key: str) -> int:
     if tail[4:] != b"PAR1" or length + 12 > size:
         raise ValueError("no Parquet footer")
     footer = ns.read_range(key, size - 8 - length, size - 8)
-    return pq.ParquetFile(io.BytesIO(b"PAR1" + footer + tail)).metadata.num_rows
+    return parquet_bytes.rows(b"PAR1" + footer + tail)
 
 
 def read_plan(ns: Namespace, run_id: str, repository_id: str, *, keys: bool = True) -> StoredPlan:

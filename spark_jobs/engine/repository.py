@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from spark_jobs.core import parquet_bytes
 from spark_jobs.core.addresses import FULL, RELATIVE, local_root_from, relative_key
 from spark_jobs.core.cleaning import METADATA_KEY as CLEANING_KEY
 from spark_jobs.core.cleaning import (
@@ -174,13 +175,11 @@ def uncommitted_files(ns: Namespace, locations: list[str]) -> list[str]:
 
 def read_uncommitted(ns: Namespace, locations: list[str]) -> set[str]:
     """The staged addresses lakeFS wrote at ``locations`` (``prepare_uncommitted``), relative to the namespace."""
-    import pyarrow.parquet as pq  # noqa: PLC0415
-
     out: set[str] = set()
     for key in uncommitted_files(ns, locations):
         data = ns.read(key)  # outside the try: a store that fails is not a corrupt file (its StorageError's reason)
         try:
-            table = pq.read_table(io.BytesIO(data), columns=["physical_address"])
+            table = parquet_bytes.read(data, columns=["physical_address"])
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
             raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}",
                           "corrupt-metadata") from None

@@ -126,7 +126,7 @@ class ArrowBackend:
         """The kept index written as the 2**bits parts of a base (``incremental.write_index_parts``) by the pool."""
         ctx = self.config.open()
         try:
-            return incremental.write_index_parts(ctx.ns, run_id, self.index(reached), bits, runner=self.runner)
+            return incremental.write_index_parts(ctx.ns, run_id, self.index(reached), bits=bits, runner=self.runner)
         finally:
             ctx.close()
 

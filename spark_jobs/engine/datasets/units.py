@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_jobs.core import columns, kept_index
+from spark_jobs.core import columns, kept_index, parquet_bytes
 from spark_jobs.core import report as core_report
 from spark_jobs.core.addresses import FULL, RELATIVE
 from spark_jobs.core.range_arrow import range_batch
@@ -55,11 +55,10 @@ def listing(ctx: OpenContext, unit: str) -> pa.RecordBatch:
 def staged_keys(ctx: OpenContext, key: str) -> pa.RecordBatch:
     """The staged addresses of one file lakeFS wrote for ``prepare_uncommitted``, as namespace-relative keys."""
     import pyarrow.compute as pc  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
 
     data = ctx.ns.read(key)  # outside the try: a store that fails is not a corrupt file (its StorageError's reason)
     try:
-        table = pq.read_table(io.BytesIO(data), columns=["physical_address"])
+        table = parquet_bytes.read(data, columns=["physical_address"])
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
         raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}", "corrupt-metadata") \
             from None
@@ -84,9 +83,7 @@ def write_part(ctx: OpenContext, run_id: str, *, part: int, table: pa.Table) -> 
 
 
 def read_part(ctx: OpenContext, run_id: str, part: int) -> pa.Table:
-    import pyarrow.parquet as pq  # noqa: PLC0415
-
-    return pq.read_table(io.BytesIO(ctx.ns.read(core_report.plan_part_key(run_id, part))), columns=["address", "size"])
+    return parquet_bytes.read(ctx.ns.read(core_report.plan_part_key(run_id, part)), columns=["address", "size"])
 
 
 def batches(table: pa.Table, size: int) -> Iterator[list[str]]:

@@ -158,7 +158,7 @@ def parted(tmp_path, counts: dict[int, int], bits: int, delta: dict[int, int] | 
     from spark_jobs.engine.stores import StorageConfig, open_namespace  # noqa: PLC0415
 
     ns = open_namespace(StorageConfig("local://ns", str(tmp_path)))
-    parts = inc.write_index_parts(ns, "run-1", ki.build(counts), bits)
+    parts = inc.write_index_parts(ns, "run-1", ki.build(counts), bits=bits)
     assert [p["part"] for p in parts] == list(range(1 << bits))
     assert sum(p["keys"] for p in parts) == len({h for h, n in counts.items() if n > 0})
     inc.write_pending(ns, "run-1", _state(), index_parts=parts)
