@@ -9,8 +9,11 @@ those servers with them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -33,7 +36,55 @@ from workers.shared.settings import LakeFSConnection, SparkSettings
 
 
 def pytest_configure(config) -> None:
+    if _xdist_controller(config):
+        _workers_stop_first_on_sigterm()
     stop_on_sigterm()
+
+
+def _xdist_controller(config) -> bool:
+    """This process hands tests to pytest-xdist workers (scripts/run-tests.sh) and runs none itself."""
+    return not hasattr(config, "workerinput") and config.getvalue("dist") not in (None, "no") \
+        and bool(config.getvalue("numprocesses"))
+
+
+def _workers_stop_first_on_sigterm() -> None:
+    """Under pytest-xdist the servers belong to the workers, and the controller kills a worker that does not end at
+    once: SIGTERM to the controller alone would leave the servers running. So the controller passes it on to each
+    worker (each stops its tests as on Ctrl-C and tears its fixtures down), waits until no server a worker started
+    is left (each runs in a session of its own: tests/services.py), then stops as on Ctrl-C too."""
+    import psutil  # noqa: PLC0415 - a test dependency; only the controller needs it
+
+    def servers_left(workers: list) -> bool:
+        for worker in workers:
+            with contextlib.suppress(psutil.Error):
+                for proc in worker.children(recursive=True):
+                    with contextlib.suppress(OSError):
+                        if os.getsid(proc.pid) == proc.pid:
+                            return True
+        return False
+
+    def forward(signum: int, frame: object) -> None:
+        workers = psutil.Process().children()
+        for worker in workers:
+            with contextlib.suppress(psutil.Error):
+                worker.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 120
+        while servers_left(workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, forward)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` (scripts/run-tests.sh): a module per worker at a time, the costliest first
+    (tests/xdist_schedule.py)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.xdist_schedule import CostOrderedScopes  # noqa: PLC0415 - only with pytest-xdist
+
+    return CostOrderedScopes(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 INNER = '''
@@ -43,13 +45,15 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_a_terminated_test_run_stops_the_servers_it_started(tmp_path):
+# In one process, and as `make test` runs it: on pytest-xdist workers (the SIGTERM reaches the controller only)
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "--dist", "loadscope"]], ids=["one-process", "xdist"])
+def test_a_terminated_test_run_stops_the_servers_it_started(tmp_path, workers):
     inner = tmp_path / "test_inner.py"
     inner.write_text(INNER)
     pid_file = tmp_path / "server.pid"
     # the project's tests/conftest.py as a plugin: the inner file lives outside tests/
     run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
-                            "--rootdir", str(tmp_path), str(inner)], cwd=ROOT,
+                            "--rootdir", str(tmp_path), *workers, str(inner)], cwd=ROOT,
                            env={**os.environ, "SERVER_PID_FILE": str(pid_file)}, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     server = None
