@@ -106,15 +106,19 @@ def write_index_parts(ns: Namespace, run_id: str, index, *, bits: int, runner: R
     parts = list(enumerate(kept_index.split_parts(index, bits)))
 
     def write(_ctx: object, item: tuple[int, object]) -> list[dict]:
-        part, table = item
-        data = kept_index.encode_base(table)
-        ns.write(core_report.index_part_key(run_id, part), data)
-        return [{"part": part, "keys": len(table),
-                 "sha256": hashlib.sha256(data[:kept_index.head_size(data)]).hexdigest()}]
+        return [write_index_part(ns, run_id, part=item[0], table=item[1])]
 
     if runner is None:
         return [row for item in parts for row in write(None, item)]
     return runner.map_units(parts, write, lambda: None, partitions=0)
+
+
+def write_index_part(ns: Namespace, run_id: str, *, part: int, table) -> dict:
+    """One part of a kept index's base (``kept_index.build``'s table, its share of the hashes), written; the row
+    ``write_pending`` takes for it."""
+    data = kept_index.encode_base(table)
+    ns.write(core_report.index_part_key(run_id, part), data)
+    return {"part": part, "keys": len(table), "sha256": hashlib.sha256(data[:kept_index.head_size(data)]).hexdigest()}
 
 
 def promote(ns: Namespace, run_id: str, leftover: Iterable[str], *, full_next: bool = False) -> bool:

@@ -215,13 +215,11 @@ class SparkBackend:
         """The kept index summed by hash on executors and written by them as the 2**bits parts of a base
         (``core.kept_index.split_parts``): the rows of one part go to one task, which sorts and writes it. The driver
         gets a row per part (its head's digest and its keys) and writes the parts no key fell in (empty files)."""
-        import hashlib  # noqa: PLC0415
-
         import numpy as np  # noqa: PLC0415
         from pyspark.sql import functions as F  # noqa: PLC0415
 
         from spark_jobs.core import kept_index  # noqa: PLC0415
-        from spark_jobs.core import report as core_report  # noqa: PLC0415
+        from spark_jobs.engine import incremental  # noqa: PLC0415
 
         config = self.config
         counted = reached.select("key").mapInArrow(_counts, _spark_schema(units.INDEX_SCHEMA)) \
@@ -237,25 +235,19 @@ class SparkBackend:
             for part in np.unique(parts).tolist():  # the parts hashed to this task, each whole
                 mine = parts == part
                 order = np.argsort(hashes[mine], kind="stable")
-                data = kept_index.encode_base(pa.table({"hash": pa.array(hashes[mine][order]),
-                                                        "count": pa.array(counts[mine][order])}))
-                ctx.ns.write(core_report.index_part_key(run_id, int(part)), data)
-                out.append({"part": int(part), "keys": int(mine.sum()),
-                            "sha256": hashlib.sha256(data[:kept_index.head_size(data)]).hexdigest()})
+                out.append(incremental.write_index_part(ctx.ns, run_id, part=int(part), table=pa.table({
+                    "hash": pa.array(hashes[mine][order]), "count": pa.array(counts[mine][order])})))
             return out
 
         rows = parted.repartition(1 << bits, "part").mapInArrow(_task_table(config, write, _WRITTEN_PART),
                                                                 _spark_schema(_WRITTEN_PART)).collect()
         written = {int(r["part"]): {"part": int(r["part"]), "keys": int(r["keys"]), "sha256": r["sha256"]}
                    for r in rows}
-        empty = kept_index.encode_base(kept_index.build({}))
         ctx = config.open()
         try:
             for part in range(1 << bits):
-                if part not in written:
-                    ctx.ns.write(core_report.index_part_key(run_id, part), empty)
-                    written[part] = {"part": part, "keys": 0,
-                                     "sha256": hashlib.sha256(empty[:kept_index.head_size(empty)]).hexdigest()}
+                if part not in written:  # no key fell in it: an empty part
+                    written[part] = incremental.write_index_part(ctx.ns, run_id, part=part, table=kept_index.build({}))
         finally:
             ctx.close()
         return [written[p] for p in sorted(written)]
