@@ -20,8 +20,8 @@ from workers.shared.locks import named_lock
 from workers.shared.redis_script import Step
 
 if TYPE_CHECKING:
+    from spark_jobs.engine.redis_ack import Acknowledged
     from workers.idle_clock.events import ClockKind
-    from workers.shared.redis_clients import Acknowledged
     from workers.shared.services import Services
 
 Source = Literal["webhook", "reconciler", "restored"]
