@@ -271,10 +271,19 @@ class RedisSentinelCluster:
     def freeze(self, timeout: float = 30) -> RedisNode:
         """SIGSTOP the primary (a VM pause, a partition, a long fork look the same); return it once the Sentinels
         have promoted another node. Its sockets stay open: clients hang on it instead of failing."""
+        old = self.stop_primary()
+        self.wait_promoted(old, timeout)
+        return old
+
+    def stop_primary(self) -> RedisNode:
+        """``freeze``'s first half: SIGSTOP the primary and return it at once, before the Sentinels notice."""
         old = self.primary()
         os.killpg(old.proc.pid, signal.SIGSTOP)
-        wait_until(lambda: _quiet(lambda: self._switched(old.port)), timeout, "sentinel failover")
         return old
+
+    def wait_promoted(self, old: RedisNode, timeout: float = 30) -> None:
+        """``freeze``'s second half: every Sentinel names another primary than ``old``, and it answers as one."""
+        wait_until(lambda: _quiet(lambda: self._switched(old.port)), timeout, "sentinel failover")
 
     def thaw(self, node: RedisNode) -> None:
         os.killpg(node.proc.pid, signal.SIGCONT)

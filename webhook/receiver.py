@@ -18,8 +18,6 @@ from workers.gc.history import GCRuns
 from workers.idle_clock.events import EVENT_TYPES, EventError, parse_event
 from workers.idle_clock.store import ClockStore
 from workers.shared.metrics import Metrics
-from workers.shared.redis_clients import Acknowledged
-from workers.shared.settings import Settings
 
 bp = Blueprint("hooks", __name__)
 
@@ -29,10 +27,6 @@ def _events(metrics: Metrics, event_type: str, outcome: str) -> Counter:
     """The hook counter's child for these labels. prometheus_client checks the labels and takes a lock on every
     labels() call; a child never changes, so each is looked up once per worker (labels are a few dozen)."""
     return metrics.webhook_events.labels(event_type, outcome)
-
-
-def _durability(settings: Settings) -> Acknowledged:
-    return Acknowledged(replicas=settings.replica_acks, budget_seconds=settings.redis_retry_seconds)
 
 
 def _event_label(payload: object) -> str:
@@ -60,7 +54,7 @@ def receive():
     try:
         # Everything the event changes in Redis (idle clock, summary, GC's commit count): one atomic round trip.
         # A 200 only once the write is where a failover keeps it (settings.replica_acks replicas), else a 503.
-        outcome = record(event, clock=ClockStore.of(s), runs=GCRuns.of(s), durability=_durability(s.settings))
+        outcome = record(event, clock=ClockStore.of(s), runs=GCRuns.of(s), durability=s.settings.redis_durability)
     except Exception:
         _events(metrics, event.event_type, "error").inc()
         raise

@@ -155,7 +155,8 @@ def execute(lakefs: LakeFS, clock: ClockStore, the_plan: Plan, *, dry_run: bool 
                 metrics.branches_skipped.labels(repo, decision.reason).inc()
             continue
         if report.aborted is None and not still_ours():
-            report.aborted = "the run lost its lock (it outlived lifecycle_lock_seconds); stopping"
+            report.aborted = ("the run lost its lock (it outlived lifecycle_lock_seconds, or no replica acknowledged "
+                              "its renewal: a Redis failover); stopping")
         if report.aborted:
             outcome = Outcome(decision.branch_id, "not-attempted", decision.policy_id, report.aborted)
         elif deleted >= max_deletions:

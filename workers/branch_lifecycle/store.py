@@ -52,7 +52,7 @@ class LifecycleRecords(LifecycleLocks):
     @classmethod
     def beside(cls, clock: ClockStore) -> LifecycleRecords:
         """In the same Redis, under the same prefix, as the idle clock."""
-        return cls(clock.redis, clock.prefix)
+        return cls(clock.redis, clock.prefix, lock_durability=clock.lock_durability)
 
     def _deletions(self, repository_id: str) -> str:
         return f"{self.prefix}:deletions:{repository_id}"

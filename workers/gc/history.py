@@ -14,6 +14,7 @@ from workers.shared.redis_script import Step
 from workers.shared.runs import newest_records, push_capped
 
 if TYPE_CHECKING:
+    from spark_jobs.engine.redis_ack import Acknowledged
     from workers.shared.services import Services
 
 HISTORY_LENGTH = 1000
@@ -23,22 +24,26 @@ COUNT_COMMIT_LUA = "return redis.call('SADD', KEYS[1], ARGV[1])"
 
 
 class GCRuns:
-    def __init__(self, client: redis.Redis, prefix: str, url: str | None = None):
+    def __init__(self, client: redis.Redis, prefix: str, url: str | None = None, *,
+                 lock_durability: Acknowledged | None = None):
         self.redis = client
         self.prefix = prefix
         self.url = url  # for the deleters' own connections (Spark executors); None: derived from the client
+        self.lock_durability = lock_durability  # when its leases and locks count as taken (workers.gc.lease)
 
     @classmethod
     def of(cls, services: Services) -> GCRuns:
         """The runs of the services' Redis, under their key prefix: how every entry point gets them."""
-        return cls(services.redis, services.settings.key_prefix, services.settings.redis_client_url())
+        return cls(services.redis, services.settings.key_prefix, services.settings.redis_client_url(),
+                   lock_durability=services.settings.redis_durability)
 
     def _key(self, repository_id: str) -> str:
         return f"{self.prefix}:gc-runs:{repository_id}"
 
     def edit_lock(self, repository_id: str):
         """Serialises ETag check and write of the cleaning policies (lakeFS has no conditional metadata write)."""
-        return named_lock(self.redis, self.prefix, f"gc-policies:{repository_id}", seconds=30, blocking_timeout=10)
+        return named_lock(self.redis, self.prefix, f"gc-policies:{repository_id}", seconds=30, blocking_timeout=10,
+                          durability=self.lock_durability)
 
     def _lease_keys(self, repository_id: str) -> tuple[str, str]:
         return f"{self.prefix}:lock:gc:{repository_id}", f"{self.prefix}:gc-holder:{repository_id}"
@@ -46,7 +51,7 @@ class GCRuns:
     def lease(self, repository_id: str, lease_seconds: float) -> RunLease:
         """One GC per repository at a time, across workers, beat replicas and the CLI (``workers.gc.lease``)."""
         return RunLease(self.redis, repository_id, keys=self._lease_keys(repository_id),
-                        lease_seconds=lease_seconds, url=self.url)
+                        lease_seconds=lease_seconds, url=self.url, durability=self.lock_durability)
 
     def running(self, repository_id: str) -> bool:
         """A run holds the repository's lease."""

@@ -9,6 +9,12 @@ that the run still holds it and that the starter renewed it lately (``spark_jobs
 - a Spark driver left behind by a dead starter stops deleting within ``stale`` seconds;
 - a run that died is reported by the next one (history and ``gc_failures_total{reason="died"}``), from the
   holder record each run leaves beside the lease until it ends.
+
+With replicas to wait for (``durability``: ``Settings.redis_durability``, 1 with Sentinel), the lease is taken and
+renewed only once that many replicas acknowledged it, and the deleters confirm it the same way: a primary that hung
+and resumed after the Sentinels promoted its replica can neither give a run a lease nor keep one alive beside a
+run holding it on the new primary. A lease that cannot be confirmed is not taken (``Unconfirmed``: the run does not
+start); renewals that cannot be confirmed for ``stale`` seconds count as lost, the deleters' own rule.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +33,8 @@ from pathlib import Path
 import redis
 
 from spark_jobs.engine.lease_watch import LeaseRef
+from spark_jobs.engine.redis_ack import Acknowledged, eval_acknowledged, unconfirmed
+from workers.shared.locks import TAKE_LUA, Unconfirmed
 
 log = logging.getLogger(__name__)
 HOLDER_DAYS = 30  # a holder record outlives any run; the next run of the repository reads and replaces it
@@ -40,9 +49,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 local h = redis.call('GET', KEYS[2])
 if h and cjson.decode(h)['token'] == ARGV[1] then redis.call('DEL', KEYS[2]) end
 return 1"""
-# KEYS: lease. ARGV: the dead holder's token, our token, ms. Take over a lease whose holder is known to be dead.
+# KEYS: lease. ARGV: the dead holder's token, our token, ms. Take over a lease whose holder is known to be dead (or
+# that is ours already: an attempt that timed out may have taken it over). Taking a free lease is TAKE_LUA.
 TAKEOVER_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] or held == ARGV[2] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end
 return 0"""
 
 
@@ -135,29 +146,34 @@ class RunLease:
     reported), or None; ``release`` ends it. Between the two a thread renews it."""
 
     def __init__(self, client: redis.Redis, repository_id: str, *, keys: tuple[str, str], lease_seconds: float,
-                 url: str | None = None) -> None:
+                 url: str | None = None, durability: Acknowledged | None = None) -> None:
         self.client, self.repository_id = client, repository_id
         self.key, self.holder_key = keys  # the lease, and the record of who holds it
         self.lease_ms = int(lease_seconds * 1000)
         self.renew_seconds = max(0.2, min(2.0, lease_seconds / 10))
         self.stale_ms = int(self.renew_seconds * 5 * 1000)
         self.url = url
+        self.durability = durability if durability is not None and durability.replicas else None
         self.token = secrets.token_hex(16)
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def ref(self) -> LeaseRef:
-        return LeaseRef(self.url or url_of(self.client), self.key, self.token, self.lease_ms, self.stale_ms)
+        acks = self.durability
+        return LeaseRef(self.url or url_of(self.client), self.key, self.token, self.lease_ms, self.stale_ms,
+                        replica_acks=acks.replicas if acks else 0,
+                        confirm_seconds=acks.budget_seconds if acks else LeaseRef.confirm_seconds)
 
     def acquire(self, mode: str = "run") -> Holder | None:
+        """Raises ``Busy`` when another run holds the lease, ``Unconfirmed`` when replicas did not acknowledge it."""
         me = this_process(self.token, mode)
         previous = Holder.parse(self.client.get(self.holder_key))
-        if not self.client.set(self.key, self.token, nx=True, px=self.lease_ms):
+        if not self._take(TAKE_LUA, self.token, self.lease_ms):
             current = self.client.get(self.key)
             current = current.decode() if isinstance(current, bytes) else current
-            if previous is None or previous.token != current or not known_dead(previous) or not self.client.eval(
-                    TAKEOVER_LUA, 1, self.key, previous.token, self.token, self.lease_ms):
+            if previous is None or previous.token != current or not known_dead(previous) or not self._take(
+                    TAKEOVER_LUA, previous.token, self.token, self.lease_ms):
                 raise Busy(self._busy_message(previous if previous and previous.token == current else None))
             log.warning("gc lakefs://%s: the run of %s died; its lease is taken over", self.repository_id,
                         previous.describe())
@@ -166,6 +182,27 @@ class RunLease:
         self._thread.start()
         return previous if previous is not None and previous.token != self.token else None
 
+    def _take(self, script: str, *args: str | int) -> bool:
+        try:
+            return bool(eval_acknowledged(self.client, script, (self.key,), args=args,
+                                          durability=self.durability))
+        except redis.RedisError as exc:
+            if self.durability is None:
+                raise
+            self._forget()
+            if not unconfirmed(exc):
+                raise
+            raise Unconfirmed(f"the GC lease of lakefs://{self.repository_id} could not be confirmed ({exc}; Redis "
+                              "failing over, or no replica in sync): not taken, the run did not start; try again "
+                              "later") from None
+
+    def _forget(self) -> None:
+        """Best effort: an attempt that ran but was not confirmed leaves no lease for the next run to wait out."""
+        try:
+            self.client.eval(RELEASE_LUA, 2, self.key, self.holder_key, self.token)
+        except redis.RedisError:
+            pass  # it expires by itself
+
     def _busy_message(self, holder: Holder | None) -> str:
         ttl = self.client.pttl(self.key)
         who = f" ({holder.describe()})" if holder else ""
@@ -173,14 +210,26 @@ class RunLease:
         return f"another GC of lakefs://{self.repository_id} is running{who}{frees}; try again later"
 
     def _renew(self) -> None:
+        confirmed = time.monotonic()
         while not self._stop.wait(self.renew_seconds):
             try:
-                if not self.client.eval(RENEW_LUA, 1, self.key, self.token, self.lease_ms):
-                    log.error("gc lakefs://%s lost its lease; its deletions stop", self.repository_id)
+                renewed = eval_acknowledged(self.client, RENEW_LUA, (self.key,),
+                                            args=(self.token, self.lease_ms), durability=self.durability)
+            except redis.RedisError as exc:  # the deleters stop once renewals are stale; keep trying until then
+                silent = time.monotonic() - confirmed
+                if self.durability is not None and silent * 1000 > self.stale_ms:
+                    # Not confirmed is not renewed: stale, by the rule the deleters apply (LeaseWatch.check).
+                    log.error("gc lakefs://%s: no renewal of its lease confirmed for %.1fs (%s): it counts as "
+                              "lost; its deletions stop", self.repository_id, silent, exc)
                     self.lost.set()
                     return
-            except redis.RedisError as exc:  # the deleters stop once renewals are stale; keep trying
                 log.warning("gc lakefs://%s: renewing the lease failed: %s", self.repository_id, exc)
+                continue
+            if not renewed:
+                log.error("gc lakefs://%s lost its lease; its deletions stop", self.repository_id)
+                self.lost.set()
+                return
+            confirmed = time.monotonic()
 
     def release(self) -> None:
         self._stop.set()

@@ -20,8 +20,8 @@ from workers.shared.locks import named_lock
 from workers.shared.redis_script import Step
 
 if TYPE_CHECKING:
+    from spark_jobs.engine.redis_ack import Acknowledged
     from workers.idle_clock.events import ClockKind
-    from workers.shared.redis_clients import Acknowledged
     from workers.shared.services import Services
 
 Source = Literal["webhook", "reconciler", "restored"]
@@ -181,15 +181,17 @@ def _str(value: str | bytes | None) -> str | None:
 
 
 class ClockStore:
-    def __init__(self, client: redis.Redis, prefix: str = "lakefs-janitor"):
+    def __init__(self, client: redis.Redis, prefix: str = "lakefs-janitor", *,
+                 lock_durability: Acknowledged | None = None):
         self.redis = client
         self.prefix = prefix
+        self.lock_durability = lock_durability  # when its locks count as taken (workers.shared.locks)
         self._observe = client.register_script(_OBSERVE)
 
     @classmethod
     def of(cls, services: Services) -> ClockStore:
         """The clock in the services' Redis, under their key prefix: how every entry point gets it."""
-        return cls(services.redis, services.settings.key_prefix)
+        return cls(services.redis, services.settings.key_prefix, lock_durability=services.settings.redis_durability)
 
     def _key(self, repository_id: str, branch_id: str) -> str:
         return f"{self.prefix}:branch:{repository_id}:{branch_id}"
@@ -256,7 +258,8 @@ class ClockStore:
 
     def reconcile_lock(self, repository_id: str, seconds: float) -> Lock:
         """One reconcile pass per repository at a time (passes share a cursor)."""
-        return named_lock(self.redis, self.prefix, f"reconcile:{repository_id}", seconds=seconds)
+        return named_lock(self.redis, self.prefix, f"reconcile:{repository_id}", seconds=seconds,
+                          durability=self.lock_durability)
 
     def _cursor(self, repository_id: str) -> str:
         return f"{self.prefix}:reconcile-cursor:{repository_id}"

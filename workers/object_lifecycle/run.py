@@ -194,7 +194,8 @@ def _branch(lakefs: LakeFS, report: RunReport, *, branch_id: str, rules: list[Ru
         tally(outcome, evaluation.expired, options.depth)
         return outcome
     if not still_ours():
-        report.aborted = "the run lost its lock (it outlived object_lifecycle_lock_seconds); stopping"
+        report.aborted = ("the run lost its lock (it outlived object_lifecycle_lock_seconds, or no replica "
+                          "acknowledged its renewal: a Redis failover); stopping")
         outcome.result, outcome.detail = "not-attempted", report.aborted
         return outcome
     return expire(lakefs, report, outcome, evaluation=evaluation, prefixes=prefixes, options=options,

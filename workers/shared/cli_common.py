@@ -23,6 +23,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from spark_jobs.engine.redis_ack import NotReplicated
 from workers.shared.lakefs.client import LakeFS, LakeFSError
 from workers.shared.lakefs.documents import PolicyDocument, StaleETag, Stored
 from workers.shared.locks import EditLocks
@@ -75,6 +76,8 @@ def friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except (SettingsError, LakeFSError, URIError) as exc:
+            raise click.ClickException(str(exc)) from None
+        except NotReplicated as exc:  # a lock or lease not confirmed: its message says what happened
             raise click.ClickException(str(exc)) from None
         except redis.RedisError as exc:
             raise click.ClickException(f"Redis is unavailable: {exc}") from None

@@ -4,20 +4,17 @@ leases), Celery's broker and result backend, and the start-up check.
 A plain ``redis://`` URL or a Redis watched by Sentinel (``sentinel://…`` with ``redis_sentinel_master``): the same
 settings give redis-py's ``Sentinel(...).master_for(...)`` for our keys and Celery's ``sentinel://`` URLs with
 ``master_name`` and ``sentinel_kwargs`` in its transport options, so a failover moves all of them to the new
-primary. The URL forms are parsed in ``spark_jobs.engine.redis_connect`` (the Spark job's lease watch needs them
-without ``workers``).
+primary. The URL forms are parsed in ``spark_jobs.engine.redis_connect``, and writes that count only once replicas
+acknowledged them are ``spark_jobs.engine.redis_ack``'s (the Spark job's lease watch needs both without
+``workers``).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
-from redis.client import Pipeline
 from redis.retry import Retry
 
 from spark_jobs.engine.redis_connect import connect, is_sentinel, parse_sentinel_url
@@ -31,68 +28,6 @@ MIN_VISIBILITY_SECONDS = 7200
 def redis_client(settings: Settings, *, timeout_seconds: float = 10.0, retries: bool = True) -> redis.Redis:
     return connect(settings.redis_client_url(), socket_timeout=timeout_seconds,
                    socket_connect_timeout=min(timeout_seconds, 5), retries=retries)
-
-
-class NotReplicated(redis.RedisError):
-    """The primary took a write that no replica acknowledged in time: a failover could lose it."""
-
-
-@dataclass(frozen=True)
-class Acknowledged:
-    """A write counts once ``replicas`` replicas acknowledged it (Redis WAIT; 0: the primary's answer), tried
-    again for up to ``budget_seconds``."""
-
-    replicas: int
-    budget_seconds: float
-
-
-# A primary being demoted, an isolated one that `min-replicas-to-write` stops, a replica still loading: the next
-# attempt, on the primary the Sentinels name then, may succeed.
-_RETRYABLE_REPLIES = ("NOREPLICAS", "READONLY", "MASTERDOWN", "LOADING")
-_WAIT_MS = 500  # below the receiver's 1 s socket time-out, far above a healthy replica's lag
-
-
-def _retryable(exc: Exception) -> bool:
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | NotReplicated):
-        return True
-    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_RETRYABLE_REPLIES)
-
-
-def write_acknowledged(client: redis.Redis, send: Callable[[redis.Redis | Pipeline], Any], *,
-                       durability: Acknowledged, recover: Callable[[Exception], bool] | None = None) -> Any:
-    """``send(client)``'s result; with replicas to wait for, ``send`` queues its command on a pipeline followed by
-    ``WAIT replicas`` on the same connection, in one round trip, and its result counts once acknowledged. Attempts go on for ``budget_seconds``: after a failed one the
-    client's idle connections are dropped, so the next asks the Sentinels for the primary again (redis-py's own
-    retries reconnect to the address they had: redis/redis-py#3874). The client should make one attempt per
-    command with a short socket time-out (``redis_client(..., timeout_seconds=1, retries=False)``): a hung primary
-    then costs one attempt ~1 s. The commands must be safe to repeat: an attempt that timed out may have run.
-    ``recover(exc)`` may repair an error and ask for an immediate new attempt (a script Redis does not know)."""
-    deadline = time.monotonic() + durability.budget_seconds
-    delay = 0.05
-    while True:
-        try:
-            if not durability.replicas:
-                return send(client)
-            pipe = client.pipeline(transaction=False)
-            send(pipe)
-            result, acknowledged = pipe.wait(durability.replicas, _WAIT_MS).execute()
-            if acknowledged < durability.replicas:
-                raise NotReplicated(f"{acknowledged} of {durability.replicas} replica(s) acknowledged the write "
-                                    f"within {_WAIT_MS} ms")
-            return result
-        except Exception as exc:  # noqa: BLE001 - sorted below: retried, or raised as it came
-            error = exc
-            if recover is not None and time.monotonic() < deadline:
-                try:
-                    if recover(exc):
-                        continue
-                except Exception as again:  # noqa: BLE001
-                    error = again
-            if not _retryable(error) or time.monotonic() + delay >= deadline:
-                raise error from (exc if error is not exc else None)
-            client.connection_pool.disconnect(inuse_connections=False)
-            time.sleep(delay)
-            delay = min(delay * 2, 0.4)
 
 
 def visibility_timeout(settings: Settings) -> int:

@@ -17,6 +17,7 @@ from workers.shared.locks import named_lock, release_quietly
 if TYPE_CHECKING:
     from typing import Self
 
+    from spark_jobs.engine.redis_ack import Acknowledged
     from workers.shared.lakefs.client import LakeFS
     from workers.shared.services import Services
 
@@ -55,25 +56,26 @@ class LifecycleLocks:
     EDIT_LOCK: str
     RUN_LOCK: str
 
-    def __init__(self, client: redis.Redis, prefix: str):
+    def __init__(self, client: redis.Redis, prefix: str, *, lock_durability: Acknowledged | None = None):
         self.redis = client
         self.prefix = prefix
+        self.lock_durability = lock_durability  # when its locks count as taken (workers.shared.locks)
 
     @classmethod
     def of(cls, services: Services) -> Self:
         """The records in the services' Redis, under their key prefix."""
-        return cls(services.redis, services.settings.key_prefix)
+        return cls(services.redis, services.settings.key_prefix, lock_durability=services.settings.redis_durability)
 
     def edit_lock(self, repository_id: str) -> Lock:
         """Serialises the ETag check and the write among everyone who edits through lakefs-janitor: lakeFS has no
         conditional write for repository metadata, so without it two writers holding the same ETag could both win."""
         return named_lock(self.redis, self.prefix, f"{self.EDIT_LOCK}:{repository_id}", seconds=30,
-                          blocking_timeout=10)
+                          blocking_timeout=10, durability=self.lock_durability)
 
     def run_lock(self, repository_id: str | None, seconds: float) -> Lock:
         """One real run per repository (or, with None, one pass over all of them) across workers and replicas."""
         name = f"{self.RUN_LOCK}-all" if repository_id is None else f"{self.RUN_LOCK}:{repository_id}"
-        return named_lock(self.redis, self.prefix, name, seconds=seconds)
+        return named_lock(self.redis, self.prefix, name, seconds=seconds, durability=self.lock_durability)
 
 
 def push_capped(pipe: redis.client.Pipeline, key: str, text: str, *, length: int) -> None:

@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from spark_jobs.core import inventory_url
 from spark_jobs.core.durations import DurationError, parse_duration
+from spark_jobs.engine.redis_ack import Acknowledged
 from spark_jobs.engine.redis_connect import is_sentinel, parse_sentinel_url
 from workers.shared.settings_sections import LakeFSConnection, SparkSettings, check_cron
 from workers.shared.settings_sources import (
@@ -208,16 +209,17 @@ class Settings(BaseSettings):
                                               "broker_url): the primary's name in Sentinel")
     redis_sentinel_password: SecretStr | None = Field(default=None, description="the Sentinels' own password, if "
                                                       "they require one")
-    # The receiver answers a hook 200 only once its write is acknowledged by this many replicas (Redis WAIT), so
-    # a failover keeps it; None: 1 with Sentinel (it has a replica to promote), 0 for a plain Redis.
-    redis_replica_acks: int | None = Field(default=None, ge=0, le=5, description="the receiver answers a hook 200 "
-                                           "only once this many replicas acknowledged its write (WAIT); default 1 "
-                                           "with Sentinel, else 0")
-    # How long the receiver tries to record a hook (each attempt asks the Sentinels for the primary again, and
-    # a hung primary costs one attempt at most 1 s) before answering 503: keep it inside lakeFS's hook time-out.
-    redis_retry_seconds: float = Field(default=3.0, gt=0, le=60, description="how long the receiver tries to "
-                                       "record a hook (each attempt asks the Sentinels for the primary again, a "
-                                       "hung primary costs an attempt 1 s) before answering 503; beside "
+    # A hook's 200, a lock and a GC lease count only once this many replicas acknowledged the write (Redis WAIT),
+    # so a failover keeps them; None: 1 with Sentinel (it has a replica to promote), 0 for a plain Redis.
+    redis_replica_acks: int | None = Field(default=None, ge=0, le=5, description="the receiver answers a hook 200, "
+                                           "and a lock or GC lease counts as taken or renewed, only once this many "
+                                           "replicas acknowledged the write (WAIT); default 1 with Sentinel, else 0")
+    # How long such a write is tried (each attempt asks the Sentinels for the primary again) before the receiver
+    # answers 503, or a lock or lease counts as not taken (lost, when renewed): keep it inside lakeFS's hook time-out.
+    redis_retry_seconds: float = Field(default=3.0, gt=0, le=60, description="how long a write that replicas must "
+                                       "acknowledge is tried (each attempt asks the Sentinels for the primary "
+                                       "again; the receiver's attempt costs a hung primary 1 s) before the "
+                                       "receiver answers 503, or a lock or GC lease counts as not taken; beside "
                                        "Sentinel's down-after-milliseconds")
     key_prefix: str = Field(default="lakefs-janitor", min_length=1, description="prefix of every Redis key")
 
@@ -330,6 +332,12 @@ class Settings(BaseSettings):
         if self.redis_replica_acks is not None:
             return self.redis_replica_acks
         return 1 if is_sentinel(self.redis_url) else 0
+
+    @property
+    def redis_durability(self) -> Acknowledged:
+        """When a hook's write, a lock or a GC lease counts (``spark_jobs.engine.redis_ack``): ``replica_acks``
+        replicas, tried for ``redis_retry_seconds``."""
+        return Acknowledged(replicas=self.replica_acks, budget_seconds=self.redis_retry_seconds)
 
     def redis_client_url(self, url: str | None = None) -> str:
         """``url`` (default: redis_url) as one self-contained string: a sentinel:// URL with the master's name and

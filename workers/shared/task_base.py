@@ -7,13 +7,15 @@ from __future__ import annotations
 import redis
 from celery import Task
 
+from spark_jobs.engine.redis_ack import NotReplicated
 from workers.shared.lakefs.errors import Unavailable
 from workers.shared.services import Services
 
 # redis-py's ConnectionError and TimeoutError do not derive from the builtins of the same name: both are listed,
-# or a Redis blip would fail the task instead of retrying it.
+# or a Redis blip would fail the task instead of retrying it. NotReplicated: a lock or lease no replica acknowledged
+# (``workers.shared.locks.Unconfirmed``: a failover under way), not taken; tried again as a blip is.
 RETRYABLE = (Unavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError,
-             TimeoutError)
+             TimeoutError, NotReplicated)
 
 
 class JanitorTask(Task):

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
+from spark_jobs.engine.redis_ack import Acknowledged, NotReplicated
 from workers.shared import redis_script
-from workers.shared.redis_clients import Acknowledged, NotReplicated
 from workers.shared.redis_script import Step
 
 ECHO = "return {#KEYS, #ARGV, KEYS[1], ARGV[1]}"

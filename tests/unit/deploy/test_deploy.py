@@ -566,3 +566,29 @@ def test_the_worker_command_is_the_same_everywhere():
         assert lines and all(all(o in line for o in WORKER_OPTIONS) for line in lines), (doc, lines)
     services = (ROOT / "tests/services.py").read_text()
     assert all(f'"{o}"' in services for o in WORKER_OPTIONS)
+
+
+# --- the Redis we ship ------------------------------------------------------------------------------------------
+
+def redis_servers() -> list[tuple[str, list[str]]]:
+    """(where, argv) of every redis-server the deploy files start: compose's, and the chart's bundled one (its
+    template read as text: the command is one JSON-style list)."""
+    found = [(f"compose.yaml {name}", spec["command"]) for name, spec in compose()["services"].items()
+             if spec.get("command", [""])[0] == "redis-server"]
+    for path in sorted((DEPLOY / "helm").rglob("*.yaml")):
+        found += [(rel(path), json.loads(line.split("command:", 1)[1])) for line in path.read_text().splitlines()
+                  if re.match(r'\s*command:\s*\["redis-server"', line)]
+    return found
+
+
+def test_min_replicas_to_write_goes_with_replicas_only():
+    """``min-replicas-to-write`` / ``min-replicas-max-lag`` on every node of a replicated Redis (a primary cut off
+    from its replicas then refuses the writes that do not wait for replicas), never on a single one, where it
+    would refuse every write (docs/redis-ha.md). Every Redis we ship is single: none has them."""
+    servers = redis_servers()
+    assert len(servers) == 2, servers  # compose's and the chart's: a new one is checked here too
+    for where, argv in servers:
+        replicated = any(arg in ("--replicaof", "--slaveof") for arg in argv)
+        guarded = "--min-replicas-to-write" in argv and "--min-replicas-max-lag" in argv
+        assert guarded == replicated, (f"{where}: {'a replica without' if replicated else 'a single Redis with'} "
+                                       "min-replicas-to-write / min-replicas-max-lag (docs/redis-ha.md)")

@@ -122,6 +122,27 @@ def test_job_settings_travel_whole_and_credentials_stay_private():
 K8S = "k8s://https://kubernetes.default.svc:443"
 
 
+def test_the_lease_reference_tells_both_runners_how_many_replicas_confirm_it():
+    """The replica count reaches the deleters inside the lease reference: the thread runner's as the starter made
+    it, the Spark job's through its settings (lakefs.gc.lease.token), so spark_jobs imports nothing of workers. A
+    reference without one (an older starter) asks for none."""
+    import redis  # noqa: PLC0415
+
+    from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
+    from spark_jobs.engine.redis_ack import Acknowledged  # noqa: PLC0415
+    from workers.gc.history import GCRuns  # noqa: PLC0415
+
+    runs = GCRuns(redis.Redis(), "p", "redis://127.0.0.1:1/0", lock_durability=Acknowledged(1, 2.5))
+    ref = runs.lease("repo", 60).ref()
+    assert (ref.replica_acks, ref.confirm_seconds) == (1, 2.5)
+    props = job_properties(spark=SparkSettings(), python="python3", lease_json=ref.to_json())
+    job = JobSettings.from_hadoop(lambda key: props.get(f"spark.hadoop.{key}"))
+    assert LeaseRef.from_json(job.lease_json) == ref
+    older = {k: v for k, v in json.loads(ref.to_json()).items() if k not in ("replica_acks", "confirm_seconds")}
+    assert LeaseRef.from_json(json.dumps(older)).replica_acks == 0
+    assert GCRuns(redis.Redis(), "p", lock_durability=Acknowledged(0, 3.0)).lease("r", 60).ref().replica_acks == 0
+
+
 def test_cluster_mode_needs_kubernetes():
     assert SparkSettings(master=K8S, deploy_mode="cluster").deploy_mode == "cluster"
     with pytest.raises(ValueError, match="deploy_mode cluster needs a k8s:// master"):

@@ -84,3 +84,33 @@ def test_empty_sentinel_variables_are_unset(monkeypatch):
     assert s.redis_sentinel_master is None and s.redis_sentinel_password is None
     with pytest.raises(SettingsError, match="LAKEFS_JANITOR_REDIS_SENTINEL_MASTER"):
         load_settings(**LAKEFS, redis_url=SENTINELS)
+
+
+def test_locks_and_leases_wait_for_the_replicas_a_hook_waits_for():
+    """One rule for a hook's 200, a lock and a GC lease: ``redis_durability`` (1 replica with Sentinel, 0 for a
+    plain Redis), handed to every store an entry point builds; a lock waits for replicas only when there are some."""
+    import redis  # noqa: PLC0415
+    from redis.lock import Lock  # noqa: PLC0415
+
+    from spark_jobs.engine.redis_ack import Acknowledged  # noqa: PLC0415
+    from workers.branch_lifecycle.store import LifecycleRecords  # noqa: PLC0415
+    from workers.gc.history import GCRuns  # noqa: PLC0415
+    from workers.idle_clock.store import ClockStore  # noqa: PLC0415
+    from workers.object_lifecycle.store import ObjectLifecycleRecords  # noqa: PLC0415
+    from workers.shared.locks import AcknowledgedLock, named_lock  # noqa: PLC0415
+    from workers.shared.services import Services  # noqa: PLC0415
+
+    sentinel = load_settings(**LAKEFS, redis_url=SENTINELS, redis_sentinel_master="janitor")
+    assert sentinel.redis_durability == Acknowledged(replicas=1, budget_seconds=3.0)
+    assert load_settings(**LAKEFS).redis_durability == Acknowledged(replicas=0, budget_seconds=3.0)
+    assert load_settings(**LAKEFS, redis_url=SENTINELS, redis_sentinel_master="janitor", redis_replica_acks=0,
+                         redis_retry_seconds=5).redis_durability == Acknowledged(replicas=0, budget_seconds=5.0)
+
+    services = Services(sentinel, redis_client=redis.Redis())  # never connects: nothing is sent
+    locks = [ClockStore.of(services).reconcile_lock("r", 60), LifecycleRecords.of(services).run_lock("r", 60),
+             ObjectLifecycleRecords.of(services).run_lock(None, 60), GCRuns.of(services).edit_lock("r"),
+             LifecycleRecords.beside(ClockStore.of(services)).edit_lock("r")]
+    assert all(isinstance(lock, AcknowledgedLock) and lock.durability.replicas == 1 for lock in locks)
+    assert GCRuns.of(services).lease("r", 60).ref().replica_acks == 1
+    for durability in (None, Acknowledged(0, 3.0)):
+        assert type(named_lock(redis.Redis(), "p", "n", seconds=5, durability=durability)) is Lock
