@@ -23,16 +23,17 @@ from spark_jobs.core.mark import kept_addresses, range_commits, versions_kept
 from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api, oldest_retained
-from spark_jobs.engine import incremental, mark_cache, report
-from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
-from spark_jobs.engine.datasets import plan as datasets
-from spark_jobs.engine.inventory import read_inventory
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
-from spark_jobs.engine.lean_mark import lean_mark
-from spark_jobs.engine.mark_source import Cached, Files, Source, Span
-from spark_jobs.engine.parallel import Runner, in_background, wants_datasets
-from spark_jobs.engine.repository import Graph, read_uncommitted
+from spark_jobs.engine.listing.inventory import read_inventory
+from spark_jobs.engine.plan import datasets as datasets
+from spark_jobs.engine.reach import mark_cache
+from spark_jobs.engine.reach.lean_mark import lean_mark
+from spark_jobs.engine.reach.mark_source import Cached, Files, Source, Span
 from spark_jobs.engine.request import RunRequest
+from spark_jobs.engine.runtime.context import GCError, JobConfig, OpenContext, Progress
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiError
+from spark_jobs.engine.runtime.parallel import Runner, in_background, wants_datasets
+from spark_jobs.engine.runtime.repository import Graph, read_uncommitted
+from spark_jobs.engine.state import incremental, report
 from spark_jobs.engine.stores import Namespace, StorageError
 
 

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_jobs.engine.throttle import THROTTLED_TEXT
+from spark_jobs.engine.stores.throttle import THROTTLED_TEXT
 
 # What a run's StorageError says when the store did not answer (THROTTLED_TEXT: kept throttling): its reason read
 # back from its text (``reason_of``)

@@ -13,8 +13,8 @@ import pyarrow as pa
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import PlanSummary, StoredObject
-from spark_jobs.engine.context import JobConfig, OpenContext
-from spark_jobs.engine.datasets import units
+from spark_jobs.engine.plan import units
+from spark_jobs.engine.runtime.context import JobConfig, OpenContext
 
 UNIT_SCHEMA = "unit string"
 _WRITTEN_PART = pa.schema([pa.field("part", pa.int64(), nullable=False), pa.field("keys", pa.int64(), nullable=False),
@@ -68,19 +68,19 @@ def executor_error(exc: Exception) -> Exception:
     import re  # noqa: PLC0415
 
     from spark_jobs.core.sstable import SSTableError  # noqa: PLC0415
-    from spark_jobs.engine.context import GCError  # noqa: PLC0415
-    from spark_jobs.engine.lease_watch import LeaseLost  # noqa: PLC0415
+    from spark_jobs.engine.runtime.context import GCError  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageError  # noqa: PLC0415
+    from spark_jobs.engine.sweep.lease_watch import LeaseLost  # noqa: PLC0415
 
     text = str(exc)
     # a deleter that lost the lease stopped on purpose: that, not what it broke, is why the run stopped
-    if found := re.search(r"spark_jobs\.engine\.lease_watch\.LeaseLost: ([^\n]*)", text):
+    if found := re.search(r"spark_jobs\.engine\.sweep\.lease_watch\.LeaseLost: ([^\n]*)", text):
         return LeaseLost(found.group(1).strip())
     if found := re.search(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", text):
         return StorageError(found.group(1).strip())
     if found := re.search(r"spark_jobs\.core\.sstable\.SSTableError: ([^\n]*)", text):
         return SSTableError(found.group(1).strip())
-    if found := re.search(r"spark_jobs\.engine\.context\.GCError: ([^\n]*)", text):
+    if found := re.search(r"spark_jobs\.engine\.runtime\.context\.GCError: ([^\n]*)", text):
         return GCError(found.group(1).strip(), "executor")
     return exc
 
@@ -219,7 +219,7 @@ class SparkBackend:
         from pyspark.sql import functions as F  # noqa: PLC0415
 
         from spark_jobs.core import kept_index  # noqa: PLC0415
-        from spark_jobs.engine import incremental  # noqa: PLC0415
+        from spark_jobs.engine.state import incremental  # noqa: PLC0415
 
         config = self.config
         counted = reached.select("key").mapInArrow(_counts, _spark_schema(units.INDEX_SCHEMA)) \

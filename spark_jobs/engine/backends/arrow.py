@@ -17,10 +17,10 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
-from spark_jobs.engine import incremental
-from spark_jobs.engine.context import JobConfig
-from spark_jobs.engine.datasets import units
-from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.plan import units
+from spark_jobs.engine.runtime.context import JobConfig
+from spark_jobs.engine.runtime.parallel import ThreadRunner
+from spark_jobs.engine.state import incremental
 
 
 def _table(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> pa.Table:

@@ -29,7 +29,7 @@ from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 if TYPE_CHECKING:
-    from spark_jobs.engine.inventory_azure import AzureManifest
+    from spark_jobs.engine.listing.inventory_azure import AzureManifest
 
 FORMATS = ("CSV", "Parquet")
 # The CSV columns a listing needs, by their names in the manifest's fileSchema, and the Parquet columns they are
@@ -205,7 +205,7 @@ def read_inventory(url: str, ns: Namespace) -> tuple[Manifest | AzureManifest, l
     """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings (an
     Azure namespace's: an Azure Blob Inventory report, ``inventory_azure``)."""
     if ns.store == "azure":
-        from spark_jobs.engine.inventory_azure import read_inventory as read_azure_inventory  # noqa: PLC0415
+        from spark_jobs.engine.listing.inventory_azure import read_inventory as read_azure_inventory  # noqa: PLC0415
 
         return read_azure_inventory(url, ns)
     if ns.store != "s3":

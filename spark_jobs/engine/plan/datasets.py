@@ -16,11 +16,11 @@ from spark_jobs.core.incremental import State, dead_ranges, metarange_indices, u
 from spark_jobs.core.plan import PlanSummary, StoredObject
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
-from spark_jobs.engine import incremental, report
-from spark_jobs.engine.context import JobConfig, OpenContext, Progress
-from spark_jobs.engine.datasets import units
-from spark_jobs.engine.repository import Graph, uncommitted_files
+from spark_jobs.engine.plan import units
 from spark_jobs.engine.request import RunRequest
+from spark_jobs.engine.runtime.context import JobConfig, OpenContext, Progress
+from spark_jobs.engine.runtime.repository import Graph, uncommitted_files
+from spark_jobs.engine.state import incremental, report
 
 
 class Backend(Protocol):

@@ -20,9 +20,9 @@ from spark_jobs.core import report as core_report
 from spark_jobs.core.incremental import State, StateError, dead_ranges, decode, encode, why_full
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.core.slices import slices_to_list
-from spark_jobs.engine.context import JobConfig, OpenContext
-from spark_jobs.engine.mark_source import Source
-from spark_jobs.engine.parallel import Runner, fitting
+from spark_jobs.engine.reach.mark_source import Source
+from spark_jobs.engine.runtime.context import JobConfig, OpenContext
+from spark_jobs.engine.runtime.parallel import Runner, fitting
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 log = logging.getLogger(__name__)
