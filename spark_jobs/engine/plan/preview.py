@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 from spark_jobs.core import report as core
 from spark_jobs.core.cleaning import CleaningPolicy
 from spark_jobs.core.plan import StoredObject, by_path_prefix
-from spark_jobs.engine.mark import Marked, mark, paths_of
+from spark_jobs.engine.mark import Marked, mark
+from spark_jobs.engine.plan.by_path import paths_of
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import resolve_storage
 from spark_jobs.engine.runtime import cyclic_gc
