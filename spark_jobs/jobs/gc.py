@@ -53,7 +53,7 @@ class SparkRunner:
 
 def executor_error(exc: Exception) -> Exception:
     """What failed on an executor, as the thread runner raises it (the dataset backend's one translation)."""
-    from spark_jobs.engine.backends.spark import executor_error as translate  # noqa: PLC0415
+    from spark_jobs.engine.backends.spark_base import executor_error as translate  # noqa: PLC0415
 
     return translate(exc)
 

@@ -1,7 +1,7 @@
 """A run's mark as datasets (the full listing, without path policies and keep_versions, where an entry's fate is
 its range's): reach ∪ staged, subtracted from the listing under the safety rules, the plan written in parts, the
 kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
-every key stays in the backend's datasets (``arrow.py`` in process, ``spark.py`` on executors)."""
+every key stays in the backend's datasets (``engine/backends/``: Arrow in process, Spark on executors)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ from spark_jobs.engine.state import incremental, report
 
 
 class Backend(Protocol):
-    """What a dataset backend does (``arrow.ArrowBackend``, ``spark.SparkBackend``); datasets are its own type."""
+    """What a dataset backend does (``backends.arrow.ArrowBackend``, ``backends.spark.SparkBackend``), step by step:
+    reach and staged (``reach/``), listing and listed_objects (``listing/``), judge, write_plan, missed, slices_of
+    and objects (``plan/``), write_index (``state/``); the rest are set operations. Datasets are its own type."""
 
     name: str
 

@@ -4,7 +4,7 @@
 
 ``StorageError`` stays defined here: an executor's failure reaches the Spark driver as its traceback's text, and the
 driver reads it back by this qualified name (``spark_jobs.engine.stores.base.StorageError``,
-``datasets.spark.executor_error``). The contract each store implements is ``namespace.Namespace``; how a store's
+``backends.spark_base.executor_error``). The contract each store implements is ``namespace.Namespace``; how a store's
 failures are read and retried, ``faults``.
 """
 
