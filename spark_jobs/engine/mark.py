@@ -25,6 +25,7 @@ from spark_jobs.core.plan import PlanSummary, StoredObject, by_path_prefix, plan
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
 from spark_jobs.engine.listing.full import list_namespace
+from spark_jobs.engine.listing.incremental import find_changed, missed, would_check
 from spark_jobs.engine.listing.inventory import inventory_listing
 from spark_jobs.engine.plan import datasets
 from spark_jobs.engine.plan.by_path import paths_of
@@ -283,7 +284,7 @@ def _reach_by_metadata(run: MarkRun, preload: mark_cache.Preload | None) -> Reac
     reach = Reach(found, read_uncommitted(ctx.ns, graph.uncommitted_locations), by_versions=by_versions)
     previous = run.previous.state
     # the keys an incremental run asks for (a full run counts what they would have missed)
-    reach.checked = incremental.would_check(previous, source, found.units) if previous else set()
+    reach.checked = would_check(previous, source, found.units) if previous else set()
     if run.record and not request.dry_run and run.unscoped and cached is not None:
         # the next run's kept index, from the cache's blocks (each distinct block's keys once, times the number of
         # live ranges that hold it)
@@ -307,9 +308,8 @@ def _list(run: MarkRun, reach: Reach, *, index_refused: str | None) -> tuple[lis
     if reach.lean is not None:
         listed, listing = reach.lean.objects, reach.lean.listing
     elif previous.incremental and previous.state is not None:
-        changed = incremental.find_changed(previous.state, runner=run.runner, config=run.config, ctx=run.ctx,
-                                           checked=reach.checked, kept=reach.kept,
-                                           partitions=request.address_partitions)
+        changed = find_changed(previous.state, runner=run.runner, config=run.config, ctx=run.ctx, checked=reach.checked,
+                               kept=reach.kept, partitions=request.address_partitions)
         listed, listing = changed.objects, changed.listing
         if index_refused:
             listing["kept_index_refused"] = index_refused
@@ -332,7 +332,7 @@ def _judge(run: MarkRun, reach: Reach, listed: list[StoredObject],
     deleted, plan = plan_deletions(listed, reach.kept, run.cutoff.timestamp(), prefix_depth=run.request.prefix_depth)
     previous = run.previous
     if not previous.incremental and previous.state is not None:
-        listing["missed_by_incremental"] = incremental.missed(deleted, previous.state, reach.checked)
+        listing["missed_by_incremental"] = missed(deleted, previous.state, reach.checked)
     return deleted, plan
 
 

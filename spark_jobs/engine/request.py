@@ -34,7 +34,7 @@ class RunRequest:
     cache: bool = True  # the mark cache (engine/reach/mark_cache.py); False: every range and metarange read
     inventory: str | None = None  # an S3 Inventory report's manifest.json, read instead of listing the namespace
     # "auto": list only what changed since the previous run when its state is trusted and a full listing is not
-    # due (engine/state/incremental.py); "full": list the whole namespace (or read the inventory)
+    # due (engine/listing/incremental.py); "full": list the whole namespace (or read the inventory)
     listing: str = "auto"
     full_listing_every: timedelta = timedelta(days=7)  # how old the last full listing may be before another
     # after deleting, remove the noncurrent versions of exactly the keys deleted (S3 versions, GCS generations)

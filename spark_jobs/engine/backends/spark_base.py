@@ -91,7 +91,7 @@ def translated(method):
 
 
 def slice_unit():
-    """``incremental.unit_of`` of the plan's ``address`` column: ``data/<slice>/``, or the root (``""``)."""
+    """``listing.incremental.unit_of`` of the plan's ``address`` column: ``data/<slice>/``, or the root (``""``)."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     return F.when(F.col("address").startswith("data/") & (F.size(F.split("address", "/")) >= 3),

@@ -16,6 +16,7 @@ from spark_jobs.core.incremental import State, dead_ranges, metarange_indices, u
 from spark_jobs.core.plan import PlanSummary, StoredObject
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
+from spark_jobs.engine.listing.incremental import recent_units
 from spark_jobs.engine.plan import units
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.runtime.context import JobConfig, OpenContext, Progress
@@ -116,7 +117,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         carried = sorted(state.carried())
         if carried:
             checked = backend.union([checked, backend.from_keys(carried)])
-        recent = set(incremental.recent_units(backend.slices_of(deleted), state.horizon))
+        recent = set(recent_units(backend.slices_of(deleted), state.horizon))
         listing["missed_by_incremental"] = backend.missed(deleted, recent=recent, checked=checked)
     seconds["plan"] = time.monotonic() - t
     decision = bound

@@ -14,8 +14,8 @@ from spark_jobs.core import columns
 from spark_jobs.core.plan import StoredObject, plan_deletions
 from spark_jobs.engine.backends.arrow import ArrowBackend
 from spark_jobs.engine.listing.arrow import Listing, by_unit
+from spark_jobs.engine.listing.incremental import unit_of
 from spark_jobs.engine.runtime.parallel import ThreadRunner
-from spark_jobs.engine.state.incremental import unit_of
 
 
 class Slices:
