@@ -28,6 +28,11 @@ def test_zip_holds_the_whole_package_and_nothing_else(tmp_path: Path):
     names = set(zipfile.ZipFile(build_py_files(tmp_path)).namelist())
     assert {"spark_jobs/__init__.py", "spark_jobs/jobs/gc.py", "spark_jobs/jobs/protocol.py",
             "spark_jobs/core/__init__.py", "spark_jobs/core/sstable.py"} <= names
+    # the engine's step packages, with both backends' halves
+    steps = ("reach", "listing", "plan", "sweep", "state", "stores", "backends", "runtime")
+    assert {f"spark_jobs/engine/{step}/__init__.py" for step in steps} <= names
+    assert {f"spark_jobs/engine/{step}/{half}.py" for step in ("reach", "listing", "plan", "state")
+            for half in ("arrow", "spark")} <= names
     assert all(n.startswith("spark_jobs/") and n.endswith(".py") and "__pycache__" not in n for n in names)
 
 
