@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from spark_jobs.core.report import Summary
-from spark_jobs.engine.lakefs_api import LakeFSApiConfig
 from spark_jobs.engine.mark import Marked
-from spark_jobs.engine.parallel import Runner, ThreadRunner
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import run_marked
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApiConfig
+from spark_jobs.engine.runtime.parallel import Runner, ThreadRunner
 from spark_jobs.engine.stores import StorageConfig
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
 

@@ -22,7 +22,7 @@ def create_app(settings: Settings, *, redis_client: redis.Redis | None = None,
         if registry is None and not multiprocess_enabled():
             registry = CollectorRegistry()
         # One attempt per command with a 1 s time-out: a hung primary costs ~1 s, and the hooks' writes retry
-        # themselves (spark_jobs.engine.redis_ack.write_acknowledged: the primary asked of the Sentinels again each
+        # themselves (spark_jobs.engine.runtime.redis_ack.write_acknowledged: the primary asked of the Sentinels again each
         # time) within REDIS_RETRY_SECONDS, then answer 503; every other Redis error is a quick 503.
         services = Services(settings, redis_client=redis_client, registry=registry, redis_timeout_seconds=1,
                             redis_retries=False)

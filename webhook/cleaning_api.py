@@ -33,7 +33,7 @@ def _preview(repository: str, policies):
     """What the next run would delete and keep in addition under ``policies``, by path prefix; stores nothing.
     Runs as the caller (their lakeFS key reads the history)."""
     from spark_jobs.core.durations import DurationError, parse_duration  # noqa: PLC0415
-    from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415 - the engine only for previews
+    from spark_jobs.engine.runtime.lakefs_api import LakeFSApiConfig  # noqa: PLC0415 - the engine only for previews
     from workers.gc.preview import policy_preview  # noqa: PLC0415
 
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from spark_jobs.engine.redis_ack import Acknowledged
+from spark_jobs.engine.runtime.redis_ack import Acknowledged
 from workers.gc.history import GCRuns
 from workers.idle_clock.events import LakeFSEvent, clock_update
 from workers.idle_clock.store import ClockStore

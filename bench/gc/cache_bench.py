@@ -140,7 +140,7 @@ def profile_files(world: World, gc, repo: Repo, n: int, out_dir: Path | None) ->
     (and all its metaranges up to ``n``); then cProfile of one whole cold mark of history."""
     from spark_jobs.core import sstable  # noqa: PLC0415
     from spark_jobs.core.addresses import relative_key  # noqa: PLC0415
-    from spark_jobs.engine.context import JobConfig  # noqa: PLC0415
+    from spark_jobs.engine.runtime.context import JobConfig  # noqa: PLC0415
 
     summary, marked = gc_run(gc, repo.name, "dry-run", cache=False, min_age=timedelta(0))
     storage = gc.storage

@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
 
 import lakefs_sdk  # noqa: E402
 
-from spark_jobs.engine.parallel import ThreadRunner  # noqa: E402
+from spark_jobs.engine.runtime.parallel import ThreadRunner  # noqa: E402
 from tests.gc_engine import Collector  # noqa: E402
 from tests.services import (  # noqa: E402
     ADMIN_ACCESS_KEY,
@@ -131,7 +131,7 @@ def _engine():
 def gc_run(collector: Collector, repository_id: str, mode: str = "dry-run", *, cache: bool | None = None,
            **kw: Any):
     """One run of the engine as ``collector`` would make it, with ``cache`` (the mark's memory of range files,
-    spark_jobs/engine/mark_cache.py) on or off; ``cache=None`` leaves the engine's default. Arguments this
+    spark_jobs/engine/reach/mark_cache.py) on or off; ``cache=None`` leaves the engine's default. Arguments this
     version of RunRequest does not know are dropped (so the benchmarks run before and after a field lands).
     Returns (Summary, Marked)."""
     import dataclasses  # noqa: PLC0415

@@ -79,7 +79,7 @@ COMMITS_DATED = timedelta(days=90)  # before the 30 days the rules keep, even on
 def child(spec: dict[str, Any]) -> int:
     from common import gc_run, spark_context  # noqa: PLC0415
 
-    from spark_jobs.engine.parallel import ThreadRunner  # noqa: PLC0415
+    from spark_jobs.engine.runtime.parallel import ThreadRunner  # noqa: PLC0415
     from tests.gc_engine import Collector  # noqa: PLC0415
 
     def say(line: str) -> None:
@@ -317,7 +317,7 @@ def fixed_costs(rounds: int = 5) -> dict[str, float]:
 
     bare = seconds("pass")
     return {"python_s": bare, "import_range_arrow_s": seconds("import spark_jobs.core.range_arrow") - bare,
-            "import_lean_mark_s": seconds("import spark_jobs.engine.lean_mark") - bare}
+            "import_lean_mark_s": seconds("import spark_jobs.engine.reach.lean_mark") - bare}
 
 
 # --- the S3 requests of a run, counted --------------------------------------------------------------------------

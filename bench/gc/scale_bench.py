@@ -186,7 +186,7 @@ def spark_role(proc) -> str | None:
 def child(spec: dict[str, Any]) -> int:
     from common import gc_run  # noqa: PLC0415
 
-    from spark_jobs.engine.parallel import ThreadRunner  # noqa: PLC0415
+    from spark_jobs.engine.runtime.parallel import ThreadRunner  # noqa: PLC0415
     from tests.gc_engine import Collector  # noqa: PLC0415
 
     gc = Collector(spec["endpoint"], spec["options"], runner=ThreadRunner(8))

@@ -55,7 +55,7 @@ def prefixes_of(keys: pa.Array, depth: int) -> pa.Array:
 
 
 def units_of(keys: pa.Array) -> pa.Array:
-    """``incremental.unit_of`` of every key: ``data/<slice>/``, or the root (``""``)."""
+    """``listing.incremental.unit_of`` of every key: ``data/<slice>/``, or the root (``""``)."""
     slice_ = pc.replace_substring_regex(keys, pattern="(?s)^(data/[^/]*/).*$", replacement="\\1")
     has = pc.and_(pc.starts_with(keys, pattern="data/"), pc.greater_equal(pc.count_substring(keys, "/"), 2))
     return pc.if_else(has, slice_, pa.scalar("", pa.string()))

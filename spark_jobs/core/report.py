@@ -180,7 +180,7 @@ def retained_key(run_id: str) -> str:
 
 
 def pending_state_key(run_id: str) -> str:
-    """The incremental state the plan's sweep stores (``engine.incremental.promote``); absent from dry runs."""
+    """The incremental state the plan's sweep stores (``engine.state.incremental.promote``); absent from dry runs."""
     return f"{run_dir(run_id)}/incremental-state.json.gz"
 
 

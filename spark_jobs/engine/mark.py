@@ -1,39 +1,45 @@
 """The mark: what a GC run may delete, written as a plan before anything is deleted.
 
-retained commits -> unique metaranges -> unique ranges -> kept addresses (+ every staged address), subtracted
-from the namespace's data objects older than the safety cutoff. The committed metadata is read through a
-``mark_source.Source`` (the files, or the mark cache in front of them), whose per-unit steps run wherever the
-Runner puts them (threads in process, executors on Spark); the decisions over it are written once, here, and
-run on the driver / calling thread, with the pure functions of ``spark_jobs.core``.
+retained commits -> unique metaranges -> unique ranges -> kept addresses (+ every staged address), subtracted from
+the namespace's data objects older than the safety cutoff. ``mark`` dispatches over named steps, each in its package:
+reach (``engine/reach/``: what the retained commits keep, from the previous run's kept index, ``lean_mark``, or from
+the committed metadata, ``mark_source``: the files or the mark cache in front of them); listing (``engine/listing/``:
+incremental, an inventory report, or the full namespace); judge (``core.plan``: the listing minus what is kept,
+under the safety rules); write (``engine/state/``: the plan, its summary, the state the next run starts from). A full
+run the dataset steps can plan (``plan.datasets.eligible``) goes through the runner's backend (``engine/backends/``).
+Per-unit steps run where the Runner puts them; the decisions are made once, on the driver, by ``spark_jobs.core``.
 """
-
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from concurrent.futures import Future, wait
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
-from spark_jobs.core import kept_index, sstable
-from spark_jobs.core.cleaning import Scope, ScopedRetention
-from spark_jobs.core.incremental import State, Unit, metarange_indices, units_of
-from spark_jobs.core.mark import kept_addresses, range_commits, versions_kept
-from spark_jobs.core.plan import StoredObject, by_path_prefix, plan_deletions
+from spark_jobs.core import kept_index
+from spark_jobs.core.cleaning import ScopedRetention
+from spark_jobs.core.incremental import State, metarange_indices
+from spark_jobs.core.plan import PlanSummary, StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
-from spark_jobs.core.retention import commit_from_api, oldest_retained
-from spark_jobs.engine import incremental, mark_cache, report
-from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
-from spark_jobs.engine.datasets import plan as datasets
-from spark_jobs.engine.inventory import read_inventory
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
-from spark_jobs.engine.lean_mark import lean_mark
-from spark_jobs.engine.mark_source import Cached, Files, Source, Span
-from spark_jobs.engine.parallel import Runner, in_background, wants_datasets
-from spark_jobs.engine.repository import Graph, read_uncommitted
+from spark_jobs.core.retention import oldest_retained
+from spark_jobs.engine.listing.full import list_namespace
+from spark_jobs.engine.listing.incremental import find_changed, missed, would_check
+from spark_jobs.engine.listing.inventory import inventory_listing
+from spark_jobs.engine.plan import datasets
+from spark_jobs.engine.plan.by_path import paths_of
+from spark_jobs.engine.reach import mark_cache
+from spark_jobs.engine.reach.lean_mark import LeanMark, lean_mark
+from spark_jobs.engine.reach.mark_source import Cached, Files, Source
+from spark_jobs.engine.reach.retained import Reached, in_key_order, reached, versions, write_cache
 from spark_jobs.engine.request import RunRequest
-from spark_jobs.engine.stores import Namespace, StorageError
+from spark_jobs.engine.runtime.context import GCError, JobConfig, OpenContext, Progress
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiError
+from spark_jobs.engine.runtime.parallel import Runner, in_background, wants_datasets
+from spark_jobs.engine.runtime.repository import Graph, read_uncommitted
+from spark_jobs.engine.state import incremental, report
+from spark_jobs.engine.stores import StorageError
 
 
 class Marked:
@@ -88,271 +94,301 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
     before loading the graph."""
     started = time.monotonic()
     ctx = config.open()
-    cache_written: Future | None = None
+    reach: Reach | None = None
     try:
-        min_age = request.min_age if request.min_age is not None else timedelta(
-            seconds=api.gc_grace_period_seconds())
-        cutoff = request.now - min_age
-        retention = graph.retention(request.now)
-        bound = retention.bound()
-        metaranges = sorted({m for c in bound.commits if (m := graph.metarange_of(c))})
-        progress("commits", len(bound.commits))
-        seconds = {"commits": time.monotonic() - started}
-        t = time.monotonic()
-        if graph.uncommitted_locations is None:  # asking now, after the commits, would reopen the race
-            raise GCError("the mark needs lakeFS's staged entries asked for before its commits (a Graph from "
-                          "load_graph)", "bad-arguments")
-        previous = incremental.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
-                                    now=request.now, every=request.full_listing_every,
-                                    asked_full=request.listing == "full", key_prefixes=tuple(ctx.prefixes))
-        # Without path policies and keep_versions an entry's fate is its range's: a kept index then says what is
-        # still reached, and only what changed is read
-        unscoped = not retention.by_path and not any(p.keep_versions for p in graph.cleaning)
-        if datasets.eligible(request, retention, graph, full_listing=not previous.incremental):
-            files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
-            range_ids = in_key_order(files.spans(metaranges))
-            if wants_datasets(runner, ranges=len(range_ids), cache=request.cache):
-                if preload is not None:
-                    preload.settle()
-                seconds["metaranges"] = time.monotonic() - t
-                return _mark_datasets(runner, ctx, config, request=request, graph=graph, retention=retention,
-                                      metaranges=metaranges, range_ids=range_ids, previous=previous, cutoff=cutoff,
-                                      seconds=seconds, progress=progress, record=record)
-        index, lean_refused = None, None
-        # (--no-cache reads every file: the kept index, a cache too, is not used either)
-        if previous.incremental and previous.state is not None and previous.state.index_sha256 and unscoped \
-                and request.cache:
-            index, lean_refused = incremental.read_index(ctx.ns, previous.state)
-        pending_index = None  # the kept index this run builds (an Arrow table)
-        lean = None
+        run = _begin(api, runner, config, ctx, request=request, graph=graph, progress=progress, record=record,
+                     started=started)
+        range_ids = _dataset_plan_ranges(run)
+        if range_ids is not None:
+            if preload is not None:
+                preload.settle()
+            run.lap("metaranges", restart=False)
+            return _mark_datasets(run, range_ids)
+        # choose the reach: the previous run's kept index when there is one to use, else the committed metadata
+        index, refused = _usable_index(run)
         if index is not None:
             if preload is not None:
                 preload.cancel()
-            seconds["index read"] = time.monotonic() - t
-            uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
-            seconds["uncommitted"] = time.monotonic() - t - seconds["index read"]
-            try:
-                lean = lean_mark(previous.state, index, runner=runner, config=config, ctx=ctx,
-                                 metaranges=metaranges, uncommitted=uncommitted,
-                                 range_partitions=request.range_partitions,
-                                 address_partitions=request.address_partitions)
-            except kept_index.IndexError_ as exc:  # a block of the index damaged, or it disagrees with the ranges
-                lean_refused, preload = f"its kept index: {exc}", None
-        if lean is not None:
-            found = Reached(lean.committed, lean.range_ids, lean.units)
-            by_versions: set[str] = set()
-            kept = found.kept | uncommitted
-            listed, listing, checked = lean.objects, lean.listing, set()
-            cache_state = {"state": "unused", "reason": "an incremental run with a kept index reads only the "
-                                                        "ranges that changed"}
-            retained_ranges = lean.metaranges
-            seconds["mark"] = time.monotonic() - t
-        else:
-            loaded = mark_cache.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
-                                     preload=preload) if request.cache else None
-            files = Files(runner=runner, open_context=config.open, partitions=request.range_partitions, driver=ctx)
-            cached = None if loaded is None else Cached(loaded.memory, files)
-            source: Source = files if cached is None else cached
-            found = reached(source, graph, retention=retention, metaranges=metaranges)
-            progress("ranges", len(found.range_ids))
-            # through the source, so that the cache remembers the ranges only keep_versions reads
-            by_versions = versions(source, graph, heads=graph.heads) if graph.cleaning else set()
-            uncommitted = read_uncommitted(ctx.ns, graph.uncommitted_locations)
-            kept = found.kept | by_versions | uncommitted
-            # the keys an incremental run asks for (a full run counts what they would have missed)
-            checked = incremental.would_check(previous.state, source, found.units) if previous.state else set()
-            retained_ranges = {}
-            if record and not request.dry_run and unscoped and cached is not None:
-                # the next run's kept index, from the cache's blocks (each distinct block's keys once, times the
-                # number of live ranges that hold it)
-                pending_index = kept_index.build(cached.key_counts(found.range_ids))
-                retained_ranges = {m: source.range_ids_of(m) for m in metaranges}
-            seconds["mark"] = time.monotonic() - t
-            cache_state = {"state": "off"} if cached is None else {**loaded.stats, **cached.stats()}
-            # What the files held is known now and nothing below changes it: the cache is written while the
-            # namespace is listed (on a large store, the listing's time hides the write's)
-            cache_written = in_background("gc-cache-write", write_cache, ctx.ns, cached, loaded, request=request,
-                                          graph=graph) if record and cached is not None else None
-            t = time.monotonic()
-            if previous.incremental and previous.state is not None:
-                changed = incremental.find_changed(previous.state, runner=runner, config=config, ctx=ctx,
-                                                   checked=checked, kept=kept, partitions=request.address_partitions)
-                listed, listing = changed.objects, changed.listing
-                if lean_refused:
-                    listing["kept_index_refused"] = lean_refused
-            elif request.inventory:
-                manifest, listed = read_inventory(request.inventory, ctx.ns)
-                # what the report calls old enough was old enough when S3 wrote it (newer objects are not in it)
-                report_time = datetime.fromtimestamp(manifest.created, UTC)
-                cutoff = min(cutoff, report_time - min_age)
-                listing = {"kind": "inventory", "report": manifest.url, "report_time": report_time.isoformat(),
-                           "files": len(manifest.files), "objects": len(listed)}
-            else:
-                units = ctx.ns.list_units()
-                listed = runner.map_units(units, incremental.unit_list, config.open,
-                                          partitions=request.address_partitions)
-                listing = {"kind": "full", "slices": len(units) - 1, "objects": len(listed)}  # slices + the root
-        range_ids = found.range_ids
-        decision = retention.union() if retention.by_path else bound
-        if not previous.incremental:
-            listing["reason"] = previous.full_because
-        progress("objects listed", len(listed))
-        seconds["list"] = time.monotonic() - t
-        t = time.monotonic()
-        # The subtraction and its safety rules (data keys only, nothing newer than the cutoff) are core's.
-        deleted, plan = plan_deletions(listed, kept, cutoff.timestamp(), prefix_depth=request.prefix_depth)
-        if not previous.incremental and previous.state is not None:
-            # what the incremental rule would have missed since the previous run: the proof it holds (0)
-            listing["missed_by_incremental"] = incremental.missed(deleted, previous.state, checked)
-        paths = paths_of(api, ctx, graph, keys={o.key for o in deleted}) if request.by_path else {}
-        seconds["plan"] = time.monotonic() - t
-        summary = Summary(
-            run_id=request.run_id, repository_id=request.repository_id, success=True,
-            start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
-            deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits),
-            # an incremental run does not see every kept object: it counts the keys kept (the index's, or the set's)
-            kept_objects=plan.kept if listing["kind"] != "incremental" else (
-                lean.index_keys + len(uncommitted - found.kept) if lean is not None else len(kept)),
-            candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
-            by_path=by_path_prefix(deleted, paths, request.prefix_depth) if request.by_path else {},
-            oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
-            policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, runner=request.runner,
-            storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(), commits=len(graph.commits),
-            lakefs_retained_commits=len(graph.lakefs_retained), metaranges=len(metaranges), ranges=len(range_ids),
-            uncommitted_addresses=len(uncommitted), seconds={k: round(v, 3) for k, v in seconds.items()},
-            cache=cache_state, listing=listing)
-        if cache_written is not None:
-            how = cache_written.result()
+                preload = None
+            reach, refused = _reach_by_index(run, index)
+        if reach is None:
+            reach = _reach_by_metadata(run, preload)
+        listed, listing = _list(run, reach, index_refused=refused)  # choose the listing kind
+        deleted, plan = _judge(run, reach, listed, listing)
+        summary = _summary(run, reach, plan, deleted=deleted, listing=listing)
+        if reach.cache_written is not None:
+            how = reach.cache_written.result()
             summary.cache.update({"written": how is not None, **({"write": how} if how else {})})
+        decision = run.decision()
         if record:
-            if not request.dry_run:  # written first: a plan is whole only once its summary is
-                incremental.write_pending(ctx.ns, request.run_id, State(
-                    repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
-                    horizon=cutoff, listed_at=request.now,
-                    full_listing_at=(previous.state.full_listing_at if previous.incremental and previous.state
-                                     else request.now),
-                    units=found.units, versions=frozenset(by_versions - found.kept),
-                    staged=frozenset(uncommitted - found.kept - by_versions), key_prefixes=tuple(ctx.prefixes),
-                    index_keys=lean.index_keys if lean is not None else 0 if pending_index is None else len(
-                        pending_index),
-                    # a run that brought the stored index up to date names its base, and leaves a new delta
-                    index_sha256=previous.state.index_sha256 if lean is not None else None,
-                    index_slot=previous.state.index_slot if lean is not None else "",
-                    index_parts=previous.state.index_parts if lean is not None else (),
-                    index_run=previous.state.index_run if lean is not None else "",
-                    metaranges=metarange_indices(retained_ranges, sorted({r for r, _ in found.units}))
-                    if pending_index is not None or lean is not None else ()),
-                    index_parts=None if pending_index is None else incremental.write_index_parts(
-                        ctx.ns, request.run_id, pending_index, bits=kept_index.part_bits(len(pending_index))),
-                    delta=None if lean is None else kept_index.encode_delta(lean.delta))
-            report.write_plan(ctx.ns, summary, deleted=deleted, ranges=range_ids, retained=decision.commits)
-        return Marked(summary, graph, decision.commits, dict(decision.why), cutoff=cutoff.timestamp(),
-                      ranges=range_ids, deleted=deleted, kept=kept, listed=listed, uncommitted=uncommitted)
+            _write(run, reach, summary, deleted=deleted, decision_commits=decision.commits)
+        return Marked(summary, graph, decision.commits, dict(decision.why), cutoff=run.cutoff.timestamp(),
+                      ranges=reach.found.range_ids, deleted=deleted, kept=reach.kept, listed=listed,
+                      uncommitted=reach.uncommitted)
     except (StorageError, LakeFSApiError) as exc:
         raise GCError(str(exc), getattr(exc, "reason", "storage")) from exc
     except ValueError as exc:  # SSTableError: a corrupt range or metarange
         raise GCError(f"committed metadata is unreadable: {exc}", "corrupt-metadata") from exc
     finally:
-        if cache_written is not None:  # a run that failed after the mark still leaves it whole
-            wait([cache_written])
+        if reach is not None and reach.cache_written is not None:  # a run that failed after the mark leaves it whole
+            wait([reach.cache_written])
         ctx.close()
 
 
-def _mark_datasets(runner: Runner, ctx: OpenContext, config: JobConfig, *, request: RunRequest, graph: Graph,
-                   retention: ScopedRetention, metaranges: list[str], range_ids: list[str],
-                   previous: incremental.Previous, cutoff: datetime, seconds: dict[str, float], progress: Progress,
-                   record: bool) -> Marked:
-    backend = runner.datasets(config, partitions=request.range_partitions)
-    summary, view = datasets.mark_datasets(backend, ctx, config, request=request, graph=graph, retention=retention,
-                                           metaranges=metaranges, range_ids=range_ids, previous=previous,
-                                           cutoff=cutoff, seconds=seconds, progress=progress, record=record)
-    decision = retention.bound()
-    return Marked(summary, graph, decision.commits, dict(decision.why), cutoff=cutoff.timestamp(), ranges=range_ids,
-                  view=view)
+@dataclass
+class MarkRun:
+    """What every step of one mark reads: its inputs, the decisions made before any metadata is read (the cutoff,
+    the retention, the retained metaranges, the previous run's state), and the seconds each step took."""
+
+    api: LakeFSApi
+    runner: Runner
+    config: JobConfig
+    ctx: OpenContext
+    request: RunRequest
+    graph: Graph
+    progress: Progress
+    record: bool
+    min_age: timedelta
+    cutoff: datetime  # an inventory report can move it earlier
+    retention: ScopedRetention
+    metaranges: list[str]
+    previous: incremental.Previous
+    seconds: dict[str, float]
+    since: float  # when the step being timed started
+
+    @property
+    def unscoped(self) -> bool:
+        """No path policy, no keep_versions: an entry's fate is its range's (a kept index can say what is kept)."""
+        return not self.retention.by_path and not any(p.keep_versions for p in self.graph.cleaning)
+
+    def decision(self):
+        """The commits retained and why: the union of every path scope's with path policies, else the bound's."""
+        return self.retention.union() if self.retention.by_path else self.retention.bound()
+
+    def lap(self, step: str, *, restart: bool = True) -> None:
+        now = time.monotonic()
+        self.seconds[step] = now - self.since
+        if restart:
+            self.since = now
+
+    def files(self) -> Files:
+        return Files(runner=self.runner, open_context=self.config.open, partitions=self.request.range_partitions,
+                     driver=self.ctx)
 
 
-def write_cache(ns: Namespace, cached: Cached, loaded: mark_cache.Loaded, *, request: RunRequest,
-                graph: Graph) -> str | None:
-    """Store what this run used in the mark cache: how ("appended", "compacted", "unchanged"), or None when it
-    failed (that costs the next run its reads, not this run)."""
-    try:
-        return mark_cache.save(ns, cached.to_keep(), loaded, repository_id=request.repository_id,
-                               namespace=graph.namespace, run_id=request.run_id)
-    except Exception as exc:  # noqa: BLE001 - an optimisation only: whatever failed, the run's plan stands
-        mark_cache.log.warning("GC mark cache of %s not written: %s: %s", request.repository_id,
-                               type(exc).__name__, exc)
+def _begin(api: LakeFSApi, runner: Runner, config: JobConfig, ctx: OpenContext, *, request: RunRequest,
+           graph: Graph, progress: Progress, record: bool, started: float) -> MarkRun:
+    """The decisions made before reading any metadata: the cutoff, what the retention keeps, the previous run's
+    state (and whether this run lists everything)."""
+    min_age = request.min_age if request.min_age is not None else timedelta(seconds=api.gc_grace_period_seconds())
+    retention = graph.retention(request.now)
+    bound = retention.bound()
+    metaranges = sorted({m for c in bound.commits if (m := graph.metarange_of(c))})
+    progress("commits", len(bound.commits))
+    seconds = {"commits": time.monotonic() - started}
+    since = time.monotonic()
+    if graph.uncommitted_locations is None:  # asking now, after the commits, would reopen the race
+        raise GCError("the mark needs lakeFS's staged entries asked for before its commits (a Graph from "
+                      "load_graph)", "bad-arguments")
+    previous = incremental.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
+                                now=request.now, every=request.full_listing_every,
+                                asked_full=request.listing == "full", key_prefixes=tuple(ctx.prefixes))
+    return MarkRun(api, runner, config, ctx, request, graph, progress, record, min_age, request.now - min_age,
+                   retention, metaranges, previous, seconds, since)
+
+
+def _dataset_plan_ranges(run: MarkRun) -> list[str] | None:
+    """The retained ranges in key order when the dataset steps plan this run (a full listing, every entry's fate
+    its range's, and a runner that wants them at this size); None: the mark goes through the steps below."""
+    if not datasets.eligible(run.request, run.retention, run.graph, full_listing=not run.previous.incremental):
         return None
+    range_ids = in_key_order(run.files().spans(run.metaranges))
+    return range_ids if wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache) else None
 
 
-def in_key_order(spans: Iterable[Span]) -> list[str]:
-    """The distinct ranges of ``spans``, in key order: the versions of one key span then fall in one partition,
-    which decodes the data blocks they share once (OpenContext.seen_blocks)."""
-    return list(dict.fromkeys(range_id for _, range_id in sorted(spans)))
+def _mark_datasets(run: MarkRun, range_ids: list[str]) -> Marked:
+    """A full run planned by the runner's dataset backend (``plan.datasets``): its keys never become Python
+    objects."""
+    backend = run.runner.datasets(run.config, partitions=run.request.range_partitions)
+    summary, view = datasets.mark_datasets(backend, run.ctx, run.config, request=run.request, graph=run.graph,
+                                           retention=run.retention, metaranges=run.metaranges, range_ids=range_ids,
+                                           previous=run.previous, cutoff=run.cutoff, seconds=run.seconds,
+                                           progress=run.progress, record=run.record)
+    decision = run.retention.bound()
+    return Marked(summary, run.graph, decision.commits, dict(decision.why), cutoff=run.cutoff.timestamp(),
+                  ranges=range_ids, view=view)
 
 
 @dataclass
-class Reached:
-    """What the retained commits keep: the addresses, the ranges read, and the (range, scope) units that keep
-    them (an incremental run's state)."""
+class Reach:
+    """What the reach step found: the committed keys (and the ranges and units holding them), those keep_versions
+    and the staged entries keep, and what the later steps need of how it was found."""
 
-    kept: set[str]
-    range_ids: list[str]
-    units: frozenset[Unit]
+    found: Reached
+    uncommitted: set[str]
+    by_versions: set[str] = field(default_factory=set)
+    checked: set[str] = field(default_factory=set)  # the keys an incremental run would ask for one by one
+    cache: dict[str, Any] = field(default_factory=dict)  # the record's ``cache``
+    retained_ranges: dict[str, list[str]] = field(default_factory=dict)  # retained metarange -> its ranges
+    lean: LeanMark | None = None  # a reach from the kept index (it listed the recent slices too)
+    pending_index: Any = None  # the kept index this run builds (an Arrow table)
+    cache_written: Future | None = None
 
-
-def reached(source: Source, graph: Graph, *, retention: ScopedRetention, metaranges: list[str]) -> Reached:
-    """What the retained commits keep (``metaranges``: those of ``retention.bound()``). Without path policies
-    every entry of a retained commit's ranges is kept (each distinct data block decoded once); with them, each
-    entry only when its path's scope retains a commit holding the range."""
-    if not retention.by_path:
-        range_ids = in_key_order(source.spans(metaranges))
-        return Reached(source.addresses(range_ids), range_ids, units_of((r, ()) for r in range_ids))
-    members = source.members(metaranges)
-    range_ids = in_key_order({(key, range_id) for _, key, range_id in members})
-    holding = range_commits(members, retention.bound().commits, metarange_of=graph.metarange_of)
-    entries = source.scoped(range_ids, tuple(p for p in graph.cleaning if p.paths))
-    retention.of(Scope())  # the branch-level decision is always part of the record
-    live: dict[tuple[str, Scope], bool] = {}
-    kept = kept_addresses(entries, holding, retention, live=live)
-    return Reached(kept, range_ids, units_of(unit for unit, alive in live.items() if alive))
+    @cached_property
+    def kept(self) -> set[str]:  # (built once: millions of keys on a large lake)
+        return self.found.kept | self.by_versions | self.uncommitted
 
 
-def versions(source: Source, graph: Graph, *, heads: dict[str, str]) -> set[str]:
-    """What keep_versions keeps on the branches ``heads`` names (a branch's history walked newest first, one
-    commit at a time, on the driver)."""
-    return versions_kept(commits=graph.commits, branch_heads=heads, policies=graph.cleaning,
-                         range_ids_of=source.range_ids_of, entries_of=source.entries_of)
+def _usable_index(run: MarkRun) -> tuple[incremental.StoredIndex | None, str | None]:
+    """The previous run's kept index when this run may use it (incremental, unscoped, with the cache: the index is
+    a cache too, --no-cache reads every file), or why it is refused."""
+    previous = run.previous
+    if previous.incremental and previous.state is not None and previous.state.index_sha256 and run.unscoped \
+            and run.request.cache:
+        return incremental.read_index(run.ctx.ns, previous.state)
+    return None, None
 
 
-def paths_of(api: LakeFSApi, ctx: OpenContext, graph: Graph, *, keys: set[str]) -> dict[str, str]:
-    """The path some commit gave each of ``keys`` (Hudi's partitions for `--by-prefix`): every commit of every
-    branch's whole log (merged lines too) and every commit the mark already knows, each distinct range read once."""
-    import pyarrow as pa  # noqa: PLC0415 - only `--by-path` naming reads ranges as Arrow here
-    import pyarrow.compute as pc  # noqa: PLC0415
+def _reach_by_index(run: MarkRun, index: incremental.StoredIndex) -> tuple[Reach | None, str | None]:
+    """The reach of a daily run: the kept index brought up to date with the ranges that changed (``lean_mark``),
+    which lists the recent slices too. None, and why, when the index is damaged or disagrees with the ranges."""
+    run.lap("index read", restart=False)
+    uncommitted = read_uncommitted(run.ctx.ns, run.graph.uncommitted_locations)
+    run.seconds["uncommitted"] = time.monotonic() - run.since - run.seconds["index read"]
+    try:
+        lean = lean_mark(run.previous.state, index, runner=run.runner, config=run.config, ctx=run.ctx,
+                         metaranges=run.metaranges, uncommitted=uncommitted,
+                         range_partitions=run.request.range_partitions,
+                         address_partitions=run.request.address_partitions)
+    except kept_index.IndexError_ as exc:  # a block of the index damaged, or it disagrees with the ranges
+        return None, f"its kept index: {exc}"
+    run.lap("mark", restart=False)  # (the listing's seconds count from the index read: lean_mark listed too)
+    unused = {"state": "unused", "reason": "an incremental run with a kept index reads only the ranges that changed"}
+    return Reach(Reached(lean.committed, lean.range_ids, lean.units), uncommitted, lean=lean, cache=unused,
+                 retained_ranges=lean.metaranges), None
 
-    from spark_jobs.core import range_arrow  # noqa: PLC0415
 
-    if not keys:
-        return {}
-    known = dict(graph.commits)
-    for head in sorted(set(graph.heads.values())):
-        for body in api.log(ctx.config.repository_id, head):
-            known.setdefault(body["id"], commit_from_api(body))
-    metaranges = {c.meta_range_id for c in known.values() if c.meta_range_id}
-    ranges = sorted({r for m in sorted(metaranges) for r in sstable.metarange_range_ids(ctx.read_metarange(m))})
-    paths: dict[str, str] = {}
-    asked = pa.array(sorted(keys), pa.string())
-    for range_id in ranges:
-        batch = range_arrow.range_batch(ctx.read_range(range_id))
-        found = range_arrow.relative_keys(batch, ctx.prefixes)
-        hit = pc.is_in(found, value_set=asked)  # the few entries asked for, out of the range's thousands
-        for path, key in zip(pc.filter(batch.column(0), hit).to_pylist(), pc.filter(found, hit).to_pylist(),
-                             strict=True):
-            if key not in paths:
-                paths[key] = path.decode(errors="replace")
-        if len(paths) == len(keys):
-            break
-    return paths
+def _reach_by_metadata(run: MarkRun, preload: mark_cache.Preload | None) -> Reach:
+    """The reach from the committed metadata: the files, or the mark cache in front of them (written back in the
+    background while the namespace is listed), what keep_versions keeps, the staged entries."""
+    request, graph, ctx = run.request, run.graph, run.ctx
+    loaded = mark_cache.load(ctx.ns, repository_id=request.repository_id, namespace=graph.namespace,
+                             preload=preload) if request.cache else None
+    files = run.files()
+    cached = None if loaded is None else Cached(loaded.memory, files)
+    source: Source = files if cached is None else cached
+    found = reached(source, graph, retention=run.retention, metaranges=run.metaranges)
+    run.progress("ranges", len(found.range_ids))
+    # through the source, so that the cache remembers the ranges only keep_versions reads
+    by_versions = versions(source, graph, heads=graph.heads) if graph.cleaning else set()
+    reach = Reach(found, read_uncommitted(ctx.ns, graph.uncommitted_locations), by_versions=by_versions)
+    previous = run.previous.state
+    # the keys an incremental run asks for (a full run counts what they would have missed)
+    reach.checked = would_check(previous, source, found.units) if previous else set()
+    if run.record and not request.dry_run and run.unscoped and cached is not None:
+        # the next run's kept index, from the cache's blocks (each distinct block's keys once, times the number of
+        # live ranges that hold it)
+        reach.pending_index = kept_index.build(cached.key_counts(found.range_ids))
+        reach.retained_ranges = {m: source.range_ids_of(m) for m in run.metaranges}
+    run.lap("mark", restart=False)
+    reach.cache = {"state": "off"} if cached is None else {**loaded.stats, **cached.stats()}
+    # What the files held is known now and nothing below changes it: the cache is written while the namespace is
+    # listed (on a large store, the listing's time hides the write's)
+    reach.cache_written = in_background("gc-cache-write", write_cache, ctx.ns, cached, loaded, request=request,
+                                        graph=graph) if run.record and cached is not None else None
+    run.since = time.monotonic()
+    return reach
+
+
+def _list(run: MarkRun, reach: Reach, *, index_refused: str | None) -> tuple[list[StoredObject], dict]:
+    """What the store holds, by kind: what the kept index's reach listed itself; incremental (the recent slices,
+    and the keys that may have become garbage asked for one by one); an inventory report (which may move the
+    cutoff earlier); or the whole namespace."""
+    request, previous = run.request, run.previous
+    if reach.lean is not None:
+        listed, listing = reach.lean.objects, reach.lean.listing
+    elif previous.incremental and previous.state is not None:
+        changed = find_changed(previous.state, runner=run.runner, config=run.config, ctx=run.ctx, checked=reach.checked,
+                               kept=reach.kept, partitions=request.address_partitions)
+        listed, listing = changed.objects, changed.listing
+        if index_refused:
+            listing["kept_index_refused"] = index_refused
+    elif request.inventory:
+        listed, listing, run.cutoff = inventory_listing(request.inventory, run.ctx.ns, cutoff=run.cutoff,
+                                                        min_age=run.min_age)
+    else:
+        listed, listing = list_namespace(run.runner, run.config, run.ctx, partitions=request.address_partitions)
+    if not previous.incremental:
+        listing["reason"] = previous.full_because
+    run.progress("objects listed", len(listed))
+    run.lap("list")
+    return listed, listing
+
+
+def _judge(run: MarkRun, reach: Reach, listed: list[StoredObject],
+           listing: dict) -> tuple[list[StoredObject], PlanSummary]:
+    """The subtraction and its safety rules (data keys only, nothing newer than the cutoff: ``core.plan``), and on
+    a full run after an incremental state, what the incremental rule would have missed (the proof it holds: 0)."""
+    deleted, plan = plan_deletions(listed, reach.kept, run.cutoff.timestamp(), prefix_depth=run.request.prefix_depth)
+    previous = run.previous
+    if not previous.incremental and previous.state is not None:
+        listing["missed_by_incremental"] = missed(deleted, previous.state, reach.checked)
+    return deleted, plan
+
+
+def _summary(run: MarkRun, reach: Reach, plan: PlanSummary, *, deleted: list[StoredObject],
+             listing: dict) -> Summary:
+    """The run's record (summary.json) of the plan."""
+    request, graph = run.request, run.graph
+    paths = paths_of(run.api, run.ctx, graph, keys={o.key for o in deleted}) if request.by_path else {}
+    run.lap("plan")
+    decision = run.decision()
+    lean = reach.lean
+    return Summary(
+        run_id=request.run_id, repository_id=request.repository_id, success=True,
+        start_time=request.now.isoformat(), cutoff_time=run.cutoff.isoformat(), num_deleted_objects=plan.deleted,
+        deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits),
+        # an incremental run does not see every kept object: it counts the keys kept (the index's, or the set's)
+        kept_objects=plan.kept if listing["kind"] != "incremental" else (
+            lean.index_keys + len(reach.uncommitted - reach.found.kept) if lean is not None else len(reach.kept)),
+        candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
+        by_path=by_path_prefix(deleted, paths, request.prefix_depth) if request.by_path else {},
+        oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
+        policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, runner=request.runner,
+        storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=run.min_age.total_seconds(),
+        commits=len(graph.commits), lakefs_retained_commits=len(graph.lakefs_retained),
+        metaranges=len(run.metaranges), ranges=len(reach.found.range_ids),
+        uncommitted_addresses=len(reach.uncommitted), seconds={k: round(v, 3) for k, v in run.seconds.items()},
+        cache=reach.cache, listing=listing)
+
+
+def _write(run: MarkRun, reach: Reach, summary: Summary, *, deleted: list[StoredObject],
+           decision_commits: frozenset[str]) -> None:
+    """The plan, and before it (a plan is whole only once its summary is) the state its sweep stores for the next
+    run: the units reached, what only keep_versions and staged entries keep, and the kept index (a new base in
+    parts, or the delta that brought the stored one up to date)."""
+    request, graph, ctx, found, lean = run.request, run.graph, run.ctx, reach.found, reach.lean
+    if not request.dry_run:
+        previous, pending_index = run.previous, reach.pending_index
+        stored = previous.state
+        incremental.write_pending(ctx.ns, request.run_id, State(
+            repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
+            horizon=run.cutoff, listed_at=request.now,
+            full_listing_at=stored.full_listing_at if previous.incremental and stored else request.now,
+            units=found.units, versions=frozenset(reach.by_versions - found.kept),
+            staged=frozenset(reach.uncommitted - found.kept - reach.by_versions), key_prefixes=tuple(ctx.prefixes),
+            index_keys=lean.index_keys if lean is not None else 0 if pending_index is None else len(pending_index),
+            # a run that brought the stored index up to date names its base, and leaves a new delta
+            index_sha256=stored.index_sha256 if lean is not None else None,
+            index_slot=stored.index_slot if lean is not None else "",
+            index_parts=stored.index_parts if lean is not None else (),
+            index_run=stored.index_run if lean is not None else "",
+            metaranges=metarange_indices(reach.retained_ranges, sorted({r for r, _ in found.units}))
+            if pending_index is not None or lean is not None else ()),
+            index_parts=None if pending_index is None else incremental.write_index_parts(
+                ctx.ns, request.run_id, pending_index, bits=kept_index.part_bits(len(pending_index))),
+            delta=None if lean is None else kept_index.encode_delta(lean.delta))
+    report.write_plan(ctx.ns, summary, deleted=deleted, ranges=found.range_ids, retained=decision_commits)
 
 
 def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spark_jobs.engine.lease_watch import LeaseRef
+from spark_jobs.engine.sweep.lease_watch import LeaseRef
 
 MODES = ("full", "mark", "sweep", "dry-run")
 LISTINGS = ("auto", "full")
@@ -31,10 +31,10 @@ class RunRequest:
     range_partitions: int = 50
     address_partitions: int = 200
     lease: LeaseRef | None = None  # checked before each batch of deletions (None: no lease, e.g. a benchmark)
-    cache: bool = True  # the mark cache (engine/mark_cache.py); False: every range and metarange read
+    cache: bool = True  # the mark cache (engine/reach/mark_cache.py); False: every range and metarange read
     inventory: str | None = None  # an S3 Inventory report's manifest.json, read instead of listing the namespace
     # "auto": list only what changed since the previous run when its state is trusted and a full listing is not
-    # due (engine/incremental.py); "full": list the whole namespace (or read the inventory)
+    # due (engine/listing/incremental.py); "full": list the whole namespace (or read the inventory)
     listing: str = "auto"
     full_listing_every: timedelta = timedelta(days=7)  # how old the last full listing may be before another
     # after deleting, remove the noncurrent versions of exactly the keys deleted (S3 versions, GCS generations)

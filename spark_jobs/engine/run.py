@@ -9,16 +9,18 @@ from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core.mark import unique_range_ids
 from spark_jobs.core.report import Summary
-from spark_jobs.engine import cyclic_gc, incremental, mark_cache
-from spark_jobs.engine.context import GCError, JobConfig, Progress
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.mark import Marked, mark
-from spark_jobs.engine.parallel import Runner, wants_datasets
-from spark_jobs.engine.report import new_run_id
-from spark_jobs.engine.repository import learn_local_root, load_graph
+from spark_jobs.engine.reach import mark_cache
 from spark_jobs.engine.request import MODES, RunRequest
+from spark_jobs.engine.runtime import cyclic_gc
+from spark_jobs.engine.runtime.context import GCError, JobConfig, Progress
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
+from spark_jobs.engine.runtime.parallel import Runner, wants_datasets
+from spark_jobs.engine.runtime.repository import learn_local_root, load_graph
+from spark_jobs.engine.state import incremental
+from spark_jobs.engine.state.report import new_run_id
 from spark_jobs.engine.stores import StorageConfig, StorageError
-from spark_jobs.engine.sweep import sweep
+from spark_jobs.engine.sweep.sweep import sweep
 
 
 def _check(request: RunRequest) -> datetime:
@@ -43,7 +45,7 @@ def run(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest
 def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, *, runner: Runner,
                progress: Progress = lambda phase, count: None) -> tuple[Summary, Marked | None]:
     """``run``, with what the mark saw (None for a sweep of a stored plan)."""
-    with cyclic_gc.paused():  # a run's structures are large and acyclic (engine/cyclic_gc.py)
+    with cyclic_gc.paused():  # a run's structures are large and acyclic (engine/runtime/cyclic_gc.py)
         return _run_marked(api_config, storage, request, runner=runner, progress=progress)
 
 

@@ -25,13 +25,13 @@ from typing import Any
 
 
 class SparkRunner:
-    """spark_jobs.engine.parallel.Runner on Spark: one task per partition of units, one context per task."""
+    """spark_jobs.engine.runtime.parallel.Runner on Spark: one task per partition of units, one context per task."""
 
     def __init__(self, sc) -> None:
         self.sc = sc
 
     def datasets(self, config, *, partitions: int):
-        from spark_jobs.engine.datasets.spark import SparkBackend  # noqa: PLC0415
+        from spark_jobs.engine.backends.spark import SparkBackend  # noqa: PLC0415
 
         return SparkBackend(self.sc, config, partitions=partitions)
 
@@ -53,7 +53,7 @@ class SparkRunner:
 
 def executor_error(exc: Exception) -> Exception:
     """What failed on an executor, as the thread runner raises it (the dataset backend's one translation)."""
-    from spark_jobs.engine.datasets.spark import executor_error as translate  # noqa: PLC0415
+    from spark_jobs.engine.backends.spark_base import executor_error as translate  # noqa: PLC0415
 
     return translate(exc)
 
@@ -64,7 +64,7 @@ class LeaseGuard:
     stop between batches even before their own per-batch check would."""
 
     def __init__(self, sc, ref, interval: float = 1.0) -> None:
-        from spark_jobs.engine.lease_watch import LeaseWatch  # noqa: PLC0415
+        from spark_jobs.engine.sweep.lease_watch import LeaseWatch  # noqa: PLC0415
 
         self.sc, self.watch, self.interval = sc, LeaseWatch(ref), interval
         self.lost: str | None = None
@@ -86,11 +86,11 @@ class LeaseGuard:
         from Py4J as the task's traceback text, before this guard's own check saw the loss)."""
         import re  # noqa: PLC0415
 
-        found = re.search(r"spark_jobs\.engine\.lease_watch\.LeaseLost: ([^\n]*)", str(exc))
+        found = re.search(r"spark_jobs\.engine\.sweep\.lease_watch\.LeaseLost: ([^\n]*)", str(exc))
         return found.group(1).strip() if found else None
 
     def _run(self) -> None:
-        from spark_jobs.engine.lease_watch import LeaseLost  # noqa: PLC0415
+        from spark_jobs.engine.sweep.lease_watch import LeaseLost  # noqa: PLC0415
 
         while not self._stop.wait(self.interval):
             try:
@@ -102,12 +102,12 @@ class LeaseGuard:
 
 
 def main(argv: list[str]) -> int:
-    from spark_jobs.engine.context import GCError  # noqa: PLC0415
-    from spark_jobs.engine.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
-    from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.request import RunRequest  # noqa: PLC0415
     from spark_jobs.engine.run import run  # noqa: PLC0415
+    from spark_jobs.engine.runtime.context import GCError  # noqa: PLC0415
+    from spark_jobs.engine.runtime.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageConfig  # noqa: PLC0415
+    from spark_jobs.engine.sweep.lease_watch import LeaseRef  # noqa: PLC0415
     from spark_jobs.jobs.config import JobSettingsError, hadoop_config, spark_context  # noqa: PLC0415
     from spark_jobs.jobs.protocol import JobArgumentParser, emit  # noqa: PLC0415
 

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs.core import columns
-from spark_jobs.engine.datasets.arrow import ArrowBackend
-from spark_jobs.engine.datasets.spark import SparkBackend
-from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.backends.arrow import ArrowBackend
+from spark_jobs.engine.backends.spark import SparkBackend
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 from tests.unit.gc.test_columns import random_key
 
 pytestmark = pytest.mark.spark

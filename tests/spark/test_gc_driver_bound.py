@@ -19,10 +19,10 @@ import lakefs_sdk
 import pytest
 
 from spark_jobs.core.slices import slice_name
-from spark_jobs.engine import report
-from spark_jobs.engine.context import GCError
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.request import RunRequest
+from spark_jobs.engine.runtime.context import GCError
+from spark_jobs.engine.state import report
 from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.gc_engine import Collector
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY

@@ -17,11 +17,11 @@ import pytest
 import redis
 
 from spark_jobs.core.report import Summary
-from spark_jobs.engine import report
-from spark_jobs.engine.context import GCError
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import run_marked
+from spark_jobs.engine.runtime.context import GCError
+from spark_jobs.engine.state import report
 from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.gc_engine import Collector
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer, RedisServer, VersityGW

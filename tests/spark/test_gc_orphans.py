@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from spark_jobs.engine.context import GCError
-from spark_jobs.engine.lease_watch import LeaseRef
 from spark_jobs.engine.request import RunRequest
+from spark_jobs.engine.runtime.context import GCError
 from spark_jobs.engine.stores import StorageConfig, open_namespace
+from spark_jobs.engine.sweep.lease_watch import LeaseRef
 from tests.gc_engine import Collector
 from tests.services import LakeFSServer, janitor_env
 from tests.spark.cluster import spark_env

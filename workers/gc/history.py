@@ -14,7 +14,7 @@ from workers.shared.redis_script import Step
 from workers.shared.runs import newest_records, push_capped
 
 if TYPE_CHECKING:
-    from spark_jobs.engine.redis_ack import Acknowledged
+    from spark_jobs.engine.runtime.redis_ack import Acknowledged
     from workers.shared.services import Services
 
 HISTORY_LENGTH = 1000

@@ -2,7 +2,7 @@
 
 A run takes its repository's lease key (``GCRuns.lease``) for ``lease_seconds`` and renews it every ``renew`` seconds from a
 thread of the process that started it (the CLI, the Celery worker). Whoever deletes checks before each batch
-that the run still holds it and that the starter renewed it lately (``spark_jobs.engine.lease_watch``), so:
+that the run still holds it and that the starter renewed it lately (``spark_jobs.engine.sweep.lease_watch``), so:
 
 - a starter that dies frees the repository within ``lease_seconds``, or at once for the next run on the same
   host, which can see that the holder's process is gone;
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import redis
 
-from spark_jobs.engine.lease_watch import LeaseRef
-from spark_jobs.engine.redis_ack import Acknowledged, eval_acknowledged, unconfirmed
+from spark_jobs.engine.runtime.redis_ack import Acknowledged, eval_acknowledged, unconfirmed
+from spark_jobs.engine.sweep.lease_watch import LeaseRef
 from workers.shared.locks import TAKE_LUA, Unconfirmed
 
 log = logging.getLogger(__name__)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from spark_jobs.core.cleaning import CleaningPolicy
-from spark_jobs.engine.lakefs_api import LakeFSApiConfig
-from spark_jobs.engine.parallel import ThreadRunner
-from spark_jobs.engine.preview import Effect, policy_effect, run_breakdown
+from spark_jobs.engine.plan.preview import Effect, policy_effect, run_breakdown
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApiConfig
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 from workers.gc.run import api_config, min_age_of, storage_config
 from workers.shared.settings import GCSettings, LakeFSConnection
 

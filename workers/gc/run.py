@@ -16,14 +16,14 @@ import redis
 from spark_jobs.core.durations import parse_duration
 from spark_jobs.core.freeing import Verdict, local_verdict
 from spark_jobs.core.report import Summary
-from spark_jobs.engine.context import GCError, JobConfig
-from spark_jobs.engine.impact import Impact, branch_impact
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
-from spark_jobs.engine.lease_watch import LeaseRef
-from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.plan.impact import Impact, branch_impact
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import head_range_count, run_marked
+from spark_jobs.engine.runtime.context import GCError, JobConfig
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 from spark_jobs.engine.stores import StorageConfig, StorageError, open_namespace
+from spark_jobs.engine.sweep.lease_watch import LeaseRef
 from workers.gc.history import GCRuns
 from workers.gc.lease import Busy, Holder
 from workers.gc.store_options import storage_options_json

@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from spark_jobs.core.cleaning import CleaningPolicy, savepoint_patterns
-from spark_jobs.engine.impact import Impact, savepoint_impact
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
-from spark_jobs.engine.parallel import ThreadRunner
-from spark_jobs.engine.preview import dry_mark
+from spark_jobs.engine.plan.impact import Impact, savepoint_impact
+from spark_jobs.engine.plan.preview import dry_mark
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiError
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 from spark_jobs.engine.stores import StorageError
 from workers.gc.cleaning_store import get_cleaning
 from workers.gc.run import GCError, api_config, min_age_of, storage_config

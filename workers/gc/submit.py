@@ -317,9 +317,9 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
     """A GC run (``spark_jobs.engine.request.RunRequest``) on Spark (spark_jobs/jobs/gc.py). Success needs both a
     clean exit with a result event and the run's record in the namespace (summary.json) saying so; returns that
     record as read back."""
-    from spark_jobs.engine import report  # noqa: PLC0415
-    from spark_jobs.engine.context import GCError  # noqa: PLC0415
-    from spark_jobs.engine.report import new_run_id  # noqa: PLC0415
+    from spark_jobs.engine.runtime.context import GCError  # noqa: PLC0415
+    from spark_jobs.engine.state import report  # noqa: PLC0415
+    from spark_jobs.engine.state.report import new_run_id  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageConfig, open_namespace  # noqa: PLC0415
 
     now = request.now or datetime.now(UTC)
@@ -349,10 +349,10 @@ def outcome_from_record(outcome: JobOutcome, *, lakefs: LakeFSConnection, reques
     """A run whose driver had its own pod: its events went to that pod's log, not to spark-submit's output, and
     spark-submit exits 0 whatever the driver did (Spark 3.5 on Kubernetes). The run's record in the namespace is
     then the only word on its outcome: it must be there, say success, and be this run's."""
-    from spark_jobs.engine import report  # noqa: PLC0415
-    from spark_jobs.engine.context import GCError  # noqa: PLC0415
-    from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig  # noqa: PLC0415
     from spark_jobs.engine.run import resolve_storage  # noqa: PLC0415
+    from spark_jobs.engine.runtime.context import GCError  # noqa: PLC0415
+    from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig  # noqa: PLC0415
+    from spark_jobs.engine.state import report  # noqa: PLC0415
     from spark_jobs.engine.stores import open_namespace  # noqa: PLC0415
 
     where = f"GC of {request.repository_id} on Spark (driver pod, run {run_id})"

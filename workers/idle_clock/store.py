@@ -20,7 +20,7 @@ from workers.shared.locks import named_lock
 from workers.shared.redis_script import Step
 
 if TYPE_CHECKING:
-    from spark_jobs.engine.redis_ack import Acknowledged
+    from spark_jobs.engine.runtime.redis_ack import Acknowledged
     from workers.idle_clock.events import ClockKind
     from workers.shared.services import Services
 

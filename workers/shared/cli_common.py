@@ -23,7 +23,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from spark_jobs.engine.redis_ack import NotReplicated
+from spark_jobs.engine.runtime.redis_ack import NotReplicated
 from workers.shared.lakefs.client import LakeFS, LakeFSError
 from workers.shared.lakefs.documents import PolicyDocument, StaleETag, Stored
 from workers.shared.locks import EditLocks

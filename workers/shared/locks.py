@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import redis
 from redis.lock import Lock
 
-from spark_jobs.engine.redis_ack import Acknowledged, NotReplicated, eval_acknowledged, unconfirmed
+from spark_jobs.engine.runtime.redis_ack import Acknowledged, NotReplicated, eval_acknowledged, unconfirmed
 
 log = logging.getLogger(__name__)
 

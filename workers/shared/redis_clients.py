@@ -4,8 +4,8 @@ leases), Celery's broker and result backend, and the start-up check.
 A plain ``redis://`` URL or a Redis watched by Sentinel (``sentinel://…`` with ``redis_sentinel_master``): the same
 settings give redis-py's ``Sentinel(...).master_for(...)`` for our keys and Celery's ``sentinel://`` URLs with
 ``master_name`` and ``sentinel_kwargs`` in its transport options, so a failover moves all of them to the new
-primary. The URL forms are parsed in ``spark_jobs.engine.redis_connect``, and writes that count only once replicas
-acknowledged them are ``spark_jobs.engine.redis_ack``'s (the Spark job's lease watch needs both without
+primary. The URL forms are parsed in ``spark_jobs.engine.runtime.redis_connect``, and writes that count only once replicas
+acknowledged them are ``spark_jobs.engine.runtime.redis_ack``'s (the Spark job's lease watch needs both without
 ``workers``).
 """
 
@@ -17,7 +17,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from spark_jobs.engine.redis_connect import connect, is_sentinel, parse_sentinel_url
+from spark_jobs.engine.runtime.redis_connect import connect, is_sentinel, parse_sentinel_url
 from workers.shared.settings import Settings, SettingsError
 
 # Celery's Redis caveat: the same visibility timeout in the broker's and the result backend's transport options

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import redis
 from redis.exceptions import NoScriptError
 
-from spark_jobs.engine.redis_ack import Acknowledged, write_acknowledged
+from spark_jobs.engine.runtime.redis_ack import Acknowledged, write_acknowledged
 
 Arg = str | int | float
 
@@ -70,7 +70,7 @@ def run(client: redis.Redis, steps: Sequence[Step]) -> list:
 
 def run_acknowledged(client: redis.Redis, steps: Sequence[Step], durability: Acknowledged) -> list:
     """``run``, counted done only once ``durability.replicas`` replicas acknowledged it, retried (re-resolving the
-    primary) for ``durability.budget_seconds`` (``spark_jobs.engine.redis_ack.write_acknowledged``); still one round
+    primary) for ``durability.budget_seconds`` (``spark_jobs.engine.runtime.redis_ack.write_acknowledged``); still one round
     trip when all goes well. Raises a ``redis.RedisError`` when it could not confirm the write in time."""
     text, sha = source(steps)
     keys = [key for step in steps for key in step.keys]

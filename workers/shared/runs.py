@@ -17,7 +17,7 @@ from workers.shared.locks import named_lock, release_quietly
 if TYPE_CHECKING:
     from typing import Self
 
-    from spark_jobs.engine.redis_ack import Acknowledged
+    from spark_jobs.engine.runtime.redis_ack import Acknowledged
     from workers.shared.lakefs.client import LakeFS
     from workers.shared.services import Services
 

@@ -20,8 +20,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from spark_jobs.core import inventory_url
 from spark_jobs.core.durations import DurationError, parse_duration
-from spark_jobs.engine.redis_ack import Acknowledged
-from spark_jobs.engine.redis_connect import is_sentinel, parse_sentinel_url
+from spark_jobs.engine.runtime.redis_ack import Acknowledged
+from spark_jobs.engine.runtime.redis_connect import is_sentinel, parse_sentinel_url
 from workers.shared.settings_sections import LakeFSConnection, SparkSettings, check_cron
 from workers.shared.settings_sources import (
     ConfigFileSource,
@@ -335,13 +335,13 @@ class Settings(BaseSettings):
 
     @property
     def redis_durability(self) -> Acknowledged:
-        """When a hook's write, a lock or a GC lease counts (``spark_jobs.engine.redis_ack``): ``replica_acks``
+        """When a hook's write, a lock or a GC lease counts (``spark_jobs.engine.runtime.redis_ack``): ``replica_acks``
         replicas, tried for ``redis_retry_seconds``."""
         return Acknowledged(replicas=self.replica_acks, budget_seconds=self.redis_retry_seconds)
 
     def redis_client_url(self, url: str | None = None) -> str:
         """``url`` (default: redis_url) as one self-contained string: a sentinel:// URL with the master's name and
-        the Sentinels' password in its query (``spark_jobs.engine.redis_connect``); any other unchanged."""
+        the Sentinels' password in its query (``spark_jobs.engine.runtime.redis_connect``); any other unchanged."""
         url = url or self.redis_url
         if not is_sentinel(url):
             return url

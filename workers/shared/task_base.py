@@ -7,7 +7,7 @@ from __future__ import annotations
 import redis
 from celery import Task
 
-from spark_jobs.engine.redis_ack import NotReplicated
+from spark_jobs.engine.runtime.redis_ack import NotReplicated
 from workers.shared.lakefs.errors import Unavailable
 from workers.shared.services import Services
 

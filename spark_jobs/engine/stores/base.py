@@ -4,7 +4,7 @@
 
 ``StorageError`` stays defined here: an executor's failure reaches the Spark driver as its traceback's text, and the
 driver reads it back by this qualified name (``spark_jobs.engine.stores.base.StorageError``,
-``datasets.spark.executor_error``). The contract each store implements is ``namespace.Namespace``; how a store's
+``backends.spark_base.executor_error``). The contract each store implements is ``namespace.Namespace``; how a store's
 failures are read and retried, ``faults``.
 """
 
@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_jobs.engine.throttle import THROTTLED_TEXT
+from spark_jobs.engine.stores.throttle import THROTTLED_TEXT
 
 # What a run's StorageError says when the store did not answer (THROTTLED_TEXT: kept throttling): its reason read
 # back from its text (``reason_of``)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from spark_jobs.engine.stores.base import UNREACHABLE_TEXT, StorageError
-from spark_jobs.engine.throttle import Throttle, Throttled, ThrottleStats, Unreachable
+from spark_jobs.engine.stores.throttle import Throttle, Throttled, ThrottleStats, Unreachable
 
 T = TypeVar("T")
 

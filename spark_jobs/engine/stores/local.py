@@ -9,7 +9,7 @@ from typing import Any
 from spark_jobs.core.freeing import Verdict, local_verdict
 from spark_jobs.engine.stores.base import DeleteResult, Location, StorageError
 from spark_jobs.engine.stores.namespace import Namespace
-from spark_jobs.engine.throttle import ThrottleStats
+from spark_jobs.engine.stores.throttle import ThrottleStats
 
 
 class LocalNamespace(Namespace):

@@ -17,7 +17,7 @@ from spark_jobs.core.freeing import UNKNOWN, Verdict
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject, is_data_key
 from spark_jobs.engine.stores.base import DeleteResult, Location, StorageConfig, StorageError, check_key
 from spark_jobs.engine.stores.faults import throttled_call
-from spark_jobs.engine.throttle import Throttled, ThrottleStats, shared_throttle
+from spark_jobs.engine.stores.throttle import Throttled, ThrottleStats, shared_throttle
 
 
 def _mtime(info: dict) -> float:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.context import GCError
+from spark_jobs.engine.runtime.context import GCError
 from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload
 from workers.shared.lakefs.errors import LakeFSError

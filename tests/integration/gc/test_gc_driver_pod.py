@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.context import GCError
 from spark_jobs.engine.request import RunRequest
+from spark_jobs.engine.runtime.context import GCError
 from tests.integration.conftest import commit, upload
 from workers.gc.submit import JobOutcome, outcome_from_record
 

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spark_jobs.core.cleaning import parse_cleaning_policies
-from spark_jobs.engine.lakefs_api import LakeFSApi
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import resolve_storage, run_marked
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi
 from tests.fakes import fresh_metrics
 from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload

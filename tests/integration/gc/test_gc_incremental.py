@@ -29,8 +29,8 @@ from spark_jobs.core.cleaning import METADATA_KEY
 from spark_jobs.core.incremental import decode, encode
 from spark_jobs.core.report import index_part_key
 from spark_jobs.core.slices import slice_name
-from spark_jobs.engine.context import GCError
-from spark_jobs.engine.incremental import STATE_KEY
+from spark_jobs.engine.runtime.context import GCError
+from spark_jobs.engine.state.incremental import STATE_KEY
 from tests.gc_engine import RUNNERS
 from tests.integration.gc.test_gc_stores import collector, data_keys, store_world
 from workers.shared.lakefs.errors import LakeFSError

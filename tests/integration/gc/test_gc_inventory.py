@@ -16,7 +16,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from spark_jobs.engine.context import GCError
+from spark_jobs.engine.runtime.context import GCError
 from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.integration.gc.test_gc_stores import data_keys, history, new_repo, put, read, store_world
 

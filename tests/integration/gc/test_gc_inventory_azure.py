@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs.engine.context import GCError
+from spark_jobs.engine.runtime.context import GCError
 from tests.gc_engine import Collector, runner_of
 from tests.integration.gc.test_gc_stores import data_keys, history, new_repo, put, read, store_world
 from tests.services import AZURITE_ACCOUNT

@@ -14,10 +14,10 @@ from datetime import timedelta
 import pytest
 import redis
 
-from spark_jobs.engine.context import GCError, JobConfig
-from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
+from spark_jobs.engine.runtime.context import GCError, JobConfig
 from spark_jobs.engine.stores import StorageConfig
-from spark_jobs.engine.sweep import open_deleter, unit_delete
+from spark_jobs.engine.sweep.lease_watch import LeaseLost, LeaseRef, LeaseWatch
+from spark_jobs.engine.sweep.sweep import open_deleter, unit_delete
 from tests.fakes import fresh_metrics
 from tests.integration.conftest import commit, upload
 from tests.integration.gc.test_gc_threads import old_commit, read, rules

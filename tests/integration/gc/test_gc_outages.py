@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.context import GCError
+from spark_jobs.engine.runtime.context import GCError
 from tests.fakes import fresh_metrics
 from tests.integration.gc.test_gc_against_lakefs import DyingLakeFS
 from tests.services import (

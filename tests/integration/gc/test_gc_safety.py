@@ -12,8 +12,8 @@ import lakefs_sdk
 import pytest
 
 from spark_jobs.core import report
-from spark_jobs.engine.context import GCError
-from spark_jobs.engine.lakefs_api import LakeFSApi
+from spark_jobs.engine.runtime.context import GCError
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi
 from tests.gc_engine import Collector
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.context import GCError
+from spark_jobs.engine.runtime.context import GCError
 from tests.integration.conftest import commit, create_branch, upload
 from workers.shared.lakefs.errors import LakeFSError
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 from spark_jobs.engine.stores import STORES as NAMESPACES
 from tests.gc_engine import Collector
 from tests.integration.gc.test_gc_stores import store_world

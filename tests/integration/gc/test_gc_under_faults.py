@@ -27,7 +27,7 @@ from pathlib import Path
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.context import GCError
+from spark_jobs.engine.runtime.context import GCError
 from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.integration.conftest import commit
 from tests.integration.gc.test_gc_stores import store_world
@@ -442,8 +442,8 @@ class CloudLake:
 
 
 # The steps whose store errors a run reports as the step's own reason, whatever the store did: the sweep reading
-# its plan and its list of objects (engine/report.py), re-checking the branches (as when lakeFS fails it) and
-# deleting (engine/sweep.py)
+# its plan and its list of objects (engine/state/report.py), re-checking the branches (as when lakeFS fails it) and
+# deleting (engine/sweep/sweep.py)
 PHASE_REASONS = ("no-plan", "failed-plan", "recheck", "storage-delete")
 
 

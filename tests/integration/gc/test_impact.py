@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import lakefs_sdk
 
-from spark_jobs.engine.context import JobConfig
-from spark_jobs.engine.impact import Impact, branch_impact
-from spark_jobs.engine.lakefs_api import LakeFSApi
 from spark_jobs.engine.mark import Marked
+from spark_jobs.engine.plan.impact import Impact, branch_impact
+from spark_jobs.engine.runtime.context import JobConfig
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi
 from spark_jobs.engine.stores import StorageConfig
 from tests.gc_engine import Collector
 from tests.integration.conftest import commit, create_branch, upload

@@ -20,9 +20,9 @@ import lakefs_sdk
 import pytest
 import requests
 
-from spark_jobs.engine.context import GCError
-from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
-from spark_jobs.engine.redis_ack import Acknowledged
+from spark_jobs.engine.runtime.context import GCError
+from spark_jobs.engine.runtime.redis_ack import Acknowledged
+from spark_jobs.engine.sweep.lease_watch import LeaseLost, LeaseRef, LeaseWatch
 from tests.fakes import fresh_metrics
 from tests.gc_engine import RUNNERS
 from tests.integration.conftest import commit, create_branch, upload

@@ -30,7 +30,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
+from spark_jobs.engine.sweep.lease_watch import LeaseLost, LeaseRef, LeaseWatch
 from tests.integration.shared.test_redis_failover import ha, ha_env, healed, settings_for  # noqa: F401 (fixtures)
 from tests.services import RedisSentinelCluster, wait_until
 from workers.branch_lifecycle.store import LifecycleRecords

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from spark_jobs.engine.redis_ack import Acknowledged, NotReplicated
+from spark_jobs.engine.runtime.redis_ack import Acknowledged, NotReplicated
 from workers.shared import redis_script
 from workers.shared.redis_script import Step
 

@@ -168,3 +168,22 @@ def test_spark_jobs_core_does_no_io():
                 if target.split(".")[0] not in CORE_MAY_IMPORT:
                     found.append(f"{name} imports {target}")
     assert found == []
+
+
+def test_every_spark_jobs_folder_is_a_package():
+    """setuptools installs the packages it finds (``__init__.py``), and the engine's steps are folders
+    (engine/reach/, engine/listing/, ...): a new folder of modules without one would be missing where the package
+    is installed, on the workers and the Spark executors' images alike."""
+    folders = {path.parent for path in (ROOT / "spark_jobs").rglob("*.py") if "__pycache__" not in path.parts}
+    assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()) == []
+
+
+def test_pyspark_is_imported_only_by_the_spark_halves_and_the_jobs():
+    """Each engine step's Spark half (engine/<step>/spark.py, over engine/backends/spark_base.py) and the jobs import
+    pyspark; the thread runner's code never does (it runs where pyspark is not installed)."""
+    found = []
+    for name, path in modules().items():
+        spark_half = name.endswith(".spark") or name == "spark_jobs.engine.backends.spark_base"
+        if under(name, "spark_jobs") and not under(name, "spark_jobs.jobs") and not spark_half:
+            found += [f"{name} imports {t}" for t in imported(path) if t.split(".")[0] == "pyspark"]
+    assert found == []

@@ -1,4 +1,4 @@
-"""The in-process dataset backend judges the namespace slice by slice (engine/datasets/arrow.py): its plan equals the
+"""The in-process dataset backend judges the namespace slice by slice (engine/backends/arrow.py): its plan equals the
 per-key plan (core.plan.plan_deletions) over the whole listing, on random keys, slices and kept sets, and a store
 that lists a key outside its slice has it judged against every kept key (never deleted while kept)."""
 
@@ -12,9 +12,10 @@ import pytest
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import StoredObject, plan_deletions
-from spark_jobs.engine.datasets.arrow import ArrowBackend, Listing, by_unit
-from spark_jobs.engine.incremental import unit_of
-from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.backends.arrow import ArrowBackend
+from spark_jobs.engine.listing.arrow import Listing, by_unit
+from spark_jobs.engine.listing.incremental import unit_of
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
 class Slices:

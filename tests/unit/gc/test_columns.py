@@ -1,4 +1,4 @@
-"""The GC's rules over Arrow columns equal their per-key twins (core.addresses, core.plan, engine.incremental's
+"""The GC's rules over Arrow columns equal their per-key twins (core.addresses, core.plan, engine.listing.incremental's
 unit_of), on random keys, addresses and times: what the dataset plan decides is what the object plan decides."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from spark_jobs.core import columns
 from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
 from spark_jobs.core.plan import StoredObject, is_data_key, plan_deletions
-from spark_jobs.engine.incremental import unit_of
+from spark_jobs.engine.listing.incremental import unit_of
 
 PREFIXES = ("s3://bucket/ns", "local:///srv/lakefs/ns")
 SEGMENTS = ["data", "_lakefs", "dummy", "a", "é", "", "x y", "s3:", "ns", "data/"]

@@ -1,4 +1,4 @@
-"""engine.cyclic_gc.paused: the collector is off inside every pause and comes back as it was after the last."""
+"""engine.runtime.cyclic_gc.paused: the collector is off inside every pause and comes back as it was after the last."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from spark_jobs.engine import cyclic_gc
+from spark_jobs.engine.runtime import cyclic_gc
 
 
 @pytest.fixture(autouse=True)

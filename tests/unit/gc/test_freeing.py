@@ -187,7 +187,7 @@ def test_the_metrics_split_the_bytes_deleted():
 
 def test_purged_generations_stay_billed_while_a_soft_delete_policy_keeps_them():
     from spark_jobs.core.report import Summary  # noqa: PLC0415
-    from spark_jobs.engine.sweep import split_bytes  # noqa: PLC0415
+    from spark_jobs.engine.sweep.sweep import split_bytes  # noqa: PLC0415
 
     def split(verdict, purged):
         summary = Summary("r1", "repo", True, "", "", 3, phase="swept", swept=3, swept_at="2026-11-27T00:00:00+00:00")

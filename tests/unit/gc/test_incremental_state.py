@@ -15,8 +15,8 @@ from spark_jobs.core.incremental import FORMAT, State, StateError, dead_ranges, 
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.core.report import describe_listing
 from spark_jobs.core.slices import slice_name
-from spark_jobs.engine.incremental import missed, recent_units, unit_of
-from spark_jobs.engine.sweep import not_deleted
+from spark_jobs.engine.listing.incremental import missed, recent_units, unit_of
+from spark_jobs.engine.sweep.sweep import not_deleted
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs.engine.inventory import InventoryError, namespace_objects, parse_manifest
+from spark_jobs.engine.listing.inventory import InventoryError, namespace_objects, parse_manifest
 
 SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag"
 WHEN = "2026-11-20T10:00:00.000Z"

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs.engine.inventory import InventoryError
-from spark_jobs.engine.inventory_azure import (
+from spark_jobs.engine.listing.inventory import InventoryError
+from spark_jobs.engine.listing.inventory_azure import (
     check_checksum,
     check_coverage,
     check_files,

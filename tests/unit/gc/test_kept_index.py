@@ -41,7 +41,7 @@ def stored(tmp_path, counts: dict[int, int], delta: dict[int, int] | None = None
     import hashlib  # noqa: PLC0415
     from dataclasses import replace  # noqa: PLC0415
 
-    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageConfig, open_namespace  # noqa: PLC0415
 
     ns = open_namespace(StorageConfig("local://ns", str(tmp_path)))
@@ -68,7 +68,7 @@ def _state():
 def test_a_base_read_in_blocks_and_its_delta_answer_as_a_recount(seed, tmp_path, monkeypatch):
     """Counts read through the base's blocks plus the delta equal a recount of the live ranges, whatever keys are
     asked (present, absent, beyond either end), and only the blocks that can hold them are read."""
-    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
 
     monkeypatch.setattr(ki, "BLOCK", 7)  # many blocks from few keys
     rng = random.Random(seed)
@@ -91,7 +91,7 @@ def test_a_base_read_in_blocks_and_its_delta_answer_as_a_recount(seed, tmp_path,
 def test_a_damaged_or_mismatched_base_is_refused(tmp_path):
     from dataclasses import replace  # noqa: PLC0415
 
-    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
 
     counts = range_counts([f"k{i}" for i in range(10000)])
     ns, state = stored(tmp_path, counts)
@@ -115,7 +115,7 @@ def test_a_damaged_or_mismatched_base_is_refused(tmp_path):
 
 
 def test_a_delta_that_takes_a_key_below_zero_is_an_error_not_a_guess(tmp_path):
-    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
 
     ns, state = stored(tmp_path, range_counts(["a", "b"]), {ki.key_hash("a"): -2})
     index, why = inc.read_index(ns, state)
@@ -154,7 +154,7 @@ def test_the_state_keeps_the_retained_metaranges_ranges():
 
 def parted(tmp_path, counts: dict[int, int], bits: int, delta: dict[int, int] | None = None):
     """A base written in 2**bits parts (as a full run writes it) and the state that names them."""
-    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageConfig, open_namespace  # noqa: PLC0415
 
     ns = open_namespace(StorageConfig("local://ns", str(tmp_path)))
@@ -179,7 +179,7 @@ def parted(tmp_path, counts: dict[int, int], bits: int, delta: dict[int, int] | 
 def test_a_base_in_parts_answers_as_a_recount(seed, tmp_path, monkeypatch):
     """A base cut into parts by the top bits of the hash (as executors write it) answers every lookup as the
     recount does, reading only the parts (and blocks) that hold the keys asked for."""
-    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
 
     monkeypatch.setattr(ki, "BLOCK", 5)
     rng = random.Random(seed)
@@ -214,7 +214,7 @@ def test_parts_split_by_the_top_bits_and_size_follows_the_keys():
 
 def test_a_missing_damaged_or_misplaced_part_is_refused_at_lookup(tmp_path):
     from spark_jobs.core import report  # noqa: PLC0415
-    from spark_jobs.engine import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
 
     counts = range_counts([f"k{i}" for i in range(3000)])
     ns, state = parted(tmp_path, counts, 2)

@@ -15,7 +15,7 @@ from spark_jobs.core.addresses import FULL, RELATIVE, key_mapper, relative_key
 from spark_jobs.core.cache_segments import check_file, check_pointer, described, packed, pointer, unpacked
 from spark_jobs.core.mark_cache import CacheError, Memory, _schemas, decode, encode, merged, plan_save, trusted
 from spark_jobs.core.report import describe_cache
-from spark_jobs.engine.parallel import in_background
+from spark_jobs.engine.runtime.parallel import in_background
 from tests.unit.gc.test_sstable import FIXTURES
 
 

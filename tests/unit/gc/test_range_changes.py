@@ -102,8 +102,8 @@ def test_the_engine_finds_the_same_change_on_the_driver_and_in_groups(few, monke
     """A day's few ranges are compared on the driver; many go to the runner in groups of overlapping spans: the
     kept index's change is the same either way."""
     from spark_jobs.core import kept_index  # noqa: PLC0415
-    from spark_jobs.engine import lean_mark  # noqa: PLC0415
-    from spark_jobs.engine.parallel import ThreadRunner  # noqa: PLC0415
+    from spark_jobs.engine.reach import lean_mark  # noqa: PLC0415
+    from spark_jobs.engine.runtime.parallel import ThreadRunner  # noqa: PLC0415
 
     monkeypatch.setattr(lean_mark, "FEW_UNITS", few)
     rng = random.Random(7)

@@ -28,6 +28,11 @@ def test_zip_holds_the_whole_package_and_nothing_else(tmp_path: Path):
     names = set(zipfile.ZipFile(build_py_files(tmp_path)).namelist())
     assert {"spark_jobs/__init__.py", "spark_jobs/jobs/gc.py", "spark_jobs/jobs/protocol.py",
             "spark_jobs/core/__init__.py", "spark_jobs/core/sstable.py"} <= names
+    # the engine's step packages, with both backends' halves
+    steps = ("reach", "listing", "plan", "sweep", "state", "stores", "backends", "runtime")
+    assert {f"spark_jobs/engine/{step}/__init__.py" for step in steps} <= names
+    assert {f"spark_jobs/engine/{step}/{half}.py" for step in ("reach", "listing", "plan", "state")
+            for half in ("arrow", "spark")} <= names
     assert all(n.startswith("spark_jobs/") and n.endswith(".py") and "__pycache__" not in n for n in names)
 
 
@@ -86,8 +91,8 @@ def test_a_run_request_travels_to_the_job_whole():
     from dataclasses import fields  # noqa: PLC0415
     from datetime import UTC, datetime, timedelta  # noqa: PLC0415
 
-    from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.request import ARGUMENTS, RunRequest  # noqa: PLC0415
+    from spark_jobs.engine.sweep.lease_watch import LeaseRef  # noqa: PLC0415
 
     own = {"runner": "spark", "range_partitions": 3, "address_partitions": 5,
            "lease": LeaseRef("redis://127.0.0.1:1/0", "k", "t", lease_ms=60_000, stale_ms=5_000)}
@@ -128,8 +133,8 @@ def test_the_lease_reference_tells_both_runners_how_many_replicas_confirm_it():
     reference without one (an older starter) asks for none."""
     import redis  # noqa: PLC0415
 
-    from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
-    from spark_jobs.engine.redis_ack import Acknowledged  # noqa: PLC0415
+    from spark_jobs.engine.runtime.redis_ack import Acknowledged  # noqa: PLC0415
+    from spark_jobs.engine.sweep.lease_watch import LeaseRef  # noqa: PLC0415
     from workers.gc.history import GCRuns  # noqa: PLC0415
 
     runs = GCRuns(redis.Redis(), "p", "redis://127.0.0.1:1/0", lock_durability=Acknowledged(1, 2.5))
@@ -163,8 +168,8 @@ def test_cluster_mode_runs_the_installed_job_and_ships_nothing(tmp_path: Path):
 
 
 def test_cluster_mode_takes_secrets_from_the_driver_pods_environment():
-    from spark_jobs.engine.lease_watch import LeaseRef  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageConfig  # noqa: PLC0415
+    from spark_jobs.engine.sweep.lease_watch import LeaseRef  # noqa: PLC0415
 
     conn = LakeFSConnection(endpoint_url="http://lakefs", access_key_id="AKIAEXAMPLE", secret_access_key="lakefs-s3cr3t")
     storage = StorageConfig("", None, json.dumps({"s3": {"key": "s3-key-id", "secret": "s3-s3cr3t",
@@ -204,8 +209,8 @@ def test_an_executors_lost_lease_is_told_apart_from_other_job_failures():
         "An error occurred while calling o123.collectAndServe.\n: org.apache.spark.SparkException: Job aborted due "
         "to stage failure: Task 0 in stage 4.0 failed 1 times, most recent failure: Lost task 0.0 (TID 9):\n"
         "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
-        '  File "/spark_jobs/engine/lease_watch.py", line 74, in check\n'
-        "spark_jobs.engine.lease_watch.LeaseLost: the run no longer holds its repository's lease (it expired)\n"
+        '  File "/spark_jobs/engine/sweep/lease_watch.py", line 74, in check\n'
+        "spark_jobs.engine.sweep.lease_watch.LeaseLost: the run no longer holds its repository's lease (it expired)\n"
         "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException\n")
     assert LeaseGuard.lost_in(py4j) == "the run no longer holds its repository's lease (it expired)"
     assert LeaseGuard.lost_in(RuntimeError("spark_jobs.engine.stores.base.StorageError: 503")) is None

@@ -12,7 +12,7 @@ from botocore.utils import parse_timestamp
 
 from spark_jobs.engine.stores import Location, StorageError, is_throttling, is_unreachable, locate
 from spark_jobs.engine.stores.s3 import S3Namespace, _s3_session, iso_timestamp, plain_s3_arguments, sizes_only_listing
-from spark_jobs.engine.throttle import Throttle, Throttled, Unreachable, next_rate
+from spark_jobs.engine.stores.throttle import Throttle, Throttled, Unreachable, next_rate
 
 
 def test_the_rate_halves_on_throttling_and_creeps_back():

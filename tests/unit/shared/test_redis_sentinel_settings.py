@@ -2,7 +2,7 @@
 
 import pytest
 
-from spark_jobs.engine.redis_connect import SentinelURL, parse_sentinel_url
+from spark_jobs.engine.runtime.redis_connect import SentinelURL, parse_sentinel_url
 from workers.shared.redis_clients import celery_options
 from workers.shared.settings import SettingsError, load_settings
 
@@ -92,7 +92,7 @@ def test_locks_and_leases_wait_for_the_replicas_a_hook_waits_for():
     import redis  # noqa: PLC0415
     from redis.lock import Lock  # noqa: PLC0415
 
-    from spark_jobs.engine.redis_ack import Acknowledged  # noqa: PLC0415
+    from spark_jobs.engine.runtime.redis_ack import Acknowledged  # noqa: PLC0415
     from workers.branch_lifecycle.store import LifecycleRecords  # noqa: PLC0415
     from workers.gc.history import GCRuns  # noqa: PLC0415
     from workers.idle_clock.store import ClockStore  # noqa: PLC0415

@@ -17,10 +17,10 @@ class Runner(Protocol):
         """Everything ``fn(context, unit)`` yields for every unit, in any order; one context per partition."""
 
     def datasets(self, config: Any, *, partitions: int) -> Any:
-        """The dataset backend of this runner (``engine.datasets``)."""
+        """The dataset backend of this runner (``engine.backends``)."""
 
     def wants_datasets(self, *, ranges: int, cache: bool) -> bool:
-        """Whether a run that the dataset steps can plan (engine/datasets/plan.eligible) is planned by them, for a
+        """Whether a run that the dataset steps can plan (engine/plan/datasets.eligible) is planned by them, for a
         repository whose retained commits reach ``ranges`` range files."""
 
 
@@ -37,7 +37,7 @@ class ThreadRunner:
         self.threads = threads
 
     def datasets(self, config: Any, *, partitions: int) -> Any:
-        from spark_jobs.engine.datasets.arrow import ArrowBackend  # noqa: PLC0415
+        from spark_jobs.engine.backends.arrow import ArrowBackend  # noqa: PLC0415
 
         return ArrowBackend(self, config)
 

@@ -61,7 +61,7 @@ from email.utils import parsedate_to_datetime
 
 from spark_jobs.core import parquet_bytes
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
-from spark_jobs.engine.inventory import InventoryError, listed_object, manifest_object, report_rows
+from spark_jobs.engine.listing.inventory import InventoryError, listed_object, manifest_object, report_rows
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, locate, open_namespace
 
 FORMATS = ("csv", "parquet")

@@ -21,15 +21,15 @@ from typing import Any
 from spark_jobs.core.freeing import DELAYED, FREED, UNKNOWN, Verdict
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api
-from spark_jobs.engine import incremental, report
-from spark_jobs.engine.context import GCError, JobConfig, OpenContext, Progress
-from spark_jobs.engine.datasets import units
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiError
-from spark_jobs.engine.lease_watch import LeaseLost, LeaseRef, LeaseWatch
-from spark_jobs.engine.mark_source import Files
-from spark_jobs.engine.parallel import Runner
-from spark_jobs.engine.repository import uncommitted_addresses
+from spark_jobs.engine.plan import units
+from spark_jobs.engine.reach.mark_source import Files
+from spark_jobs.engine.runtime.context import GCError, JobConfig, OpenContext, Progress
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiError
+from spark_jobs.engine.runtime.parallel import Runner
+from spark_jobs.engine.runtime.repository import uncommitted_addresses
+from spark_jobs.engine.state import incremental, report
 from spark_jobs.engine.stores import Namespace, StorageError
+from spark_jobs.engine.sweep.lease_watch import LeaseLost, LeaseRef, LeaseWatch
 
 log = logging.getLogger(__name__)
 

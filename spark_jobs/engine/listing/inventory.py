@@ -29,7 +29,9 @@ from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 if TYPE_CHECKING:
-    from spark_jobs.engine.inventory_azure import AzureManifest
+    from datetime import timedelta
+
+    from spark_jobs.engine.listing.inventory_azure import AzureManifest
 
 FORMATS = ("CSV", "Parquet")
 # The CSV columns a listing needs, by their names in the manifest's fileSchema, and the Parquet columns they are
@@ -201,11 +203,23 @@ def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: st
     return out
 
 
+def inventory_listing(url: str, ns: Namespace, *, cutoff: datetime,
+                      min_age: timedelta) -> tuple[list[StoredObject], dict, datetime]:
+    """The namespace's objects the report at ``url`` lists, the listing's record (``Summary.listing``), and the run's
+    cutoff: what the report calls old enough was old enough when the store wrote it (newer objects are not in it),
+    so the earlier of the run's own and the report's time minus ``min_age``."""
+    manifest, listed = read_inventory(url, ns)
+    report_time = datetime.fromtimestamp(manifest.created, UTC)
+    listing = {"kind": "inventory", "report": manifest.url, "report_time": report_time.isoformat(),
+               "files": len(manifest.files), "objects": len(listed)}
+    return listed, listing, min(cutoff, report_time - min_age)
+
+
 def read_inventory(url: str, ns: Namespace) -> tuple[Manifest | AzureManifest, list[StoredObject]]:
     """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings (an
     Azure namespace's: an Azure Blob Inventory report, ``inventory_azure``)."""
     if ns.store == "azure":
-        from spark_jobs.engine.inventory_azure import read_inventory as read_azure_inventory  # noqa: PLC0415
+        from spark_jobs.engine.listing.inventory_azure import read_inventory as read_azure_inventory  # noqa: PLC0415
 
         return read_azure_inventory(url, ns)
     if ns.store != "s3":

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 
 import redis
 
-from spark_jobs.engine.redis_ack import Acknowledged, eval_acknowledged
-from spark_jobs.engine.redis_connect import connect
+from spark_jobs.engine.runtime.redis_ack import Acknowledged, eval_acknowledged
+from spark_jobs.engine.runtime.redis_connect import connect
 
 # KEYS: the lease. ARGV: the run's token. The remaining TTL (ms) while the token holds it; -3 when it does not.
 CHECK_LUA = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end return -3"

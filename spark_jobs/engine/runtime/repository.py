@@ -21,8 +21,8 @@ from spark_jobs.core.cleaning import (
     savepoint_tags,
 )
 from spark_jobs.core.retention import DAY, Commit, GCRules, commit_from_api, read_line
-from spark_jobs.engine.context import GCError
-from spark_jobs.engine.lakefs_api import LakeFSApi
+from spark_jobs.engine.runtime.context import GCError
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 

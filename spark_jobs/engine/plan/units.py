@@ -15,7 +15,7 @@ from spark_jobs.core import columns, kept_index, parquet_bytes
 from spark_jobs.core import report as core_report
 from spark_jobs.core.addresses import FULL, RELATIVE
 from spark_jobs.core.range_arrow import range_batch
-from spark_jobs.engine.context import GCError, OpenContext
+from spark_jobs.engine.runtime.context import GCError, OpenContext
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def sweep_part(ctx: Any, unit: tuple[str, int, int | None, frozenset[str], bool]
     Counters, the failures, and the keys not deleted that the next run must know of."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    from spark_jobs.engine.sweep import not_deleted, unit_delete  # noqa: PLC0415 - the one deleter and its rule
+    from spark_jobs.engine.sweep.sweep import not_deleted, unit_delete  # noqa: PLC0415 - the one deleter and its rule
 
     run_id, part, allowance, spare, carry = unit
     table = read_part(ctx, run_id, part)

@@ -12,11 +12,12 @@ from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
 from spark_jobs.core.cleaning import ScopedRetention
 from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.plan import is_data_key
-from spark_jobs.engine.context import JobConfig, OpenContext
-from spark_jobs.engine.lakefs_api import LakeFSApi
-from spark_jobs.engine.mark import Marked, reached, versions
-from spark_jobs.engine.mark_source import Files
-from spark_jobs.engine.parallel import ThreadRunner
+from spark_jobs.engine.mark import Marked
+from spark_jobs.engine.reach.mark_source import Files
+from spark_jobs.engine.reach.retained import reached, versions
+from spark_jobs.engine.runtime.context import JobConfig, OpenContext
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 from spark_jobs.core.cache_segments import check_pointer, described, packed, pointer, segment_name, unpacked
 from spark_jobs.core.mark_cache import SLOTS, CacheError, Held, Memory, decode, encode, merged, plan_save, trusted
-from spark_jobs.engine.parallel import in_background
+from spark_jobs.engine.runtime.parallel import in_background
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, open_namespace
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig
 from spark_jobs.engine.stores import StorageConfig, open_namespace
 
 Progress = Callable[[str, int], None]  # (phase, count so far)

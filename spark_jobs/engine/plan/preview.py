@@ -10,14 +10,16 @@ from datetime import datetime, timedelta
 from spark_jobs.core import report as core
 from spark_jobs.core.cleaning import CleaningPolicy
 from spark_jobs.core.plan import StoredObject, by_path_prefix
-from spark_jobs.engine import cyclic_gc, report
-from spark_jobs.engine.context import GCError, JobConfig
-from spark_jobs.engine.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
-from spark_jobs.engine.mark import Marked, mark, paths_of
-from spark_jobs.engine.parallel import Runner
-from spark_jobs.engine.repository import Graph, load_graph
+from spark_jobs.engine.mark import Marked, mark
+from spark_jobs.engine.plan.by_path import paths_of
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import resolve_storage
+from spark_jobs.engine.runtime import cyclic_gc
+from spark_jobs.engine.runtime.context import GCError, JobConfig
+from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
+from spark_jobs.engine.runtime.parallel import Runner
+from spark_jobs.engine.runtime.repository import Graph, load_graph
+from spark_jobs.engine.state import report
 from spark_jobs.engine.stores import StorageConfig, StorageError
 
 

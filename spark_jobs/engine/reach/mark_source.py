@@ -16,8 +16,8 @@ from spark_jobs.core.addresses import key_mapper
 from spark_jobs.core.cleaning import CleaningPolicy, Scope
 from spark_jobs.core.mark import keys_in_range, scope_of
 from spark_jobs.core.mark_cache import Memory
-from spark_jobs.engine.context import OpenContext
-from spark_jobs.engine.parallel import FEW_UNITS, Runner, ThreadRunner
+from spark_jobs.engine.runtime.context import OpenContext
+from spark_jobs.engine.runtime.parallel import FEW_UNITS, Runner, ThreadRunner
 
 Span = tuple[bytes, str]  # (first key, range id) of one range a metarange lists
 Member = tuple[str, bytes, str]  # (metarange id, first key, range id)

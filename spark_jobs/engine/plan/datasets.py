@@ -1,7 +1,7 @@
 """A run's mark as datasets (the full listing, without path policies and keep_versions, where an entry's fate is
 its range's): reach ∪ staged, subtracted from the listing under the safety rules, the plan written in parts, the
 kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
-every key stays in the backend's datasets (``arrow.py`` in process, ``spark.py`` on executors)."""
+every key stays in the backend's datasets (``engine/backends/``: Arrow in process, Spark on executors)."""
 
 from __future__ import annotations
 
@@ -16,15 +16,18 @@ from spark_jobs.core.incremental import State, dead_ranges, metarange_indices, u
 from spark_jobs.core.plan import PlanSummary, StoredObject
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
-from spark_jobs.engine import incremental, report
-from spark_jobs.engine.context import JobConfig, OpenContext, Progress
-from spark_jobs.engine.datasets import units
-from spark_jobs.engine.repository import Graph, uncommitted_files
+from spark_jobs.engine.listing.incremental import recent_units
+from spark_jobs.engine.plan import units
 from spark_jobs.engine.request import RunRequest
+from spark_jobs.engine.runtime.context import JobConfig, OpenContext, Progress
+from spark_jobs.engine.runtime.repository import Graph, uncommitted_files
+from spark_jobs.engine.state import incremental, report
 
 
 class Backend(Protocol):
-    """What a dataset backend does (``arrow.ArrowBackend``, ``spark.SparkBackend``); datasets are its own type."""
+    """What a dataset backend does (``backends.arrow.ArrowBackend``, ``backends.spark.SparkBackend``), step by step:
+    reach and staged (``reach/``), listing and listed_objects (``listing/``), judge, write_plan, missed, slices_of
+    and objects (``plan/``), write_index (``state/``); the rest are set operations. Datasets are its own type."""
 
     name: str
 
@@ -114,7 +117,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         carried = sorted(state.carried())
         if carried:
             checked = backend.union([checked, backend.from_keys(carried)])
-        recent = set(incremental.recent_units(backend.slices_of(deleted), state.horizon))
+        recent = set(recent_units(backend.slices_of(deleted), state.horizon))
         listing["missed_by_incremental"] = backend.missed(deleted, recent=recent, checked=checked)
     seconds["plan"] = time.monotonic() - t
     decision = bound

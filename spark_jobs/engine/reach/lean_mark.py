@@ -19,9 +19,10 @@ from spark_jobs.core import kept_index, range_changes, sstable
 from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
-from spark_jobs.engine.context import JobConfig, OpenContext
-from spark_jobs.engine.incremental import StoredIndex, ask_for, changed, list_recent
-from spark_jobs.engine.parallel import FEW_UNITS, Runner, fitting
+from spark_jobs.engine.listing.incremental import ask_for, changed, list_recent
+from spark_jobs.engine.runtime.context import JobConfig, OpenContext
+from spark_jobs.engine.runtime.parallel import FEW_UNITS, Runner, fitting
+from spark_jobs.engine.state.incremental import StoredIndex
 
 _WALKERS = 2  # threads walking a day's ranges on the driver: the walk releases the GIL, the machine has cores
 

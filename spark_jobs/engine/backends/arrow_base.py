@@ -1,0 +1,28 @@
+"""What the in-process (Arrow) steps share: the thread runner and job configuration they run with, and a pool's
+batches made one table. Each step's Arrow half is in its step's package (``reach/arrow.py``, ``listing/arrow.py``,
+``plan/arrow.py``, ``state/arrow.py``); ``backends/arrow.py`` puts them together as ``ArrowBackend``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from spark_jobs.engine.runtime.context import JobConfig
+from spark_jobs.engine.runtime.parallel import ThreadRunner
+
+
+def table_of(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches(list(batches), schema=schema) if batches else schema.empty_table()
+
+
+class ArrowSteps:
+    """A run's datasets as Arrow tables in this process: the base of each step's Arrow half."""
+
+    def __init__(self, runner: ThreadRunner, config: JobConfig) -> None:
+        self.runner, self.config = runner, config
+
+    def _map(self, items: Sequence, fn, schema: pa.Schema) -> pa.Table:
+        batches = self.runner.map_units(list(items), lambda ctx, item: [fn(ctx, item)], self.config.open,
+                                        partitions=0)
+        return table_of(batches, schema)

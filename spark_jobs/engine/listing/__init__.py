@@ -1,0 +1,3 @@
+"""Listing: what the store holds, by one of three kinds: the whole namespace (full), only what may have changed
+since the previous run (incremental), or an inventory report written by the store (``inventory``, S3;
+``inventory_azure``, Azure)."""

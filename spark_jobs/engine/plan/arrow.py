@@ -1,0 +1,69 @@
+"""The plan in process: each slice listed and judged against the kept keys of that slice (``core.columns.judge``),
+the plan written in parts by the thread runner's pool, and what a caller asks of it (``plan/spark.py``: the same as
+an anti-join and parts written on executors)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_jobs.core import columns
+from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
+from spark_jobs.engine.backends.arrow_base import ArrowSteps
+from spark_jobs.engine.listing.arrow import Listing, by_unit
+from spark_jobs.engine.plan import units
+
+
+class ArrowPlan(ArrowSteps):
+    def judge(self, listed: Listing | pa.Table, kept: Sequence[pa.Table], *, cutoff: float,
+              prefix_depth: int) -> tuple[pa.Table, PlanSummary]:
+        """The plan: each slice listed and judged against the kept keys of that slice (``columns.judge``), the
+        slices' plans and counts put together (a listing already in a table: judged whole)."""
+        everything = pa.concat_tables([k.select(["key"]) for k in kept]) if kept else columns.KEYS_SCHEMA.empty_table()
+        if isinstance(listed, pa.Table):
+            return columns.judge(listed, everything, cutoff, prefix_depth=prefix_depth)
+        buckets = by_unit(everything["key"])
+        del everything
+        empty = pa.array([], pa.string())
+
+        def judge_slice(ctx, unit: str) -> list[tuple[pa.Table, PlanSummary, int]]:
+            table = pa.Table.from_batches([units.listing(ctx, unit)])
+            if table.num_rows and not pc.all(pc.equal(columns.units_of(table["key"]), unit)).as_py():
+                # a store that lists a key outside its slice: judged against every kept key, never fewer
+                bucket = pa.concat_arrays(list(buckets.values())) if buckets else empty
+            else:
+                bucket = buckets.get(unit, empty)
+            deleted, summary = columns.judge(table, pa.table({"key": bucket}), cutoff, prefix_depth=prefix_depth)
+            return [(deleted, summary, table.num_rows)]
+
+        judged = self.runner.map_units(listed.slices, judge_slice, self.config.open, partitions=0)
+        listed.objects = sum(n for _, _, n in judged)
+        deleted = pa.concat_tables([d for d, _, _ in judged]) if judged else columns.PLAN_SCHEMA.empty_table()
+        return deleted.sort_by("address") if deleted.num_rows else deleted, merge_summaries(s for _, s, _ in judged)
+
+    def write_plan(self, deleted: pa.Table, run_id: str) -> list[dict[str, int]]:
+        parts = [(n, deleted.slice(at, units.ROWS_PER_PART))
+                 for n, at in enumerate(range(0, deleted.num_rows, units.ROWS_PER_PART))]
+        return sorted(self.runner.map_units(parts, lambda ctx, p: [units.write_part(ctx, run_id, part=p[0], table=p[1])],
+                                            self.config.open, partitions=0), key=lambda p: p["part"])
+
+    def missed(self, deleted: pa.Table, *, recent: set[str], checked: pa.Table) -> int:
+        """Of the deleted objects, those whose unit is not among ``recent`` and whose key not in ``checked``."""
+        if not deleted.num_rows:
+            return 0
+        slices = columns.units_of(deleted["address"].combine_chunks())
+        outside = deleted.filter(pc.invert(pc.is_in(slices, value_set=pa.array(sorted(recent), pa.string()))))
+        if not outside.num_rows or not checked.num_rows:
+            return outside.num_rows
+        probe = outside.rename_columns(["key", "size"])
+        return probe.join(checked.group_by("key").aggregate([]), "key", join_type="left anti").num_rows
+
+    def slices_of(self, deleted: pa.Table) -> list[str]:
+        return sorted(set(pc.unique(columns.units_of(deleted["address"].combine_chunks())).to_pylist())) \
+            if deleted.num_rows else []
+
+    def objects(self, deleted: pa.Table) -> list[StoredObject]:
+        return [StoredObject(k, s, 0.0) for k, s in zip(deleted["address"].to_pylist(), deleted["size"].to_pylist(),
+                                                          strict=True)]
