@@ -31,6 +31,7 @@ from tests.services import (
     stop_on_sigterm,
 )
 from tests.spark.cluster import SparkMaster, SparkWorker, spark_env
+from tests.spark_gateway import reset_after_interrupt
 from workers.shared.lakefs.client import LakeFS, make_lakefs_for
 from workers.shared.settings import LakeFSConnection, SparkSettings
 
@@ -144,6 +145,23 @@ def celery_worker(env: dict[str, str]) -> Iterator[CeleryWorker]:
     worker.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     yield worker
     worker.cleanup()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.call_failed = report.failed
+
+
+@pytest.fixture(autouse=True)
+def _spark_gateway_after_a_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that failed (a timeout among them) may have left the Spark gateway mid-answer: reset it, so that the
+    Spark tests after it in this process are not failed by it (tests/spark_gateway.py)."""
+    yield
+    if getattr(request.node, "call_failed", False):
+        reset_after_interrupt()
 
 
 # --- Spark: in this process (the engine's Spark runner), through spark-submit, and a standalone cluster ----------
