@@ -67,6 +67,7 @@ def executor_error(exc: Exception) -> Exception:
     (the Spark runner's steps and the dataset backend alike)."""
     import re  # noqa: PLC0415
 
+    from spark_jobs.core.kept_index import IndexError_  # noqa: PLC0415
     from spark_jobs.core.sstable import SSTableError  # noqa: PLC0415
     from spark_jobs.engine.context import GCError  # noqa: PLC0415
     from spark_jobs.engine.lease_watch import LeaseLost  # noqa: PLC0415
@@ -80,6 +81,8 @@ def executor_error(exc: Exception) -> Exception:
         return StorageError(found.group(1).strip())
     if found := re.search(r"spark_jobs\.core\.sstable\.SSTableError: ([^\n]*)", text):
         return SSTableError(found.group(1).strip())
+    if found := re.search(r"spark_jobs\.core\.kept_index\.IndexError_: ([^\n]*)", text):
+        return IndexError_(found.group(1).strip())  # a damaged kept index: the run lists everything instead
     if found := re.search(r"spark_jobs\.engine\.context\.GCError: ([^\n]*)", text):
         return GCError(found.group(1).strip(), "executor")
     return exc
