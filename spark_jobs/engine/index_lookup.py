@@ -12,7 +12,7 @@ from spark_jobs.engine.context import JobConfig, OpenContext
 from spark_jobs.engine.incremental import StoredIndex, open_part
 from spark_jobs.engine.parallel import Runner, in_process
 
-DRIVER_KEYS = 2048  # keys a driver looks up itself (≤ 32 MiB of blocks) when its runner has executors
+DRIVER_KEYS = 512  # keys a driver looks up itself (≤ 8 MiB of blocks) when its runner has executors
 UNIT_KEYS = 4096  # keys of one part looked up by one unit of work (a part's head is read once per unit)
 
 Unit = tuple[str, int, str, int, tuple[int, ...]]  # base's run, part, its head's digest, bits, hashes (sorted)
@@ -41,12 +41,17 @@ def units_of(index: StoredIndex, hashes: list[int]) -> list[Unit]:
             for part, mine in sorted(by_part.items()) for i in range(0, len(mine), UNIT_KEYS)]
 
 
+def on_driver(runner: Runner, index: StoredIndex, keys: int) -> bool:
+    """Whether ``keys`` lookups are made on the driver."""
+    return in_process(runner) or keys <= DRIVER_KEYS or index.single is not None
+
+
 def counts(index: StoredIndex, hashes: Iterable[int], *, runner: Runner, config: JobConfig,
            partitions: int) -> dict[int, int]:
     """``index.counts(hashes)``: on the driver for a few keys (or in process, or a base in one file, a plan of
     0.x), else on ``runner`` by part, each task returning the counts of the keys it was given."""
     wanted = sorted(set(hashes))
-    if in_process(runner) or len(wanted) <= DRIVER_KEYS or index.single is not None:
+    if on_driver(runner, index, len(wanted)):
         return index.counts(wanted)
     found: dict[int, int] = {}
     for part_counts, read in runner.map_units(units_of(index, wanted), unit_counts, config.open,

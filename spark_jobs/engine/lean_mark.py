@@ -149,8 +149,8 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     carried = state.carried()
     hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
     # the index is read only at the keys that changed and those judged (by executors when they are many)
-    counted = index_lookup.counts(index, set(delta) | set(hashes.values()), runner=runner, config=config,
-                                  partitions=range_partitions)
+    looked_up = set(delta) | set(hashes.values())
+    counted = index_lookup.counts(index, looked_up, runner=runner, config=config, partitions=range_partitions)
     now = {h: n + delta.get(h, 0) for h, n in counted.items()}
     if any(n < 0 for n in now.values()):
         raise kept_index.IndexError_("a range's entries were subtracted from keys the index does not count")
@@ -166,6 +166,10 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     clock("asked for")
     result = changed(state, recent, wanted=wanted, found=found, kept_index=keys, ranges_dead=len(dead),
                      ranges_new=len(new), metaranges_read=len(missing), index_blocks_read=index.blocks_read,
-                     index_blocks=index.blocks, **tally, seconds=clock.laps)
+                     index_blocks=index.blocks, **tally, seconds=clock.laps,
+                     # where the touched ranges were compared and the index looked up: the driver, or the runner
+                     compared_on="driver" if on_driver(runner, len(dead) + len(new)) else "runner",
+                     looked_up_on="driver" if index_lookup.on_driver(runner, index, len(looked_up)) else "runner",
+                     keys_looked_up=len(looked_up))
     return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange,
                     {h: n for h, n in cumulative.items() if n}, keys, result.listing)
