@@ -1,7 +1,11 @@
 """Issue 37: the Spark runner's driver holds nothing per object. A GC run through spark-submit on a real standalone
 master and worker, with spark.driver.maxResultSize at 2 MiB, on a repository whose addresses and paths alone weigh
 several times that: anything per object that came back to the driver (the listing, the kept addresses, the plan)
-would exceed the limit and fail the job. The run must succeed and plan exactly what the thread runner plans."""
+would exceed the limit and fail the job. The run must succeed and plan exactly what the thread runner plans.
+
+The same for a daily (incremental) run after a day that rewrote a few paths in every range: the ranges that died and
+those that appeared are compared by executors and the kept index looked up there, only the day's change and the
+keys' counts come back; each touched range's entries, brought to the driver, would weigh several times the limit."""
 
 from __future__ import annotations
 
@@ -25,8 +29,10 @@ from spark_jobs.engine.runtime.context import GCError
 from spark_jobs.engine.state import report
 from spark_jobs.engine.stores import StorageConfig, open_namespace
 from tests.gc_engine import Collector
-from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
+from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, LakeFSServer
 from workers.gc.submit import run_gc
+from workers.shared.lakefs.client import make_lakefs_for
+from workers.shared.settings import LakeFSConnection
 
 pytestmark = pytest.mark.spark
 
@@ -139,3 +145,98 @@ def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_r
 
     assert summary.success and summary.runner == "spark"
     assert plan(summary) == plan(threads.summary)
+
+
+# --- a daily run -------------------------------------------------------------------------------------------------
+
+DAILY_OBJECTS = 20_000
+RAGGEDNESS = 800  # entries a range holds on average (lakeFS's committed.permanent.range_raggedness_entries)
+REWRITTEN = 1_000  # paths rewritten by the day, spread over every range
+
+
+class SmallRangesLakeFS(LakeFSServer):
+    """lakeFS cutting ranges of RAGGEDNESS entries instead of 50,000: the ranges of a lake 50 times larger, on a
+    repository a test stages in seconds."""
+
+    def config(self) -> dict:
+        config = super().config()
+        config["committed"] = {**config["committed"], "permanent": {"range_raggedness_entries": RAGGEDNESS}}
+        return config
+
+
+@pytest.fixture(scope="module")
+def small_ranges_lakefs():
+    server = SmallRangesLakeFS().start()
+    yield server
+    server.cleanup()
+
+
+def _submit(spark_settings, server, gc: Collector, request: RunRequest, env: dict[str, str]):
+    spark = spark_settings.model_copy(update={"conf": {**spark_settings.conf, "spark.driver.maxResultSize": "2m"}})
+    conn = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
+                            secret_access_key=ADMIN_SECRET_KEY)
+    try:
+        return run_gc(spark=spark, lakefs=conn, storage=gc.storage, env=env, request=request)
+    except GCError as exc:
+        if "spark.driver.maxResultSize" in str(exc):
+            raise DriverResultLimit(next(line for line in str(exc).splitlines() if "maxResultSize" in line)) from None
+        raise
+
+
+def _plan(summary):
+    ns = open_namespace(StorageConfig(summary.storage_namespace, summary.local_root))
+    stored = report.read_plan(ns, summary.run_id, summary.repository_id)
+    return plan_fingerprint(stored.summary, stored.keys)
+
+
+def test_a_daily_run_touching_many_ranges_compares_them_on_executors(small_ranges_lakefs, cluster_spark, submit_env):
+    server = small_ranges_lakefs
+    lakefs = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
+    repo = f"daily-{uuid.uuid4().hex[:8]}"
+    namespace = f"local://{repo}"
+    lakefs.repositories.create_repository(lakefs_sdk.RepositoryCreation(name=repo, storage_namespace=namespace,
+                                                                        default_branch="main"))
+    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
+                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
+    folder = server.store.fsspec_path(namespace)
+    opened = datetime.now(UTC) - timedelta(days=30)
+    slices = [slice_name(opened + timedelta(hours=h), uuid.uuid4().bytes) for h in range(4)]
+
+    def key(i: int, salt: str = "") -> str:
+        return f"data/{slices[i % 4]}/{salt}{i:08d}-" + "k" * 220
+
+    paths = [f"tables/t{i % 7}/" + "p" * 170 + f"/part-{i:08d}.parquet" for i in range(DAILY_OBJECTS)]
+    keys = [key(i) for i in range(DAILY_OBJECTS)]
+    _files(folder, keys, 12 * DAY)
+    _stage_all(server.endpoint, repo, [(p, f"local://{folder}/{k}") for p, k in zip(paths, keys, strict=True)])
+    lakefs.commits.commit(repo, "main", lakefs_sdk.CommitCreation(message="base",
+                                                                   var_date=int(time.time() - 10 * DAY)))
+    gc = Collector(server.endpoint)
+    first, _ = gc.run(repo)  # a real full run: the state and kept index the daily runs start from
+    assert first.success and first.listing["kind"] == "full" and first.ranges >= 16, (first.ranges, first.listing)
+
+    # the day: REWRITTEN paths, a few in every range, overwritten (their versions of the base become garbage)
+    step = DAILY_OBJECTS // REWRITTEN
+    again = {paths[i]: key(i, "v2-") for i in range(0, DAILY_OBJECTS, step)}
+    _files(folder, list(again.values()), 6 * DAY)
+    _stage_all(server.endpoint, repo, [(p, f"local://{folder}/{k}") for p, k in again.items()])
+    lakefs.commits.commit(repo, "main", lakefs_sdk.CommitCreation(message="day", var_date=int(time.time() - DAY)))
+    now = datetime.now(UTC)
+
+    summary = _submit(cluster_spark, server, gc, RunRequest(repo, "mark", now=now, min_age=timedelta(0),
+                                                            runner="spark"), submit_env)
+    listing = summary.listing
+    assert summary.success and summary.runner == "spark" and listing["kind"] == "incremental", listing
+    # the day touched many ranges, compared by executors; its keys were looked up in the index there too
+    assert listing["ranges_dead"] + listing["ranges_new"] > 16, listing
+    assert listing["compared_on"] == "runner" and listing["looked_up_on"] == "runner", listing
+    # what was decoded of those ranges, had it come to the driver, would have exceeded the limit several times
+    assert listing["arrow_bytes"] > 4 * MAX_RESULT, listing
+    daily = gc.mark(repo, now=now)  # the thread runner's daily run, from the same state
+    assert daily.summary.listing["kind"] == "incremental"
+    full = gc.mark(repo, now=now, dry_run=True, listing="full")
+    assert _plan(summary) == _plan(daily.summary)
+    assert {o.key for o in full.deleted} == set(_plan(summary)["deleted"]) == {key(i) for i in
+                                                                              range(0, DAILY_OBJECTS, step)}
+    lakefs.repositories.delete_repository(repo, force=True)
+    lakefs.close()

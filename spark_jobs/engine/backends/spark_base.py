@@ -55,6 +55,7 @@ def executor_error(exc: Exception) -> Exception:
     (the Spark runner's steps and the dataset backend alike)."""
     import re  # noqa: PLC0415
 
+    from spark_jobs.core.kept_index import IndexError_  # noqa: PLC0415
     from spark_jobs.core.sstable import SSTableError  # noqa: PLC0415
     from spark_jobs.engine.runtime.context import GCError  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageError  # noqa: PLC0415
@@ -68,6 +69,8 @@ def executor_error(exc: Exception) -> Exception:
         return StorageError(found.group(1).strip())
     if found := re.search(r"spark_jobs\.core\.sstable\.SSTableError: ([^\n]*)", text):
         return SSTableError(found.group(1).strip())
+    if found := re.search(r"spark_jobs\.core\.kept_index\.IndexError_: ([^\n]*)", text):
+        return IndexError_(found.group(1).strip())  # a damaged kept index: the run lists everything instead
     if found := re.search(r"spark_jobs\.engine\.runtime\.context\.GCError: ([^\n]*)", text):
         return GCError(found.group(1).strip(), "executor")
     return exc

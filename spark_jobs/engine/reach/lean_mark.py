@@ -21,10 +21,24 @@ from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.listing.incremental import ask_for, changed, list_recent
 from spark_jobs.engine.runtime.context import JobConfig, OpenContext
-from spark_jobs.engine.runtime.parallel import FEW_UNITS, Runner, fitting
+from spark_jobs.engine.runtime.parallel import FEW_UNITS, Runner, fitting, in_process
+from spark_jobs.engine.state import index_lookup
 from spark_jobs.engine.state.incremental import StoredIndex
 
 _WALKERS = 2  # threads walking a day's ranges on the driver: the walk releases the GIL, the machine has cores
+# On a runner of its own (Spark), a day that touches more ranges than this has them read and compared by its
+# executors, in groups of overlapping key spans: what comes back of a group is its change (the day's), never its
+# ranges' entries, so the driver holds a few range files at most, whatever the lake holds. (A random-path day
+# touches most ranges: lakeFS rewrites every range a commit changes.) The thread runner keeps up to FEW_UNITS on the
+# driver's threads: its process holds them wherever they are read. 16 (dead and new: 8 touched ranges, at most
+# 160 MiB of range files at lakeFS's 20 MiB cut) keeps a small lake's day off the executors, whose two Spark jobs
+# cost seconds more than the driver's threads take (bench/README.md "A day's ranges on executors").
+DRIVER_RANGES = 16
+
+
+def on_driver(runner: Runner, ranges: int) -> bool:
+    """Whether a day's ``ranges`` (dead and new) are read and compared on the driver's threads."""
+    return ranges <= (FEW_UNITS if in_process(runner) else DRIVER_RANGES)
 
 
 def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[tuple[str, list[str]]]:
@@ -53,12 +67,13 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
     """The kept index's change from the ranges that died and appeared, and the keys whose count went down: the
     dead and the new ranges put side by side as lakeFS's diff does (``core.range_changes``: blocks that repeat
     cancel out unread, the others are walked by the compiled decoder and their entries cancel out by address).
-    A day's few dozen ranges are read on the driver's threads and walked on two (the walk runs without the GIL);
-    more go to the runner in groups of overlapping key spans, each group's change computed where it is read."""
+    A day's few ranges (``on_driver``) are read on the driver's threads and walked on two (the walk runs without
+    the GIL); more go to the runner in groups of overlapping key spans, each group's change computed where it is
+    read: on Spark, a task returns its groups' changes and costs, nothing per entry it read."""
     ranges = dead + new
     cost = range_changes.Tally()
     count: dict[tuple[str, int], int] = {}
-    if len(ranges) <= FEW_UNITS:
+    if on_driver(runner, len(ranges)):
         files = dict(fitting(runner, ranges).map_units(ranges, unit_read_range, config.open, partitions=partitions))
         with ThreadPoolExecutor(_WALKERS) as pool:
             found, cost = range_changes.changes(files, set(dead), map_=pool.map)
@@ -136,8 +151,9 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     seen = recent.keys
     carried = state.carried()
     hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
-    # the index is read only at the keys that changed and those judged
-    counted = index.counts(set(delta) | set(hashes.values()))
+    # the index is read only at the keys that changed and those judged (by executors when they are many)
+    looked_up = set(delta) | set(hashes.values())
+    counted = index_lookup.counts(index, looked_up, runner=runner, config=config, partitions=range_partitions)
     now = {h: n + delta.get(h, 0) for h, n in counted.items()}
     if any(n < 0 for n in now.values()):
         raise kept_index.IndexError_("a range's entries were subtracted from keys the index does not count")
@@ -153,6 +169,10 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     clock("asked for")
     result = changed(state, recent, wanted=wanted, found=found, kept_index=keys, ranges_dead=len(dead),
                      ranges_new=len(new), metaranges_read=len(missing), index_blocks_read=index.blocks_read,
-                     index_blocks=index.blocks, **tally, seconds=clock.laps)
+                     index_blocks=index.blocks, **tally, seconds=clock.laps,
+                     # where the touched ranges were compared and the index looked up: the driver, or the runner
+                     compared_on="driver" if on_driver(runner, len(dead) + len(new)) else "runner",
+                     looked_up_on="driver" if index_lookup.on_driver(runner, index, len(looked_up)) else "runner",
+                     keys_looked_up=len(looked_up))
     return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange,
                     {h: n for h, n in cumulative.items() if n}, keys, result.listing)

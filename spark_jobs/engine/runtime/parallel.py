@@ -33,6 +33,8 @@ DATASETS_ABOVE_RANGES = 16
 
 class ThreadRunner:
 
+    in_process = True  # what its units read, this process holds (``parallel.in_process``)
+
     def __init__(self, threads: int = 8) -> None:
         self.threads = threads
 
@@ -96,6 +98,12 @@ FEW_UNITS = 64
 def fitting(runner: Runner, units: Sequence[Any]) -> Runner:
     """``runner`` for many units, the driver's threads for few."""
     return ThreadRunner() if len(units) <= FEW_UNITS else runner
+
+
+def in_process(runner: Runner) -> bool:
+    """Whether ``runner`` runs its units in this process (the thread runner): whatever a step reads there, the
+    driver holds, wherever the step runs; a runner of its own (Spark's executors) keeps it off the driver."""
+    return bool(getattr(runner, "in_process", False))
 
 
 def wants_datasets(runner: Runner, *, ranges: int, cache: bool) -> bool:

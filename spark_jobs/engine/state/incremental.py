@@ -201,7 +201,7 @@ class _BaseFile:
         return out, len(blocks)
 
 
-def _open_base(ns: Namespace, key: str, sha256: str) -> _BaseFile:
+def open_base(ns: Namespace, key: str, sha256: str) -> _BaseFile:
     """A base file's head read and checked against the digest the state names, and its size against the head."""
     prefix = ns.read_range(key, 0, 65536)
     size = kept_index.head_size(prefix)
@@ -212,6 +212,16 @@ def _open_base(ns: Namespace, key: str, sha256: str) -> _BaseFile:
     if ns.size(key) != parsed.file_size:
         raise kept_index.IndexError_("its kept index is truncated or too long")
     return _BaseFile(ns, key, parsed)
+
+
+def open_part(ns: Namespace, run_id: str, *, part: int, sha256: str, bits: int) -> _BaseFile:
+    """One part of a base in parts (``open_base``), checked to hold only its share of the hashes."""
+    try:
+        base = open_base(ns, core_report.index_part_key(run_id, part), sha256)
+    except StorageError as exc:  # refused like a damaged part: the run lists everything instead
+        raise kept_index.IndexError_(f"its kept index is unreadable: {exc}") from None
+    kept_index.check_part(base.head, part, bits)
+    return base
 
 
 class StoredIndex:
@@ -228,13 +238,8 @@ class StoredIndex:
 
     def _part(self, part: int) -> _BaseFile:
         if part not in self.parts:
-            try:
-                base = _open_base(self.ns, core_report.index_part_key(self.state.index_run, part),
-                                  self.state.index_parts[part])
-            except StorageError as exc:  # refused like a damaged part: the run lists everything instead
-                raise kept_index.IndexError_(f"its kept index is unreadable: {exc}") from None
-            kept_index.check_part(base.head, part, self.bits)
-            self.parts[part] = base
+            self.parts[part] = open_part(self.ns, self.state.index_run, part=part, sha256=self.state.index_parts[part],
+                                         bits=self.bits)
         return self.parts[part]
 
     def counts(self, hashes: Iterable[int]) -> dict[int, int]:
@@ -253,11 +258,15 @@ class StoredIndex:
                 found, read = self._part(part).counts_in(wanted[numbers == part])
                 out.update(found)
                 self.blocks_read += read
-        for h in out:
-            out[h] += self.delta.get(h, 0)
-            if out[h] < 0:
+        return self.with_delta(out)
+
+    def with_delta(self, base: dict[int, int]) -> dict[int, int]:
+        """The base's counts (hash -> count, as ``counts_in`` finds them) with the delta since the base added."""
+        for h in base:
+            base[h] += self.delta.get(h, 0)
+            if base[h] < 0:
                 raise kept_index.IndexError_("its delta takes a key below what its base counts")
-        return out
+        return base
 
 
 def read_index(ns: Namespace, state: State) -> tuple[StoredIndex | None, str | None]:
@@ -266,7 +275,7 @@ def read_index(ns: Namespace, state: State) -> tuple[StoredIndex | None, str | N
     try:
         single = None
         if not state.index_parts:
-            single = _open_base(ns, index_key(state.index_slot), state.index_sha256 or "")
+            single = open_base(ns, index_key(state.index_slot), state.index_sha256 or "")
         delta: dict[int, int] = {}
         if state.delta_sha256:
             data = ns.read(delta_key(state.delta_slot))

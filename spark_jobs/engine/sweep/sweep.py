@@ -19,13 +19,14 @@ from functools import partial
 from typing import Any
 
 from spark_jobs.core.freeing import DELAYED, FREED, UNKNOWN, Verdict
+from spark_jobs.core.mark import keys_in_range
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import commit_from_api
 from spark_jobs.engine.plan import units
 from spark_jobs.engine.reach.mark_source import Files
 from spark_jobs.engine.runtime.context import GCError, JobConfig, OpenContext, Progress
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiError
-from spark_jobs.engine.runtime.parallel import Runner
+from spark_jobs.engine.runtime.parallel import Runner, in_process
 from spark_jobs.engine.runtime.repository import uncommitted_addresses
 from spark_jobs.engine.state import incremental, report
 from spark_jobs.engine.stores import Namespace, StorageError
@@ -34,6 +35,10 @@ from spark_jobs.engine.sweep.lease_watch import LeaseLost, LeaseRef, LeaseWatch
 log = logging.getLogger(__name__)
 
 CARRY_CAPPED = 100_000  # keys a capped sweep names to the next run; more: the next run lists the namespace
+# On a runner of its own (Spark), a re-check that reads more new ranges than this has executors read them, in chunks,
+# each task returning only the keys of its ranges the plan holds (what the re-check spares), never every key they
+# hold; fewer are read as the mark reads ranges (their keys come back): as many as a daily run compares itself
+DRIVER_RANGES = 16
 
 
 class DeleteContext(OpenContext):
@@ -103,8 +108,34 @@ def reachable_now(api: LakeFSApi, runner: Runner, config: JobConfig, *, ctx: Ope
     metaranges = sorted({commit_from_api(api.commit(config.repository_id, h)).meta_range_id for h in moved} - {""})
     files = Files(runner=runner, open_context=config.open, partitions=partitions, driver=ctx)
     new_ranges = sorted({r for _, r in files.spans(metaranges)} - (plan.ranges or set()))
-    reachable = files.addresses(new_ranges)
+    if in_process(runner) or len(new_ranges) <= DRIVER_RANGES:
+        reachable = files.addresses(new_ranges)
+    else:  # only what the plan holds of them matters: the executors return that, not every key the ranges hold
+        parts = tuple(p for p, n in plan.parts if n)
+        size = -(-len(new_ranges) // max(1, partitions))
+        chunks = [(plan.summary.run_id, parts, tuple(new_ranges[i:i + size]))
+                  for i in range(0, len(new_ranges), size)] if parts else []
+        reachable = set(runner.map_units(chunks, unit_planned, config.open, partitions=partitions))
     return reachable | uncommitted_addresses(api, ctx.ns, config.repository_id), len(new_ranges)
+
+
+def unit_planned(ctx: OpenContext, unit: tuple[str, tuple[int, ...], tuple[str, ...]]) -> list[str]:
+    """Of the keys a chunk of ranges points at, those the plan's parts hold (each part read once per chunk)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    run_id, parts, range_ids = unit
+    reached: set[str] = set()
+    for range_id in range_ids:
+        reached |= keys_in_range(ctx.read_range(range_id), ctx.prefixes, ctx.seen_blocks)
+    if not reached:
+        return []
+    value_set = pa.array(sorted(reached), pa.string())
+    out: list[str] = []
+    for part in parts:
+        addresses = units.read_part(ctx, run_id, part)["address"]
+        out += addresses.filter(pc.is_in(addresses, value_set=value_set)).to_pylist()
+    return out
 
 
 def not_deleted(planned: list[str], sent: list[str], failed: list[str]) -> set[str]:

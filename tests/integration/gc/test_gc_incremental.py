@@ -29,7 +29,9 @@ from spark_jobs.core.cleaning import METADATA_KEY
 from spark_jobs.core.incremental import decode, encode
 from spark_jobs.core.report import index_part_key
 from spark_jobs.core.slices import slice_name
+from spark_jobs.engine.reach import lean_mark
 from spark_jobs.engine.runtime.context import GCError
+from spark_jobs.engine.state import index_lookup
 from spark_jobs.engine.state.incremental import STATE_KEY
 from tests.gc_engine import RUNNERS
 from tests.integration.gc.test_gc_stores import collector, data_keys, store_world
@@ -228,6 +230,11 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
     gc = collector(world, runner, request)
     if seed == 2:  # the kept index's base in several parts (executors write them on Spark), as a large lake has it
         monkeypatch.setattr(kept_index, "PART_KEYS", 3)
+        # and every day's ranges compared, and its keys looked up in the index, by the runner (Spark's executors), as
+        # a day that touches many ranges of a large lake has them
+        monkeypatch.setattr(lean_mark, "FEW_UNITS", 0)
+        monkeypatch.setattr(lean_mark, "DRIVER_RANGES", 0)
+        monkeypatch.setattr(index_lookup, "DRIVER_KEYS", 0)
     lake = Lake(world, random.Random(seed))
     if POLICIES[policies]:
         lake.lakefs.call("metadata", lake.lakefs.internal.set_repository_metadata, lake.repo,
@@ -251,6 +258,10 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
         assert listing["kind"] == "incremental", listing
         if policies == "none":  # the lean mark
             assert listing["kept_index"] > 0, listing
+            if seed == 2 and listing["ranges_dead"] + listing["ranges_new"]:
+                assert listing["compared_on"] == "runner", listing
+            if seed == 2 and listing["keys_looked_up"]:
+                assert listing["looked_up_on"] == ("driver" if runner == "threads" else "runner"), listing
         else:
             assert "kept_index" not in listing, listing
         assert planned(marked) == planned(full), (day, "only incremental", planned(marked) - planned(full), "only full", planned(full) - planned(marked), listing)

@@ -5,6 +5,7 @@ newer than the cutoff survive, the plan is written under _lakefs/ only."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 from spark_jobs.core import report
 from spark_jobs.engine.runtime.context import GCError
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApi
-from tests.gc_engine import Collector
+from spark_jobs.engine.sweep import sweep
+from tests.gc_engine import Collector, runner_of
 
 
 def _files(root: Path) -> set[str]:
@@ -50,6 +52,27 @@ def test_branch_reset_between_mark_and_sweep_loses_nothing(lakefs, overwritten):
     swept = gc.sweep(name, marked.summary.run_id)
     assert swept.spared_by_recheck == 6 and swept.swept == 0 and swept.phase == "swept"
     assert {p: lakefs.objects.get_object(name, "main", p) for p in old} == old
+
+
+@pytest.mark.spark
+def test_a_recheck_on_executors_spares_exactly_what_new_ranges_reach(lakefs, overwritten, monkeypatch, request):
+    """On Spark, the re-check of many new ranges is done by executors, each returning only the keys of its ranges
+    the plan holds (DRIVER_RANGES 0: every new range so): a branch created during the run from c0, with half of
+    c0's paths deleted, spares those it still reaches and no more."""
+    monkeypatch.setattr(sweep, "DRIVER_RANGES", 0)
+    name, (c0, _c1), gc, _root = overwritten
+    runner, runner_name = runner_of("spark", request)
+    gc = replace(gc, runner=runner, runner_name=runner_name)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    marked = gc.mark(name, now=now, min_age=timedelta(0))
+    assert marked.summary.num_deleted_objects == 6  # c0's versions
+    lakefs.branches.create_branch(name, lakefs_sdk.BranchCreation(name="back", source=c0))
+    lakefs.objects.delete_objects(name, "back", lakefs_sdk.PathList(paths=[f"t/part-{i}" for i in range(3)]))
+    lakefs.commits.commit(name, "back", lakefs_sdk.CommitCreation(message="half of c0"))
+    kept = {f"t/part-{i}": lakefs.objects.get_object(name, c0, f"t/part-{i}") for i in range(3, 6)}
+    swept = gc.sweep(name, marked.summary.run_id)
+    assert swept.new_ranges_read >= 1 and swept.spared_by_recheck == 3 and swept.swept == 3, swept
+    assert {p: lakefs.objects.get_object(name, "back", p) for p in kept} == kept
 
 
 def test_a_commit_made_and_orphaned_while_lakefs_is_asked_loses_nothing(lakefs, overwritten, monkeypatch):

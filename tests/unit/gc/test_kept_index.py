@@ -198,6 +198,30 @@ def test_a_base_in_parts_answers_as_a_recount(seed, tmp_path, monkeypatch):
     want = recount(ranges, now)
     assert index.counts(asked) == {h: want.get(h, 0) for h in asked}
     assert set(index.parts) == set(ki.part_numbers(__import__("numpy").array(asked, "uint64"), bits).tolist())
+    # looked up by a runner of its own (Spark's executors), a few keys a unit: the same counts, the blocks counted
+    assert _on_a_runner(ns, state, asked, monkeypatch) == {h: want.get(h, 0) for h in asked}
+
+
+def _on_a_runner(ns, state, asked, monkeypatch):
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from spark_jobs.engine.runtime.parallel import ThreadRunner  # noqa: PLC0415
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
+    from spark_jobs.engine.state import index_lookup  # noqa: PLC0415
+
+    class Elsewhere(ThreadRunner):
+        in_process = False
+
+    class Config:
+        def open(self):
+            return SimpleNamespace(ns=ns)
+
+    monkeypatch.setattr(index_lookup, "DRIVER_KEYS", 0)
+    monkeypatch.setattr(index_lookup, "UNIT_KEYS", 3)
+    index = inc.read_index(ns, state)[0]
+    out = index_lookup.counts(index, asked, runner=Elsewhere(3), config=Config(), partitions=3)
+    assert not index.parts and index.blocks_read > 0  # no part opened on the driver
+    return out
 
 
 def test_parts_split_by_the_top_bits_and_size_follows_the_keys():
