@@ -151,7 +151,7 @@ def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_r
 
 DAILY_OBJECTS = 20_000
 RAGGEDNESS = 800  # entries a range holds on average (lakeFS's committed.permanent.range_raggedness_entries)
-REWRITTEN = 1_000  # paths rewritten by the day, spread over every range
+REWRITTEN = 2_500  # paths rewritten by the day, spread over every range (their lookups: more than index_lookup.DRIVER_KEYS)
 
 
 class SmallRangesLakeFS(LakeFSServer):
