@@ -10,7 +10,7 @@ listed at that moment; not a second copy of the namespace.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,23 +35,57 @@ class Listing:
         self.objects: int | None = None  # how many the judge saw listed
 
 
-def by_unit(keys: pa.ChunkedArray | pa.Array) -> dict[str, pa.Array]:
-    """The kept keys grouped by the listing slice that would hold them (``columns.units_of``)."""
-    if not len(keys):
-        return {}
-    table = pa.table({"unit": columns.units_of(keys), "key": keys}).sort_by("unit")
-    counts = pc.value_counts(table["unit"])  # in order of first appearance: sorted, as the table is
-    out, at = {}, 0
-    for unit, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True):
-        out[unit] = table["key"].slice(at, n).combine_chunks()
-        at += n
-    return out
+class Buckets(Mapping):
+    """The kept keys grouped by the listing slice that would hold them (``columns.units_of``): what a run holds
+    is the keys (where they already are) and their positions in slice order (4 bytes a key); a slice's keys are
+    taken out when the slice is judged, and go with it. The slices are found ``STEP`` keys at a time (a number
+    per slice, not a copy of the keys)."""
+
+    STEP = 65_536
+
+    def __init__(self, keys: pa.ChunkedArray | pa.Array) -> None:
+        import numpy as np  # noqa: PLC0415
+
+        self.keys, self.spans = keys, {}
+        self.order = np.empty(0, np.uint32)
+        if not len(keys):
+            return
+        ids: dict[str, int] = {}
+        codes = np.empty(len(keys), np.int32)
+        for at in range(0, len(keys), self.STEP):
+            part = keys.slice(at, self.STEP)
+            found = columns.units_of(part.combine_chunks() if isinstance(part, pa.ChunkedArray) else part)
+            found = found.dictionary_encode()
+            number = np.array([ids.setdefault(u, len(ids)) for u in found.dictionary.to_pylist()], np.int32)
+            codes[at:at + len(part)] = number[found.indices.to_numpy(zero_copy_only=False)]
+        self.order = np.argsort(codes, kind="stable").astype(np.uint32 if len(keys) < 2**32 else np.uint64)
+        counts = np.bincount(codes, minlength=len(ids))
+        del codes
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.spans = {unit: (int(starts[n]), int(counts[n])) for unit, n in ids.items()}
+
+    def __getitem__(self, unit: str) -> pa.Array:
+        at, n = self.spans[unit]
+        taken = self.keys.take(pa.array(self.order[at:at + n]))
+        return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self.spans))
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+
+def by_unit(keys: pa.ChunkedArray | pa.Array) -> Buckets:
+    """The kept keys grouped by the listing slice that would hold them (``Buckets``)."""
+    return Buckets(keys)
 
 
 class ArrowBackend:
     """A run's datasets as Arrow tables in this process."""
 
     name = "arrow"
+    judge_rows = 65_536  # a slice is judged in tables of about this many listed objects (its pages put together)
 
     def __init__(self, runner: ThreadRunner, config: JobConfig) -> None:
         self.runner, self.config = runner, config
@@ -84,20 +118,26 @@ class ArrowBackend:
         if isinstance(listed, pa.Table):
             return columns.judge(listed, everything, cutoff, prefix_depth=prefix_depth)
         buckets = by_unit(everything["key"])
-        del everything
         empty = pa.array([], pa.string())
 
         def judge_slice(ctx, unit: str) -> list[tuple[pa.Table, PlanSummary, int]]:
-            table = pa.Table.from_batches([units.listing(ctx, unit)])
-            if table.num_rows and not pc.all(pc.equal(columns.units_of(table["key"]), unit)).as_py():
-                # a store that lists a key outside its slice: judged against every kept key, never fewer
-                bucket = pa.concat_arrays(list(buckets.values())) if buckets else empty
-            else:
-                bucket = buckets.get(unit, empty)
-            deleted, summary = columns.judge(table, pa.table({"key": bucket}), cutoff, prefix_depth=prefix_depth)
-            return [(deleted, summary, table.num_rows)]
+            out, bucket = [], None
+            for table in units.listing_tables(ctx, unit, self.judge_rows):
+                if not columns.all_in_unit(table["key"], unit):
+                    # a store that lists a key outside its slice: judged against every kept key, never fewer
+                    kept_here = everything["key"]
+                else:
+                    bucket = buckets.get(unit, empty) if bucket is None else bucket
+                    kept_here = bucket
+                deleted, summary = columns.judge(table, pa.table({"key": kept_here}), cutoff,
+                                                 prefix_depth=prefix_depth)
+                out.append((deleted, summary, table.num_rows))
+            return out
 
-        judged = self.runner.map_units(listed.slices, judge_slice, self.config.open, partitions=0)
+        # each slice in flight holds its listed objects (up to judge_rows), its kept keys and their hash table:
+        # as many at once as twice the cores (the listing's parsing is CPU work), at most the pool's threads
+        listers = ThreadRunner(min(self.runner.threads, max(2, 2 * (os.cpu_count() or 1))))
+        judged = listers.map_units(listed.slices, judge_slice, self.config.open, partitions=0)
         listed.objects = sum(n for _, _, n in judged)
         deleted = pa.concat_tables([d for d, _, _ in judged]) if judged else columns.PLAN_SCHEMA.empty_table()
         return deleted.sort_by("address") if deleted.num_rows else deleted, merge_summaries(s for _, s, _ in judged)
