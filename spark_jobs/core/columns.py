@@ -61,6 +61,17 @@ def units_of(keys: pa.Array) -> pa.Array:
     return pc.if_else(has, slice_, pa.scalar("", pa.string()))
 
 
+def all_in_unit(keys: pa.Array | pa.ChunkedArray, unit: str) -> bool:
+    """Whether ``units_of`` gives ``unit`` (``data/<slice>/`` or ``""``) for every key, without making the units:
+    all under ``data/<slice>/``, or, for the root ``""``, none of them under a ``data/<slice>/``."""
+    if not len(keys):
+        return True
+    if unit:
+        return bool(pc.all(pc.starts_with(keys, pattern=unit)).as_py())
+    sliced = pc.and_(pc.starts_with(keys, pattern="data/"), pc.greater_equal(pc.count_substring(keys, "/"), 2))
+    return not pc.any(sliced).as_py()
+
+
 def add_prefix_counts(summary: PlanSummary, prefixes: pa.Array, sizes: pa.Array) -> None:
     """Add objects and bytes per prefix (``PlanSummary.by_prefix``) of deleted objects."""
     if not len(prefixes):

@@ -5,10 +5,9 @@ namespace (``listing/spark.py``: listed once on executors, persisted)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import StoredObject
@@ -24,17 +23,50 @@ class Listing:
         self.objects: int | None = None  # how many the judge saw listed
 
 
-def by_unit(keys: pa.ChunkedArray | pa.Array) -> dict[str, pa.Array]:
-    """The kept keys grouped by the listing slice that would hold them (``columns.units_of``)."""
-    if not len(keys):
-        return {}
-    table = pa.table({"unit": columns.units_of(keys), "key": keys}).sort_by("unit")
-    counts = pc.value_counts(table["unit"])  # in order of first appearance: sorted, as the table is
-    out, at = {}, 0
-    for unit, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True):
-        out[unit] = table["key"].slice(at, n).combine_chunks()
-        at += n
-    return out
+class Buckets(Mapping):
+    """The kept keys grouped by the listing slice that would hold them (``columns.units_of``): what a run holds
+    is the keys (where they already are) and their positions in slice order (4 bytes a key); a slice's keys are
+    taken out when the slice is judged, and go with it. The slices are found ``STEP`` keys at a time (a number
+    per slice, not a copy of the keys)."""
+
+    STEP = 65_536
+
+    def __init__(self, keys: pa.ChunkedArray | pa.Array) -> None:
+        import numpy as np  # noqa: PLC0415
+
+        self.keys, self.spans = keys, {}
+        self.order = np.empty(0, np.uint32)
+        if not len(keys):
+            return
+        ids: dict[str, int] = {}
+        codes = np.empty(len(keys), np.int32)
+        for at in range(0, len(keys), self.STEP):
+            part = keys.slice(at, self.STEP)
+            found = columns.units_of(part.combine_chunks() if isinstance(part, pa.ChunkedArray) else part)
+            found = found.dictionary_encode()
+            number = np.array([ids.setdefault(u, len(ids)) for u in found.dictionary.to_pylist()], np.int32)
+            codes[at:at + len(part)] = number[found.indices.to_numpy(zero_copy_only=False)]
+        self.order = np.argsort(codes, kind="stable").astype(np.uint32 if len(keys) < 2**32 else np.uint64)
+        counts = np.bincount(codes, minlength=len(ids))
+        del codes
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.spans = {unit: (int(starts[n]), int(counts[n])) for unit, n in ids.items()}
+
+    def __getitem__(self, unit: str) -> pa.Array:
+        at, n = self.spans[unit]
+        taken = self.keys.take(pa.array(self.order[at:at + n]))
+        return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self.spans))
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+
+def by_unit(keys: pa.ChunkedArray | pa.Array) -> Buckets:
+    """The kept keys grouped by the listing slice that would hold them (``Buckets``)."""
+    return Buckets(keys)
 
 
 class ArrowListing(ArrowSteps):

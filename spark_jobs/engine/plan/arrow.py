@@ -4,6 +4,7 @@ an anti-join and parts written on executors)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -14,9 +15,12 @@ from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
 from spark_jobs.engine.backends.arrow_base import ArrowSteps
 from spark_jobs.engine.listing.arrow import Listing, by_unit
 from spark_jobs.engine.plan import units
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
 class ArrowPlan(ArrowSteps):
+    judge_rows = 65_536  # a slice is judged in tables of about this many listed objects (its pages put together)
+
     def judge(self, listed: Listing | pa.Table, kept: Sequence[pa.Table], *, cutoff: float,
               prefix_depth: int) -> tuple[pa.Table, PlanSummary]:
         """The plan: each slice listed and judged against the kept keys of that slice (``columns.judge``), the
@@ -25,20 +29,26 @@ class ArrowPlan(ArrowSteps):
         if isinstance(listed, pa.Table):
             return columns.judge(listed, everything, cutoff, prefix_depth=prefix_depth)
         buckets = by_unit(everything["key"])
-        del everything
         empty = pa.array([], pa.string())
 
         def judge_slice(ctx, unit: str) -> list[tuple[pa.Table, PlanSummary, int]]:
-            table = pa.Table.from_batches([units.listing(ctx, unit)])
-            if table.num_rows and not pc.all(pc.equal(columns.units_of(table["key"]), unit)).as_py():
-                # a store that lists a key outside its slice: judged against every kept key, never fewer
-                bucket = pa.concat_arrays(list(buckets.values())) if buckets else empty
-            else:
-                bucket = buckets.get(unit, empty)
-            deleted, summary = columns.judge(table, pa.table({"key": bucket}), cutoff, prefix_depth=prefix_depth)
-            return [(deleted, summary, table.num_rows)]
+            out, bucket = [], None
+            for table in units.listing_tables(ctx, unit, self.judge_rows):
+                if not columns.all_in_unit(table["key"], unit):
+                    # a store that lists a key outside its slice: judged against every kept key, never fewer
+                    kept_here = everything["key"]
+                else:
+                    bucket = buckets.get(unit, empty) if bucket is None else bucket
+                    kept_here = bucket
+                deleted, summary = columns.judge(table, pa.table({"key": kept_here}), cutoff,
+                                                 prefix_depth=prefix_depth)
+                out.append((deleted, summary, table.num_rows))
+            return out
 
-        judged = self.runner.map_units(listed.slices, judge_slice, self.config.open, partitions=0)
+        # each slice in flight holds its listed objects (up to judge_rows), its kept keys and their hash table:
+        # as many at once as twice the cores (the listing's parsing is CPU work), at most the pool's threads
+        listers = ThreadRunner(min(self.runner.threads, max(2, 2 * (os.cpu_count() or 1))))
+        judged = listers.map_units(listed.slices, judge_slice, self.config.open, partitions=0)
         listed.objects = sum(n for _, _, n in judged)
         deleted = pa.concat_tables([d for d, _, _ in judged]) if judged else columns.PLAN_SCHEMA.empty_table()
         return deleted.sort_by("address") if deleted.num_rows else deleted, merge_summaries(s for _, s, _ in judged)

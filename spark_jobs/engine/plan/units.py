@@ -23,6 +23,7 @@ INDEX_SCHEMA = pa.schema([pa.field("hash", pa.int64(), nullable=False),  # a uin
                           pa.field("count", pa.int64(), nullable=False)])
 PART_SCHEMA = pa.schema([pa.field("part", pa.int64(), nullable=False), pa.field("rows", pa.int64(), nullable=False),
                          pa.field("bytes", pa.int64(), nullable=False), pa.field("size", pa.int64(), nullable=False)])
+HASH_STEP = 8192  # keys hashed per Python list (key_counts)
 ROWS_PER_PART = 250_000  # ≈ 5–25 MB of Parquet (every file the GC writes stays far under 1 GiB); a sweep unit each
 
 
@@ -35,21 +36,41 @@ def range_keys(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
 
 
 def key_counts(keys: pa.Array) -> pa.RecordBatch:
-    """The kept index's records of ``keys``: hash -> how many of them (``kept_index.key_hash``)."""
+    """The kept index's records of ``keys``: hash -> how many of them (``kept_index.key_hash``). The keys become
+    Python strings ``HASH_STEP`` at a time, never all at once."""
     import numpy as np  # noqa: PLC0415
 
-    hashes = np.fromiter((kept_index.key_hash(k) for k in keys.to_pylist()), np.uint64, len(keys))
+    hashes = np.empty(len(keys), np.uint64)
+    for at in range(0, len(keys), HASH_STEP):
+        part = keys.slice(at, HASH_STEP).to_pylist()
+        hashes[at:at + len(part)] = np.fromiter(map(kept_index.key_hash, part), np.uint64, len(part))
+        del part
     unique, counts = np.unique(hashes, return_counts=True)
     return pa.RecordBatch.from_arrays([pa.array(unique.view(np.int64)), pa.array(counts.astype(np.int64))],
                                       schema=INDEX_SCHEMA)
 
 
 def listing(ctx: OpenContext, unit: str) -> pa.RecordBatch:
-    """One slice of the namespace (``Namespace.list_unit``) as a batch."""
-    objects = ctx.ns.list_unit(unit)
-    return pa.RecordBatch.from_arrays(
-        [pa.array([o.key for o in objects], pa.string()), pa.array([o.size for o in objects], pa.int64()),
-         pa.array([o.mtime for o in objects], pa.float64())], schema=columns.LISTING_SCHEMA)
+    """One slice of the namespace (``Namespace.list_unit_batches``) as one batch."""
+    batches = list(ctx.ns.list_unit_batches(unit))
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=columns.LISTING_SCHEMA)
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
+def listing_tables(ctx: OpenContext, unit: str, rows: int) -> Iterator[pa.Table]:
+    """One slice of the namespace (``Namespace.list_unit_batches``) in tables of about ``rows`` objects (its pages
+    put together, the last table shorter; none when the slice is empty): what judging it holds at once."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in ctx.ns.list_unit_batches(unit):
+        held.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield pa.Table.from_batches(held, schema=columns.LISTING_SCHEMA)
+            held, count = [], 0
+    if count:
+        yield pa.Table.from_batches(held, schema=columns.LISTING_SCHEMA)
 
 
 def staged_keys(ctx: OpenContext, key: str) -> pa.RecordBatch:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from spark_jobs.core.freeing import Verdict, azure_verdict, unreadable
@@ -40,6 +41,39 @@ class AzureNamespace(Namespace):
         from spark_jobs.engine.stores.azure_client import AzureBlobFileSystem  # noqa: PLC0415 - imports adlfs
 
         return AzureBlobFileSystem
+
+    def _unit_pages(self, unit: str) -> Iterator[list[dict[str, Any]]]:
+        """The container's blob listing a page at a time (each request under the throttle), each blob as adlfs
+        describes it (``_details``: folders of a hierarchical namespace are folders); the root unit through fsspec,
+        as by default."""
+        if not unit:
+            yield from super()._unit_pages(unit)
+            return
+        from fsspec.asyn import sync  # noqa: PLC0415
+
+        container, _, name = self.path(unit.rstrip("/")).partition("/")
+        within, token = f"{container}/{name}/", None
+        while True:
+            infos, token = self._call(f"listing {unit}", lambda t=token: sync(self.fs.loop, self._page, container,
+                                                                              f"{name}/", t))
+            yield [i for i in infos if i.get("type") == "file" and i["name"].startswith(within)]
+            if not token:
+                return
+
+    async def _page(self, container: str, prefix: str, token: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the blobs whose names start with ``prefix`` (from ``token``), and the next page's token."""
+        from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
+
+        async with self.fs.service_client.get_container_client(container) as client:
+            pages = client.list_blobs(include=["metadata"], name_starts_with=prefix,
+                                      results_per_page=self.page_size).by_page(continuation_token=token)
+            try:
+                blobs = [blob async for blob in await pages.__anext__()]
+            except StopAsyncIteration:
+                return [], None
+            except ResourceNotFoundError:
+                raise FileNotFoundError(container) from None
+            return await self.fs._details(blobs), pages.continuation_token  # noqa: SLF001
 
     def freeing(self) -> Verdict:
         from fsspec.asyn import sync  # noqa: PLC0415

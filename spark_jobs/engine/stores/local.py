@@ -4,6 +4,7 @@ through fsspec's "file"; written atomically, deleted one unlink per object."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from spark_jobs.core.freeing import Verdict, local_verdict
@@ -40,6 +41,39 @@ class LocalNamespace(Namespace):
         self.fs.pipe_file(tmp, data)
         os.replace(tmp, path)  # a reader never sees half a file
 
+    def _unit_pages(self, unit: str) -> Iterator[list[dict[str, Any]]]:
+        """A walk of the unit's folder with os.scandir, ``page_size`` files a page, each described as fsspec's
+        "file" store does (its name, its own modification time, the size of what a link points at, 0 when that is
+        gone): every entry that is not a folder under ``data/<slice>/`` (a folder that cannot be read is left out,
+        as fsspec's walk does), the regular files directly in the root for ``""`` (an unreadable root fails)."""
+        recursive = bool(unit)
+        folders, page = [self.path(unit.rstrip("/")) if unit else self.root], []
+        while folders:
+            folder = folders.pop()
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            if recursive:
+                                folders.append(entry.path)
+                            continue
+                        if not recursive and not entry.is_file(follow_symlinks=False):
+                            continue
+                        info = _described(entry)
+                        if info is not None:
+                            page.append(info)
+                        if len(page) >= self.page_size:
+                            yield page
+                            page = []
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                if recursive:
+                    continue
+                raise StorageError(f"listing the root on {self.config.namespace} failed: {exc}") from None
+        if page:
+            yield page
+
     def _delete_batch(self, batch: list[str], result: DeleteResult, tally: ThrottleStats) -> None:
         # a disk does not throttle: one unlink per object, a failure (permissions) reported with its key
         for key in batch:
@@ -52,3 +86,18 @@ class LocalNamespace(Namespace):
                 continue
             result.deleted += 1
         tally.requests += len(batch)
+
+
+def _described(entry: os.DirEntry) -> dict[str, Any] | None:
+    """One file as fsspec's local ``info`` describes it (the fields the listing reads); None when it is gone."""
+    try:
+        own = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    size = own.st_size
+    if entry.is_symlink():
+        try:
+            size = entry.stat(follow_symlinks=True).st_size
+        except OSError:
+            size = 0
+    return {"name": entry.path, "size": size, "type": "file", "mtime": own.st_mtime}

@@ -1,18 +1,22 @@
 """``Namespace``: one storage namespace on its store, the contract each store module implements (``local``, ``s3``,
 ``azure``, ``gcs``), with the listing, reading, writing and batched deleting written once over a handful of
-per-store steps (``where``, ``fsspec_options``, ``_get``, ``_write``, ``_metadata_listing``, ``_unit_infos``,
-``_batch_request`` or the whole ``_delete_batch``; the fsspec calls by default). Every request goes through
-``_call`` (``faults.throttled_call``: under the process's throttle for the store).
+per-store steps (``where``, ``fsspec_options``, ``_get``, ``_write``, ``_metadata_listing``, ``_unit_pages`` (a
+unit's listing, page by page) or ``_unit_infos``, ``_batch_request`` or the whole ``_delete_batch``; the fsspec calls
+by default). Every request goes through ``_call`` (``faults.throttled_call``: under the process's throttle for the
+store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+
 from spark_jobs.core.addresses import namespace_prefixes
+from spark_jobs.core.columns import LISTING_SCHEMA
 from spark_jobs.core.freeing import UNKNOWN, Verdict
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject, is_data_key
 from spark_jobs.engine.stores.base import DeleteResult, Location, StorageConfig, StorageError, check_key
@@ -40,6 +44,7 @@ class Namespace:
     store = ""  # local | s3 | azure | gcs
     protocol = ""  # the fsspec protocol of its filesystem
     batch = 1  # keys per delete request
+    page_size = 1000  # objects per listing page (the most S3, GCS and Azure give in one; the local walk's batch)
     package = ""  # the Python package fsspec needs for the store, named when it is missing
     settings_hint = "the store settings"  # what to check when the namespace cannot be listed
 
@@ -212,22 +217,43 @@ class Namespace:
         return sorted(units) + [""]
 
     def list_unit(self, unit: str) -> list[StoredObject]:
-        """Every object of one unit; the root unit is not recursive and skips ``_lakefs`` and ``dummy``."""
+        """Every object of one unit (``list_unit_batches``' rows, as objects)."""
+        return [StoredObject(*row) for batch in self.list_unit_batches(unit)
+                for row in zip(*(column.to_pylist() for column in batch.columns), strict=True)]
+
+    def list_unit_batches(self, unit: str) -> Iterator[pa.RecordBatch]:
+        """Every object of one unit, a page of the store's listing at a time, as Arrow record batches
+        (``columns.LISTING_SCHEMA``: key, size, mtime): the data keys under ``data/<slice>/``, or for the root unit
+        ``""`` only the files directly in it, without ``_lakefs`` and ``dummy``. What the store said of an object
+        (fsspec's description, or the store's own page) lives as long as its page, never for the whole slice."""
         base = f"{self.root}/"
         try:
-            infos = self._unit_infos(unit)
+            for page in self._unit_pages(unit):
+                keys, sizes, mtimes = [], [], []
+                for info in page:
+                    name = info["name"]
+                    if not name.startswith(base) or info.get("type") == "directory":
+                        continue
+                    key = name[len(base):]
+                    if not key or key.startswith(METADATA_PREFIX) or key == "dummy" or key.endswith("/"):
+                        continue
+                    keys.append(key)
+                    sizes.append(int(info.get("size") or 0))
+                    mtimes.append(_mtime(info))
+                del page
+                if keys:
+                    yield pa.RecordBatch.from_arrays([pa.array(keys, pa.string()), pa.array(sizes, pa.int64()),
+                                                      pa.array(mtimes, pa.float64())], schema=LISTING_SCHEMA)
         except FileNotFoundError:
-            return []
-        out = []
-        for info in infos:
-            name = info["name"]
-            if not name.startswith(base) or info.get("type") == "directory":
-                continue
-            key = name[len(base):]
-            if not key or key.startswith(METADATA_PREFIX) or key == "dummy" or key.endswith("/"):
-                continue
-            out.append(StoredObject(key, int(info.get("size") or 0), _mtime(info)))
-        return out
+            return
+
+    def _unit_pages(self, unit: str) -> Iterator[list[dict[str, Any]]]:
+        """The files of one unit as fsspec describes them (name, size, a modification time), a page of at most
+        ``page_size`` at a time. A store module lists page by page with its own requests (each under ``_call``);
+        by default this cuts ``_unit_infos`` (the whole unit at once) into pages."""
+        infos = list(self._unit_infos(unit))
+        for start in range(0, len(infos), self.page_size):
+            yield infos[start:start + self.page_size]
 
     def _unit_infos(self, unit: str) -> Iterable[dict[str, Any]]:
         """The files of one unit as fsspec describes them (name, size, a modification time): everything under

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -139,11 +140,33 @@ class S3Namespace(Namespace):
             return super()._metadata_listing()
         return self._listed("_lakefs", recursive=False, sizes_only=True)
 
-    def _unit_infos(self, unit: str):
-        if self.s3 is None:
-            return super()._unit_infos(unit)
-        # the plain client, as fsspec would answer, for half the CPU
-        return self._call(f"listing {unit or 'the root'}", lambda: self._listed(unit, recursive=bool(unit)))
+    def _unit_pages(self, unit: str) -> Iterator[list[dict[str, Any]]]:
+        """ListObjectsV2 a page at a time (each request under the throttle; the plain client's when there is one,
+        else s3fs's), each page's objects as fsspec describes files: everything under ``data/<slice>/``, or the
+        objects directly in the root for ``""``."""
+        bucket, _, prefix = (f"{self.root}/{check_key(unit)}" if unit else self.root).partition("/")
+        prefix = prefix.rstrip("/") + "/" if prefix else ""
+        request = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": self.page_size, **({"Delimiter": "/"} if not unit
+                                                                                    else {})}
+        while True:
+            page = self._call(f"listing {unit or 'the root'}", lambda r=dict(request): self._list_page(r))
+            yield [{"name": f"{bucket}/{entry['Key']}", "size": entry.get("Size"), "type": "file",
+                    "LastModified": entry.get("LastModified")}
+                   for entry in page.get("Contents", []) if entry["Key"] != prefix and not entry["Key"].endswith("/")]
+            if not page.get("IsTruncated"):
+                return
+            if not page.get("NextContinuationToken"):
+                raise StorageError(f"listing {unit or 'the root'} on {self.config.namespace}: a page said more "
+                                   "follows and gave no continuation token")
+            request["ContinuationToken"] = page["NextContinuationToken"]
+
+    def _list_page(self, request: dict[str, Any]) -> dict:
+        try:
+            return self._s3_call("list_objects_v2", **request)
+        except Exception as exc:
+            if _client_error_code(exc) == "NoSuchBucket" or isinstance(exc, FileNotFoundError):
+                raise FileNotFoundError(request["Bucket"]) from None
+            raise
 
     def _listed(self, folder: str, *, recursive: bool, sizes_only: bool = False) -> list[dict[str, Any]]:
         """The objects under ``folder`` (a folder of the namespace, "" for its root; only those directly in it

@@ -7,7 +7,8 @@ time-out, dropped connections, the store gone); a folder has no network, so thos
 Each case: list each slice and the root (``_lakefs/`` and ``dummy`` skipped), sizes and modification times, read
 and write (only under ``_lakefs/``), missing keys and an empty namespace, batch deletes (batches, partial
 failures), throttling, time-outs and a store gone, keys with odd characters, and a sibling prefix sharing the
-namespace's name (``…/repo`` never lists nor deletes ``…/repo2/…``)."""
+namespace's name (``…/repo`` never lists nor deletes ``…/repo2/…``). The listing page by page (units longer than a
+page, a throttled page): test_store_contract_pages.py."""
 
 from __future__ import annotations
 

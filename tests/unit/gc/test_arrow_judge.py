@@ -19,19 +19,29 @@ from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
 class Slices:
-    """A namespace that lists fixed objects per slice (the backend's only use of the store here)."""
+    """A namespace that lists fixed objects per slice, in pages of ``page`` (the backend's only use of the store
+    here)."""
 
-    def __init__(self, by_slice: dict[str, list[StoredObject]]) -> None:
-        self.by_slice = by_slice
+    def __init__(self, by_slice: dict[str, list[StoredObject]], page: int) -> None:
+        self.by_slice, self.page = by_slice, page
 
-    def list_unit(self, unit: str) -> list[StoredObject]:
-        return list(self.by_slice.get(unit, []))
+    def list_unit_batches(self, unit: str):
+        objects = self.by_slice.get(unit, [])
+        for at in range(0, len(objects), self.page):
+            page = objects[at:at + self.page]
+            yield pa.RecordBatch.from_arrays([pa.array([o.key for o in page], pa.string()),
+                                              pa.array([o.size for o in page], pa.int64()),
+                                              pa.array([o.mtime for o in page], pa.float64())],
+                                             schema=columns.LISTING_SCHEMA)
 
 
-def backend(by_slice: dict[str, list[StoredObject]], threads: int) -> ArrowBackend:
-    ns = Slices(by_slice)
+def backend(by_slice: dict[str, list[StoredObject]], threads: int, *, page: int = 1000,
+            judge_rows: int = 65_536) -> ArrowBackend:
+    ns = Slices(by_slice, page)
     config = SimpleNamespace(open=lambda: SimpleNamespace(ns=ns))
-    return ArrowBackend(ThreadRunner(threads), config)
+    out = ArrowBackend(ThreadRunner(threads), config)
+    out.judge_rows = judge_rows
+    return out
 
 
 def random_key(rnd: random.Random) -> str:
@@ -56,7 +66,9 @@ def test_slice_by_slice_equals_the_whole_plan(seed: int) -> None:
     cutoff, depth = rnd.uniform(0, 100), rnd.randint(1, 3)
     want, want_summary = plan_deletions(list(objects.values()), set(kept), cutoff, prefix_depth=depth)
 
-    b = backend(by_slice, threads=rnd.choice([1, 3, 8]))
+    # a slice's pages judged in tables of a few pages (or one), each against the slice's kept keys
+    b = backend(by_slice, threads=rnd.choice([1, 3, 8]), page=rnd.choice([1, 7, 1000]),
+                judge_rows=rnd.choice([1, 10, 65_536]))
     listed = b.listing(sorted(by_slice))
     half = len(kept) // 2
     deleted, summary = b.judge(listed, [pa.table({"key": pa.array(kept[:half], pa.string())}),
@@ -74,10 +86,12 @@ def test_slice_by_slice_equals_the_whole_plan(seed: int) -> None:
 def test_a_key_listed_outside_its_slice_is_judged_against_every_kept_key() -> None:
     kept_elsewhere = StoredObject("data/s2/kept", 10, 1.0)
     garbage = StoredObject("data/s1/garbage", 5, 1.0)
-    b = backend({"data/s1/": [garbage, kept_elsewhere]}, threads=2)  # the store put s2's key in s1's listing
+    # the store put s2's key in s1's listing (in the second page: the first is judged against s1's keys only)
+    b = backend({"data/s1/": [StoredObject("data/s1/first", 1, 1.0), garbage, kept_elsewhere]}, threads=2, page=1,
+                judge_rows=1)
     deleted, summary = b.judge(Listing(["data/s1/"]), [pa.table({"key": pa.array(["data/s2/kept"], pa.string())})],
                                cutoff=50.0, prefix_depth=2)
-    assert deleted.column("address").to_pylist() == ["data/s1/garbage"]
+    assert deleted.column("address").to_pylist() == ["data/s1/first", "data/s1/garbage"]
     assert summary.kept == 1
 
 
@@ -87,3 +101,13 @@ def test_by_unit_groups_every_key_once() -> None:
     assert got == {"": ["_lakefs/x", "legacy"], "data/a/": ["data/a/2", "data/a/2"], "data/b/": ["data/b/1", "data/b/3"]}
     assert by_unit(pa.array([], pa.string())) == {}
     assert columns.units_of(pa.array(["data/a/2"])).to_pylist() == ["data/a/"]
+
+
+def test_all_in_unit_agrees_with_units_of() -> None:
+    rnd = random.Random(7)
+    keys = [random_key(rnd) for _ in range(300)] + ["data/", "data/s1", "data/s1/", "data//x", "datax/y/z"]
+    for unit in ["", "data/s1/", "data/s2/", "data/odd1/", "data//"]:  # what list_units names
+        for _ in range(30):
+            sample = pa.array(rnd.sample(keys, rnd.randint(0, 4)), pa.string())
+            want = all(u == unit for u in columns.units_of(sample).to_pylist())
+            assert columns.all_in_unit(sample, unit) == want, (unit, sample)
