@@ -531,8 +531,19 @@ def test_the_primary_killed_during_a_lifecycle_run(ha, ha_env, lakefs, repo, mon
     deleted_first = len(idle) - len(names() & set(idle))
     if acks == "replica-acked":  # its lock is taken only once the new primary has a replica again
         ha.restore(killed.pop())
-    run_repository(lakefs, clock, repo, now=datetime.now(UTC), options=LifecycleOptions(max_deletions=500))
-    assert names() & set(idle + written) == set(written)  # the next run converges
+    # The next run converges. One that starts while the clients still find their way to the new primary may leave
+    # some idle branches to the run after it (a Redis error is never a reason to delete: "unavailable", or the run
+    # aborted); it never keeps one for another reason. (Seen once in CI: about 25 of 148 left by the first run after.)
+    for _attempt in range(3):
+        after = run_repository(lakefs, clock, repo, now=datetime.now(UTC), options=LifecycleOptions(max_deletions=500))
+        left = names() & set(idle)
+        if not left:
+            break
+        why = {o.branch_id: (o.result, o.detail) for o in after.outcomes if o.branch_id in left}
+        assert after.aborted is not None or all(r in {"unavailable", "not-attempted", "failed"}
+                                                 for r, _ in why.values()), (after.aborted, why)
+        time.sleep(2)
+    assert names() & set(idle + written) == set(written), (after.aborted, why)
     print(f"RELIABILITY redis-failover-lifecycle-run: primary SIGKILLed after the run's first deletion, the run "
           f"{outcome}, idle deleted by it {deleted_first}/{len(idle)}, written branches deleted 0/{len(written)}, "
           f"next run deleted the rest ({acks})")
