@@ -564,6 +564,12 @@ def _range_min_key(buf: bytes) -> bytes | None:
     return min_key
 
 
+def metarange_bounds(data: bytes) -> list[tuple[str, bytes, bytes]]:
+    """(range id, first key, last key) of every range a metarange file lists, in key order: the span a range
+    covers without reading the range (lakeFS writes the same keys as the range's min_key and max_key)."""
+    return [(r.range_id, r.min_key, r.max_key) for r in metarange_ranges(data)]
+
+
 def metarange_range_ids(data: bytes) -> list[str]:
     """Range ids (hex) listed by a metarange file."""
     return [r for _, r in metarange_spans(data)]

@@ -259,7 +259,8 @@ def _reach_by_index(run: MarkRun, index: incremental.StoredIndex) -> tuple[Reach
         lean = lean_mark(run.previous.state, index, runner=run.runner, config=run.config, ctx=run.ctx,
                          metaranges=run.metaranges, uncommitted=uncommitted,
                          range_partitions=run.request.range_partitions,
-                         address_partitions=run.request.address_partitions)
+                         address_partitions=run.request.address_partitions,
+                         driver_ranges=run.request.driver_ranges)
     except kept_index.IndexError_ as exc:  # a block of the index damaged, or it disagrees with the ranges
         return None, f"its kept index: {exc}"
     run.lap("mark", restart=False)  # (the listing's seconds count from the index read: lean_mark listed too)

@@ -30,6 +30,8 @@ class RunRequest:
     metadata_from: str = "storage"
     range_partitions: int = 50
     address_partitions: int = 200
+    # a daily run's touched ranges (dead and new) compared on the driver, more by executors (None: lean_mark's own)
+    driver_ranges: int | None = None
     lease: LeaseRef | None = None  # checked before each batch of deletions (None: no lease, e.g. a benchmark)
     cache: bool = True  # the mark cache (engine/reach/mark_cache.py); False: every range and metarange read
     inventory: str | None = None  # an S3 Inventory report's manifest.json, read instead of listing the namespace
@@ -94,8 +96,8 @@ def _flag(name: str) -> str:
 
 
 # The fields of a RunRequest that travel to a Spark job (spark_jobs/jobs/gc.py) as arguments, each with its text
-# form both ways. The others are the job's own: the runner's name ("spark"), and the partition counts and the lease,
-# which are settings (the lease a secret too) and so arrive with the job's configuration (jobs/config.py).
+# form both ways. The others are the job's own: the runner's name ("spark"), and the partition counts, the daily run's
+# driver_ranges and the lease, which are settings (the lease a secret too) and so arrive with the job's configuration (jobs/config.py).
 ARGUMENTS: dict[str, Argument] = {
     "repository_id": Argument(),
     "mode": Argument(choices=MODES),

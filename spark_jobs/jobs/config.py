@@ -18,6 +18,8 @@ KEYS = {
     "connection_timeout_seconds": "lakefs.api.connection.timeout_seconds",
     "range_num_partitions": "lakefs.gc.range.num_partitions",
     "address_num_partitions": "lakefs.gc.address.num_partitions",
+    # a daily run's touched ranges (dead and new) the driver compares itself; more are compared by executors
+    "daily_driver_ranges": "lakefs.gc.daily.driver_ranges",
     "storage_options_json": "lakefs.gc.storage_options",  # JSON object of fsspec options per store
     "local_root": "lakefs.gc.local_root",  # lakeFS's local blockstore folder (unset: learnt from lakeFS)
     "max_in_flight": "lakefs.gc.store.max_in_flight",  # requests to the store at once, per process
@@ -26,7 +28,7 @@ KEYS = {
     "lease_json": "lakefs.gc.lease.token",
 }
 PUBLIC = ("api_url", "read_timeout_seconds", "connection_timeout_seconds", "range_num_partitions",
-          "address_num_partitions")
+          "address_num_partitions", "daily_driver_ranges")
 
 
 class JobSettingsError(ValueError):
@@ -54,6 +56,7 @@ class JobSettings:
     connection_timeout_seconds: int = 10
     range_num_partitions: int = 50
     address_num_partitions: int = 200
+    daily_driver_ranges: int = 128
     storage_options_json: str | None = None
     local_root: str | None = None
     max_in_flight: int = 8

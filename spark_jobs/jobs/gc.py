@@ -124,6 +124,7 @@ def main(argv: list[str]) -> int:
         emit("progress", phase="start", count=0, app_id=sc.applicationId, master=sc.master, config=config.public())
         request = replace(request, range_partitions=config.range_num_partitions,
                           address_partitions=config.address_num_partitions,
+                          driver_ranges=config.daily_driver_ranges,
                           lease=LeaseRef.from_json(config.lease_json) if config.lease_json else None)
         storage = StorageConfig("", config.local_root, config.storage_options_json, config.max_in_flight)
         guard = LeaseGuard(sc, request.lease) if request.lease is not None else None

@@ -15,6 +15,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlsplit
@@ -78,31 +79,38 @@ def _files(folder: str, keys: list[str], age_seconds: float) -> None:
         os.utime(path, (when, when))
 
 
-@pytest.fixture
-def big_repository(lakefs, lakefs_server):
-    """OBJECTS objects with 200-character paths and 250-character addresses (in lakeFS-named slices opened 30 days
-    ago), committed 10 days ago; then 100 of them overwritten 5 days ago, and 50 files written into the namespace
-    and never staged. GC rules keep one day: the overwritten versions and the 50 files are the garbage."""
-    repo = f"big-{uuid.uuid4().hex[:8]}"
+def _lake(lakefs, server, repo: str, objects: int) -> tuple[str, list[str], Callable[..., str]]:
+    """A repository of ``objects`` objects with 200-character paths and 250-character addresses (in lakeFS-named
+    slices opened 30 days ago, files 12 days old), committed 10 days ago; GC rules keep one day. Returns the
+    namespace's folder, the paths and ``key(i, salt)``, the address of object i's version ``salt``."""
     namespace = f"local://{repo}"
     lakefs.repositories.create_repository(lakefs_sdk.RepositoryCreation(name=repo, storage_namespace=namespace,
                                                                         default_branch="main"))
     lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
                 lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
-    store = lakefs_server.store
-    folder = store.fsspec_path(namespace)
+    folder = server.store.fsspec_path(namespace)
     opened = datetime.now(UTC) - timedelta(days=30)
     slices = [slice_name(opened + timedelta(hours=h), uuid.uuid4().bytes) for h in range(4)]
 
     def key(i: int, salt: str = "") -> str:
         return f"data/{slices[i % 4]}/{salt}{i:08d}-" + "k" * 220
 
-    paths = [f"tables/t{i % 7}/" + "p" * 170 + f"/part-{i:08d}.parquet" for i in range(OBJECTS)]
-    keys = [key(i) for i in range(OBJECTS)]
+    paths = [f"tables/t{i % 7}/" + "p" * 170 + f"/part-{i:08d}.parquet" for i in range(objects)]
+    keys = [key(i) for i in range(objects)]
     _files(folder, keys, 12 * DAY)
-    _stage_all(lakefs_server.endpoint, repo, [(p, f"local://{folder}/{k}") for p, k in zip(paths, keys, strict=True)])
+    _stage_all(server.endpoint, repo, [(p, f"local://{folder}/{k}") for p, k in zip(paths, keys, strict=True)])
     lakefs.commits.commit(repo, "main", lakefs_sdk.CommitCreation(message="base",
                                                                    var_date=int(time.time() - 10 * DAY)))
+    return folder, paths, key
+
+
+@pytest.fixture
+def big_repository(lakefs, lakefs_server):
+    """OBJECTS objects with 200-character paths and 250-character addresses (in lakeFS-named slices opened 30 days
+    ago), committed 10 days ago; then 100 of them overwritten 5 days ago, and 50 files written into the namespace
+    and never staged. GC rules keep one day: the overwritten versions and the 50 files are the garbage."""
+    repo = f"big-{uuid.uuid4().hex[:8]}"
+    folder, paths, key = _lake(lakefs, lakefs_server, repo, OBJECTS)
     again = [key(i, "v2-") for i in range(0, OBJECTS, OBJECTS // 100)]
     _files(folder, again, 6 * DAY)
     _stage_all(lakefs_server.endpoint, repo, [(paths[i], f"local://{folder}/{k}")
@@ -112,7 +120,7 @@ def big_repository(lakefs, lakefs_server):
     _files(folder, [key(i, "lost-") for i in range(50)], 3 * DAY)
     # What a Spark runner that collected every object would bring to its driver, at the very least: each
     # address once (the listing) and again (what the retained commits reach); several times the limit.
-    assert 2 * sum(len(k) for k in keys) > 8 * MAX_RESULT
+    assert 2 * sum(len(key(i)) for i in range(OBJECTS)) > 8 * MAX_RESULT
     yield repo
     lakefs.repositories.delete_repository(repo, force=True)
 
@@ -172,7 +180,10 @@ def small_ranges_lakefs():
 
 
 def _submit(spark_settings, server, gc: Collector, request: RunRequest, env: dict[str, str]):
-    spark = spark_settings.model_copy(update={"conf": {**spark_settings.conf, "spark.driver.maxResultSize": "2m"}})
+    # a day's touched ranges compared by executors from the second on (a driver compares 128 itself by default: a
+    # lake 50 times this one's size would touch that many and more)
+    conf = {"spark.driver.maxResultSize": "2m", "spark.hadoop.lakefs.gc.daily.driver_ranges": "1"}
+    spark = spark_settings.model_copy(update={"conf": {**spark_settings.conf, **conf}})
     conn = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
                             secret_access_key=ADMIN_SECRET_KEY)
     try:
@@ -193,24 +204,7 @@ def test_a_daily_run_touching_many_ranges_compares_them_on_executors(small_range
     server = small_ranges_lakefs
     lakefs = make_lakefs_for(server.endpoint, ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY)
     repo = f"daily-{uuid.uuid4().hex[:8]}"
-    namespace = f"local://{repo}"
-    lakefs.repositories.create_repository(lakefs_sdk.RepositoryCreation(name=repo, storage_namespace=namespace,
-                                                                        default_branch="main"))
-    lakefs.call("rules", lakefs.repositories.set_gc_rules, repo,
-                lakefs_sdk.GarbageCollectionRules(default_retention_days=1, branches=[]))
-    folder = server.store.fsspec_path(namespace)
-    opened = datetime.now(UTC) - timedelta(days=30)
-    slices = [slice_name(opened + timedelta(hours=h), uuid.uuid4().bytes) for h in range(4)]
-
-    def key(i: int, salt: str = "") -> str:
-        return f"data/{slices[i % 4]}/{salt}{i:08d}-" + "k" * 220
-
-    paths = [f"tables/t{i % 7}/" + "p" * 170 + f"/part-{i:08d}.parquet" for i in range(DAILY_OBJECTS)]
-    keys = [key(i) for i in range(DAILY_OBJECTS)]
-    _files(folder, keys, 12 * DAY)
-    _stage_all(server.endpoint, repo, [(p, f"local://{folder}/{k}") for p, k in zip(paths, keys, strict=True)])
-    lakefs.commits.commit(repo, "main", lakefs_sdk.CommitCreation(message="base",
-                                                                   var_date=int(time.time() - 10 * DAY)))
+    folder, paths, key = _lake(lakefs, server, repo, DAILY_OBJECTS)
     gc = Collector(server.endpoint)
     first, _ = gc.run(repo)  # a real full run: the state and kept index the daily runs start from
     assert first.success and first.listing["kind"] == "full" and first.ranges >= 16, (first.ranges, first.listing)

@@ -121,6 +121,7 @@ def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnectio
         read_timeout_seconds=spark.api_read_timeout_seconds,
         connection_timeout_seconds=spark.api_connection_timeout_seconds,
         range_num_partitions=spark.range_num_partitions, address_num_partitions=spark.address_num_partitions,
+        daily_driver_ranges=spark.daily_driver_ranges,
         lease_json=lease_json)
     if lakefs is not None:
         config = replace(config, api_url=lakefs.api_url, access_key=lakefs.access_key_id,

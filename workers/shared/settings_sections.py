@@ -79,6 +79,8 @@ class SparkSettings(BaseModel):
     range_num_partitions: int = Field(default=50, gt=0, description="spark.hadoop.lakefs.gc.range.num_partitions")
     address_num_partitions: int = Field(default=200, gt=0,
                                         description="spark.hadoop.lakefs.gc.address.num_partitions")
+    daily_driver_ranges: int = Field(default=128, gt=0, description="spark.hadoop.lakefs.gc.daily.driver_ranges: a "
+                                     "daily run's touched ranges the driver compares itself; more go to executors")
     api_read_timeout_seconds: int = Field(default=10, gt=0, description="spark.hadoop.lakefs.api.read.timeout_seconds")
     api_connection_timeout_seconds: int = Field(default=10, gt=0,
                                                 description="spark.hadoop.lakefs.api.connection.timeout_seconds")

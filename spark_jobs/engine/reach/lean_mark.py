@@ -12,7 +12,6 @@ fate then depends on its range alone); every other run goes through the whole ma
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from spark_jobs.core import kept_index, range_changes, sstable
@@ -21,32 +20,36 @@ from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.listing.incremental import ask_for, changed, list_recent
 from spark_jobs.engine.runtime.context import JobConfig, OpenContext
-from spark_jobs.engine.runtime.parallel import FEW_UNITS, Runner, fitting, in_process
+from spark_jobs.engine.runtime.parallel import Runner, ThreadRunner, fitting, in_process
 from spark_jobs.engine.state import index_lookup
 from spark_jobs.engine.state.incremental import StoredIndex
+from spark_jobs.engine.stores import StorageError
 
-_WALKERS = 2  # threads walking a day's ranges on the driver: the walk releases the GIL, the machine has cores
-# On a runner of its own (Spark), a day that touches more ranges than this has them read and compared by its
-# executors, in groups of overlapping key spans: what comes back of a group is its change (the day's), never its
-# ranges' entries, so the driver holds a few range files at most, whatever the lake holds. (A random-path day
-# touches most ranges: lakeFS rewrites every range a commit changes.) The thread runner keeps up to FEW_UNITS on the
-# driver's threads: its process holds them wherever they are read. 16 (dead and new: 8 touched ranges, at most
-# 160 MiB of range files at lakeFS's 20 MiB cut) keeps a small lake's day off the executors, whose two Spark jobs
-# cost seconds more than the driver's threads take (bench/README.md "A day's ranges on executors").
-DRIVER_RANGES = 16
-
-
-def on_driver(runner: Runner, ranges: int) -> bool:
-    """Whether a day's ``ranges`` (dead and new) are read and compared on the driver's threads."""
-    return ranges <= (FEW_UNITS if in_process(runner) else DRIVER_RANGES)
+# Groups of ranges compared at once on the driver: each holds its ranges' files while it is walked (the walk
+# releases the GIL), so the driver holds a few range files whatever the day touched
+_GROUP_THREADS = 4
+# On a runner of its own (Spark), a day that touches more ranges (dead and new) than this has them compared by its
+# executors, in the same groups of overlapping key spans: what comes back of a group is its change (the day's), never
+# its ranges' entries. Fewer are compared on the driver's threads, a few groups at a time: a Spark job costs about a
+# second in scheduling, the driver ≈ 15 ms a range (bench/README.md "A day's ranges on executors"): a random-path day
+# at 1M objects touches 40, at 10M ≈ 400. The thread runner compares every day's ranges on its own threads, as the
+# driver does. Set by spark.hadoop.lakefs.gc.daily.driver_ranges (jobs/config.py).
+DRIVER_RANGES = 128
 
 
-def unit_metarange_ranges(ctx: OpenContext, metarange_id: str) -> list[tuple[str, list[str]]]:
-    return [(metarange_id, sstable.metarange_range_ids(ctx.read_metarange(metarange_id)))]
+def on_driver(runner: Runner, ranges: int, most: int | None = None) -> bool:
+    """Whether a day's ``ranges`` (dead and new) are compared on the driver's threads (``most``: DRIVER_RANGES)."""
+    return in_process(runner) or ranges <= (DRIVER_RANGES if most is None else most)
 
 
-def unit_read_range(ctx: OpenContext, range_id: str) -> list[tuple[str, bytes]]:
-    return [(range_id, ctx.read_range(range_id))]
+def unit_metarange_bounds(ctx: OpenContext, metarange_id: str) \
+        -> list[tuple[str, list[tuple[str, bytes, bytes]] | None]]:
+    """The ranges a metarange lists with their key spans; None when it cannot be read (a dead range's span is then
+    read from the range itself)."""
+    try:
+        return [(metarange_id, sstable.metarange_bounds(ctx.read_metarange(metarange_id)))]
+    except (StorageError, sstable.SSTableError):
+        return [(metarange_id, None)]
 
 
 def unit_range_span(ctx: OpenContext, range_id: str) -> list[tuple[str, tuple[bytes, bytes]]]:
@@ -56,41 +59,55 @@ def unit_range_span(ctx: OpenContext, range_id: str) -> list[tuple[str, tuple[by
 def unit_group_changes(ctx: OpenContext, unit: tuple[tuple[str, ...], tuple[str, ...]]) \
         -> list[tuple[str, object]]:
     """The change of one group of ranges whose key spans overlap (the dead ones, the new ones): only the entries
-    whose count changed leave the executor, and what it cost."""
+    whose count changed leave the task, and what it cost."""
     dead, new = unit
     found, tally = range_changes.changes({r: ctx.read_range(r) for r in dead + new}, set(dead))
     return [("change", c) for c in found] + [("tally", tally.as_dict())]
 
 
-def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str], prefixes: tuple[str, ...],
-                   partitions: int, tally: dict[str, int] | None = None) -> tuple[dict[int, int], set[str]]:
+def spans_of(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str], known: dict[str, list[str]],
+             bounds: dict[str, tuple[bytes, bytes]], partitions: int) -> dict[str, tuple[bytes, bytes]]:
+    """The key span of every dead and new range without reading the ranges: a new range's from the metaranges
+    read this run (``bounds``), a dead one's from a metarange of the previous run that listed it (``known``: as few
+    as cover them); a range no readable metarange gives is read for its span."""
+    spans = {r: bounds[r] for r in new if r in bounds}
+    left = set(dead) - set(bounds)
+    spans.update({r: bounds[r] for r in dead if r in bounds})
+    cover: list[str] = []
+    for metarange_id, ranges in sorted(known.items(), key=lambda item: -len(left.intersection(item[1]))):
+        if left.intersection(ranges):
+            cover.append(metarange_id)
+            left.difference_update(ranges)
+    for _, listed in fitting(runner, cover).map_units(cover, unit_metarange_bounds, config.open,
+                                                       partitions=partitions):
+        spans.update((r, (lo, hi)) for r, lo, hi in listed or () if r in dead)
+    unread = [r for r in dead + new if r not in spans]
+    spans.update(fitting(runner, unread).map_units(unread, unit_range_span, config.open, partitions=partitions))
+    return spans
+
+
+def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str],
+                   spans: dict[str, tuple[bytes, bytes]], prefixes: tuple[str, ...], partitions: int,
+                   driver_ranges: int | None = None, tally: dict[str, int] | None = None) \
+        -> tuple[dict[int, int], set[str]]:
     """The kept index's change from the ranges that died and appeared, and the keys whose count went down: the
     dead and the new ranges put side by side as lakeFS's diff does (``core.range_changes``: blocks that repeat
-    cancel out unread, the others are walked by the compiled decoder and their entries cancel out by address).
-    A day's few ranges (``on_driver``) are read on the driver's threads and walked on two (the walk runs without
-    the GIL); more go to the runner in groups of overlapping key spans, each group's change computed where it is
-    read: on Spark, a task returns its groups' changes and costs, nothing per entry it read."""
-    ranges = dead + new
+    cancel out unread, the others are walked by the compiled decoder and their entries cancel out by address), in
+    groups of overlapping key ``spans`` (each version of a range with the versions it replaced). A day's ranges are
+    compared on the driver's threads, a few groups at a time (``on_driver``), or by the runner's executors, a task
+    returning its groups' changes and costs, nothing per entry it read."""
+    died = set(dead)
+    units = [(tuple(r for r in group if r in died), tuple(r for r in group if r not in died))
+             for group in range_changes.groups(spans)]
+    where = ThreadRunner(_GROUP_THREADS) if on_driver(runner, len(dead) + len(new), driver_ranges) else runner
     cost = range_changes.Tally()
     count: dict[tuple[str, int], int] = {}
-    if on_driver(runner, len(ranges)):
-        files = dict(fitting(runner, ranges).map_units(ranges, unit_read_range, config.open, partitions=partitions))
-        with ThreadPoolExecutor(_WALKERS) as pool:
-            found, cost = range_changes.changes(files, set(dead), map_=pool.map)
-        del files
-        for address, kind, times in found:
+    for what, item in where.map_units(units, unit_group_changes, config.open, partitions=partitions):
+        if what == "tally":
+            cost.add(range_changes.Tally(**item))
+        else:
+            address, kind, times = item
             count[(address, kind)] = count.get((address, kind), 0) + times
-    else:
-        spans = dict(runner.map_units(ranges, unit_range_span, config.open, partitions=partitions))
-        died = set(dead)
-        units = [(tuple(r for r in group if r in died), tuple(r for r in group if r not in died))
-                 for group in range_changes.groups(spans)]
-        for what, item in runner.map_units(units, unit_group_changes, config.open, partitions=partitions):
-            if what == "tally":
-                cost.add(range_changes.Tally(**item))
-            else:
-                address, kind, times = item
-                count[(address, kind)] = count.get((address, kind), 0) + times
     if tally is not None:
         tally.update(cost.as_dict(), entries_changed=sum(1 for n in count.values() if n))
     delta: dict[int, int] = {}
@@ -131,20 +148,27 @@ class LeanMark:
 
 def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobConfig, ctx: OpenContext,
               metaranges: list[str], uncommitted: set[str], range_partitions: int,
-              address_partitions: int) -> LeanMark:
+              address_partitions: int, driver_ranges: int | None = None) -> LeanMark:
     clock = _Clock()
     known = state.metarange_ranges()
     missing = [m for m in metaranges if m not in known]
-    read = dict(fitting(runner, missing).map_units(missing, unit_metarange_ranges, config.open,
+    read = dict(fitting(runner, missing).map_units(missing, unit_metarange_bounds, config.open,
                                                    partitions=range_partitions))
-    by_metarange = {m: known[m] if m in known else read[m] for m in metaranges}
+    if unreadable := sorted(m for m, listed in read.items() if listed is None):
+        raise StorageError(f"the retained metarange {unreadable[0]} cannot be read "
+                           f"({len(unreadable)} of {len(missing)} new metaranges)")
+    bounds = {r: (lo, hi) for listed in read.values() for r, lo, hi in listed}
+    by_metarange = {m: known[m] if m in known else [r for r, _, _ in read[m]] for m in metaranges}
     live = sorted({r for ranges in by_metarange.values() for r in ranges})
     before = set(state.range_ids)
     dead, new = sorted(before - set(live)), sorted(set(live) - before)
     clock("metaranges")
+    spans = spans_of(runner, config, dead=dead, new=new, known={m: r for m, r in known.items() if m not in
+                     by_metarange}, bounds=bounds, partitions=range_partitions)
+    clock("spans")
     tally: dict[str, int] = {}
-    delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, prefixes=tuple(ctx.prefixes),
-                                      partitions=range_partitions, tally=tally)
+    delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, spans=spans, prefixes=tuple(ctx.prefixes),
+                                      partitions=range_partitions, driver_ranges=driver_ranges, tally=tally)
     clock("changed blocks")
     recent = list_recent(state, runner=runner, config=config, ctx=ctx, partitions=address_partitions)
     clock("recent slices")
@@ -171,7 +195,7 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
                      ranges_new=len(new), metaranges_read=len(missing), index_blocks_read=index.blocks_read,
                      index_blocks=index.blocks, **tally, seconds=clock.laps,
                      # where the touched ranges were compared and the index looked up: the driver, or the runner
-                     compared_on="driver" if on_driver(runner, len(dead) + len(new)) else "runner",
+                     compared_on="driver" if on_driver(runner, len(dead) + len(new), driver_ranges) else "runner",
                      looked_up_on="driver" if index_lookup.on_driver(runner, index, len(looked_up)) else "runner",
                      keys_looked_up=len(looked_up))
     return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange,

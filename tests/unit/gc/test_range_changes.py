@@ -12,6 +12,7 @@ import pytest
 
 from spark_jobs.core import range_changes, sstable
 from spark_jobs.core.addresses import relative_key
+from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sstables"
 
@@ -97,22 +98,28 @@ class _Config:
         return _Files(self.files)
 
 
-@pytest.mark.parametrize("few", [64, 0])
-def test_the_engine_finds_the_same_change_on_the_driver_and_in_groups(few, monkeypatch):
-    """A day's few ranges are compared on the driver; many go to the runner in groups of overlapping spans: the
-    kept index's change is the same either way."""
+class _Executors(ThreadRunner):
+    """A runner of its own (as Spark's executors are): what it reads, the driver does not hold."""
+
+    in_process = False
+
+
+@pytest.mark.parametrize("runner", [ThreadRunner(3), _Executors(3)], ids=["driver", "executors"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_engine_finds_the_same_change_on_the_driver_and_on_executors(runner, seed):
+    """A day's ranges are compared in groups of overlapping spans, on the driver's threads or by the runner's
+    executors (``driver_ranges`` 0): the kept index's change is the careful count of both sides either way."""
     from spark_jobs.core import kept_index  # noqa: PLC0415
     from spark_jobs.engine.reach import lean_mark  # noqa: PLC0415
-    from spark_jobs.engine.runtime.parallel import ThreadRunner  # noqa: PLC0415
 
-    monkeypatch.setattr(lean_mark, "FEW_UNITS", few)
-    rng = random.Random(7)
+    rng = random.Random(seed)
     pool = ranges()
     files = {f"r{i}": rng.choice(pool) for i in range(8)}
     dead, new = ["r0", "r1", "r2"], ["r3", "r4", "r5", "r6", "r7"]
+    spans = {r: range_changes.span(d) for r, d in files.items()}
     tally: dict[str, int] = {}
-    delta, gone = lean_mark.changed_blocks(ThreadRunner(3), _Config(files), dead=dead, new=new, prefixes=(),
-                                           partitions=3, tally=tally)
+    delta, gone = lean_mark.changed_blocks(runner, _Config(files), dead=dead, new=new, spans=spans, prefixes=(),
+                                           partitions=3, driver_ranges=0, tally=tally)
     want: Counter = Counter()
     gone_want = set()
     for (address, kind), n in reference(files, set(dead)).items():
@@ -123,6 +130,65 @@ def test_the_engine_finds_the_same_change_on_the_driver_and_in_groups(few, monke
     assert delta == {h: n for h, n in want.items() if n}
     assert gone == gone_want
     assert tally["blocks"] == sum(sstable.table_info(d)["data_blocks"] for d in files.values())
+
+
+def _fixture_files() -> dict[str, bytes]:
+    return {p.stem: p.read_bytes() for p in FIXTURES.glob("*.sst")}
+
+
+def test_a_metarange_gives_its_ranges_spans_as_the_ranges_hold_them():
+    """The spans the engine groups a day's ranges by come from the metaranges, not the ranges: on lakeFS-written
+    files, each metarange record's keys are its range's min_key and max_key."""
+    files = _fixture_files()
+    metaranges = [d for d in files.values() if sstable.read_properties(d).get("type") == b"metaranges"]
+    compared = 0
+    for data in metaranges:
+        for range_id, first, last in sstable.metarange_bounds(data):
+            assert (first, last) == range_changes.span(files[range_id])
+            compared += 1
+    assert compared >= 3
+
+
+class _MetarangeFiles(_Files):
+    def __init__(self, files: dict[str, bytes], read: list[str]) -> None:
+        super().__init__(files)
+        self.read = read
+
+    def read_range(self, range_id: str) -> bytes:
+        self.read.append(range_id)
+        return super().read_range(range_id)
+
+    def read_metarange(self, metarange_id: str) -> bytes:
+        if metarange_id not in self.files:
+            from spark_jobs.engine.stores import StorageError  # noqa: PLC0415
+
+            raise StorageError(f"{metarange_id}: no such file")
+        return self.files[metarange_id]
+
+
+def test_dead_ranges_spans_come_from_a_previous_metarange_or_else_from_the_range():
+    """A dead range's span is read from a metarange that listed it (as few as cover the dead ones); one that no
+    readable metarange lists is read from the range itself, never left without a span."""
+    from spark_jobs.engine.reach import lean_mark  # noqa: PLC0415
+
+    files = _fixture_files()
+    by_metarange = {m: [r for r, _, _ in sstable.metarange_bounds(d)] for m, d in files.items()
+                    if sstable.read_properties(d).get("type") == b"metaranges"}
+    listed = sorted({r for rs in by_metarange.values() for r in rs})
+    read: list[str] = []
+
+    class Config:
+        def open(self):
+            return _MetarangeFiles(files, read)
+
+    known = {**by_metarange, "gone": listed[:1]}  # a metarange of the previous run that cannot be read any more
+    spans = lean_mark.spans_of(ThreadRunner(2), Config(), dead=listed, new=[], known=known, bounds={},
+                               partitions=2)
+    assert spans == {r: range_changes.span(files[r]) for r in listed}
+    assert read == []  # every span from the metaranges
+    spans = lean_mark.spans_of(ThreadRunner(2), Config(), dead=listed[:1], new=[], known={"gone": listed[:1]},
+                               bounds={}, partitions=2)
+    assert spans == {listed[0]: range_changes.span(files[listed[0]])} and read == listed[:1]
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -94,7 +94,7 @@ def test_a_run_request_travels_to_the_job_whole():
     from spark_jobs.engine.request import ARGUMENTS, RunRequest  # noqa: PLC0415
     from spark_jobs.engine.sweep.lease_watch import LeaseRef  # noqa: PLC0415
 
-    own = {"runner": "spark", "range_partitions": 3, "address_partitions": 5,
+    own = {"runner": "spark", "range_partitions": 3, "address_partitions": 5, "driver_ranges": 7,
            "lease": LeaseRef("redis://127.0.0.1:1/0", "k", "t", lease_ms=60_000, stale_ms=5_000)}
     assert set(ARGUMENTS) | set(own) == {f.name for f in fields(RunRequest)}
     request = RunRequest("repo", "sweep", now=datetime(2026, 11, 22, 15, 45, 4, 123456, tzinfo=UTC), run_id="r",
@@ -110,15 +110,18 @@ def test_a_run_request_travels_to_the_job_whole():
 def test_job_settings_travel_whole_and_credentials_stay_private():
     full = JobSettings(api_url="http://l/api/v1", access_key="a", secret_key="s", read_timeout_seconds=3,
                      connection_timeout_seconds=4, range_num_partitions=5, address_num_partitions=6,
-                     storage_options_json='{"s3": {}}', local_root="/data", max_in_flight=7, lease_json="{}")
+                     storage_options_json='{"s3": {}}', local_root="/data", max_in_flight=7, lease_json="{}",
+                     daily_driver_ranges=9)
     props = full.properties()
     assert JobSettings.from_hadoop(lambda key: props.get(f"spark.hadoop.{key}")) == full
     assert set(full.public()) == {"api_url", "read_timeout_seconds", "connection_timeout_seconds",
-                                  "range_num_partitions", "address_num_partitions"}
+                                  "range_num_partitions", "address_num_partitions",
+                                  "daily_driver_ranges"}
     assert JobSettings().properties() == {"spark.hadoop.lakefs.api.read.timeout_seconds": "10",
                                         "spark.hadoop.lakefs.api.connection.timeout_seconds": "10",
                                         "spark.hadoop.lakefs.gc.range.num_partitions": "50",
                                         "spark.hadoop.lakefs.gc.address.num_partitions": "200",
+                                        "spark.hadoop.lakefs.gc.daily.driver_ranges": "128",
                                         "spark.hadoop.lakefs.gc.store.max_in_flight": "8"}
 
 
