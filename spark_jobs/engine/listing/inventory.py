@@ -239,14 +239,14 @@ class Report:
 
     def check(self, name: str, data: bytes) -> None:
         """A data file against what its manifest says of it (S3: size and MD5; Azure: size)."""
-        if self.kind == "azure":
-            from spark_jobs.engine.listing.inventory_azure import check_files  # noqa: PLC0415
-
-            check_files(self.manifest, {name: data})
-            return
         expected = next((f for f in self.manifest.files if f[0] == name), None)
         if expected is None:
             raise InventoryError(f"{name} is not a file of {self.manifest.url}")
+        if self.kind == "azure":
+            from spark_jobs.engine.listing.inventory_azure import check_file  # noqa: PLC0415
+
+            check_file(self.manifest, name, expected[1], data)
+            return
         _, size, md5 = expected
         if len(data) != size or (md5 and hashlib.md5(data, usedforsecurity=False).hexdigest() != md5):
             raise InventoryError(f"{name} is not the file {self.manifest.url} names ({len(data)} bytes, expected "
