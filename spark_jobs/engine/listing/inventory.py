@@ -245,7 +245,7 @@ class Report:
         if self.kind == "azure":
             from spark_jobs.engine.listing.inventory_azure import check_file  # noqa: PLC0415
 
-            check_file(self.manifest, name, expected[1], data)
+            check_file(self.manifest, name, data, size=expected[1])
             return
         _, size, md5 = expected
         if len(data) != size or (md5 and hashlib.md5(data, usedforsecurity=False).hexdigest() != md5):
@@ -273,15 +273,19 @@ class Report:
 
 def file_batch(report: Report, ctx: Any, name: str) -> pa.RecordBatch:
     """One data file of ``report`` as a listing's batch (``columns.LISTING_SCHEMA``), read where the runner puts the
-    unit (an executor, a thread), checked against the manifest there (an InventoryError fails the run)."""
+    unit (an executor, a thread), checked against the manifest there (an InventoryError fails the run), its rows
+    read into Arrow columns (``inventory_columns``)."""
     import pyarrow as pa  # noqa: PLC0415
 
     from spark_jobs.core.columns import LISTING_SCHEMA  # noqa: PLC0415
+    from spark_jobs.engine.listing.inventory_columns import file_table  # noqa: PLC0415
 
-    found = report.file_objects(ctx.ns, name)
-    return pa.RecordBatch.from_arrays([pa.array([o.key for o in found], pa.string()),
-                                       pa.array([o.size for o in found], pa.int64()),
-                                       pa.array([o.mtime for o in found], pa.float64())], schema=LISTING_SCHEMA)
+    data = report.files_namespace(ctx.ns).read(name)
+    report.check(name, data)
+    batches = file_table(report, name, data).to_batches()
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=LISTING_SCHEMA)
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def inventory_listing(url: str, ns: Namespace, *, cutoff: datetime,

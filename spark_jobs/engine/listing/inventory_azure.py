@@ -184,10 +184,10 @@ def check_coverage(manifest: AzureManifest, *, container: str, prefix: str) -> N
 
 def check_files(manifest: AzureManifest, data: dict[str, bytes]) -> None:
     for blob, size in manifest.files:
-        check_file(manifest, blob, size, data[blob])
+        check_file(manifest, blob, data[blob], size=size)
 
 
-def check_file(manifest: AzureManifest, blob: str, size: int, data: bytes) -> None:
+def check_file(manifest: AzureManifest, blob: str, data: bytes, *, size: int) -> None:
     """A report file against the size its manifest gives (the manifest gives no MD5)."""
     if len(data) != size:
         raise InventoryError(f"{blob} is not the file {manifest.url} names ({len(data)} bytes, expected {size}): an "
