@@ -133,6 +133,30 @@ def test_both_paths_plan_the_same_from_a_report(s3_world, runner, request):
     assert datasets.listing["objects"] == objects.listing["objects"] and datasets.cutoff_time == objects.cutoff_time
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_run_the_datasets_do_not_plan_reads_the_report_on_the_driver(s3_world, runner, request):
+    """Path policies (keep_versions here) take the object path on either runner: the report is read whole on the
+    driver, as before, and plans what a listing plans under the same policies."""
+    import lakefs_sdk  # noqa: PLC0415
+
+    from spark_jobs.core.cleaning import METADATA_KEY  # noqa: PLC0415
+
+    store, server, lakefs = s3_world
+    repo = new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    policies = [{"id": "t1", "patterns": ["*"], "paths": ["tables/t1/**"], "keep_commits": 1, "keep_versions": 3,
+                 "override_gc_rules": True}]
+    lakefs.call("metadata", lakefs.internal.set_repository_metadata, repo, lakefs_sdk.RepositoryMetadataSet(
+        metadata={METADATA_KEY: json.dumps({"policies": policies})}))
+    gc = collector(server, store, runner, request)
+    listed, by_listing = gc._go(repo, "dry-run", min_age=timedelta(0))
+    summary, marked = gc._go(repo, "dry-run", min_age=timedelta(0), inventory=write_report(store))
+    assert listed.listing["kind"] == "full" and "plan" not in listed.listing, listed.listing
+    assert (summary.listing["kind"], summary.listing["read_on"]) == ("inventory", "driver"), summary.listing
+    assert {o.key for o in marked.deleted} == {o.key for o in by_listing.deleted}
+    assert h["s1"] in {o.key for o in marked.deleted}
+
+
 def gc_plan(gc: Collector, repo: str, url: str):
     from spark_jobs.engine.mark import plan_fingerprint  # noqa: PLC0415
 
