@@ -26,7 +26,7 @@ from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
 from spark_jobs.engine.listing.full import list_namespace
 from spark_jobs.engine.listing.incremental import find_changed, missed, would_check
-from spark_jobs.engine.listing.inventory import inventory_listing
+from spark_jobs.engine.listing.inventory import inventory_listing, open_report
 from spark_jobs.engine.plan import datasets
 from spark_jobs.engine.plan.by_path import paths_of
 from spark_jobs.engine.reach import mark_cache
@@ -208,12 +208,18 @@ def _dataset_plan_ranges(run: MarkRun) -> list[str] | None:
 
 def _mark_datasets(run: MarkRun, range_ids: list[str]) -> Marked:
     """A full run planned by the runner's dataset backend (``plan.datasets``): its keys never become Python
-    objects."""
+    objects. With an inventory report, the driver reads its manifest (the run's cutoff moves to the report's), and
+    the backend its data files."""
+    report = None
+    if run.request.inventory:  # only its manifest is read here: each data file is a unit the backend reads
+        report = open_report(run.request.inventory, run.ctx.ns)
+        run.cutoff = report.cutoff(run.cutoff, run.min_age)
     backend = run.runner.datasets(run.config, partitions=run.request.range_partitions)
     summary, view = datasets.mark_datasets(backend, run.ctx, run.config, request=run.request, graph=run.graph,
                                            retention=run.retention, metaranges=run.metaranges, range_ids=range_ids,
-                                           previous=run.previous, cutoff=run.cutoff, seconds=run.seconds,
-                                           progress=run.progress, record=run.record)
+                                           previous=run.previous, cutoff=run.cutoff, min_age=run.min_age,
+                                           seconds=run.seconds, progress=run.progress, record=run.record,
+                                           inventory=report)
     decision = run.retention.bound()
     return Marked(summary, run.graph, decision.commits, dict(decision.why), cutoff=run.cutoff.timestamp(),
                   ranges=range_ids, view=view)

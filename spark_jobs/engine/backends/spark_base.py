@@ -65,6 +65,10 @@ def executor_error(exc: Exception) -> Exception:
     # a deleter that lost the lease stopped on purpose: that, not what it broke, is why the run stopped
     if found := re.search(r"spark_jobs\.engine\.sweep\.lease_watch\.LeaseLost: ([^\n]*)", text):
         return LeaseLost(found.group(1).strip())
+    if found := re.search(r"spark_jobs\.engine\.listing\.inventory\.InventoryError: ([^\n]*)", text):
+        from spark_jobs.engine.listing.inventory import InventoryError  # noqa: PLC0415
+
+        return InventoryError(found.group(1).strip())  # a report's data file that is not what its manifest says
     if found := re.search(r"spark_jobs\.engine\.stores\.base\.StorageError: ([^\n]*)", text):
         return StorageError(found.group(1).strip())
     if found := re.search(r"spark_jobs\.core\.sstable\.SSTableError: ([^\n]*)", text):

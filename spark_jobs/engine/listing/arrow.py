@@ -1,17 +1,21 @@
 """The full listing in process: what the store holds is never one table here. The namespace's slices are listed
 when the plan judges them (``plan/arrow.py``), one slice a thread, each against the kept keys of that slice, so
 that a run holds the kept keys, the plan, and the slices being listed at that moment; not a second copy of the
-namespace (``listing/spark.py``: listed once on executors, persisted)."""
+namespace (``listing/spark.py``: listed once on executors, persisted). An inventory report's data files are read by the
+pool's threads, one file a unit, into one Arrow table of the namespace's rows (``inventory``)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.backends.arrow_base import ArrowSteps
+from spark_jobs.engine.listing.inventory import Report, file_batch
 from spark_jobs.engine.plan import units
 
 
@@ -69,9 +73,26 @@ def by_unit(keys: pa.ChunkedArray | pa.Array) -> Buckets:
     return Buckets(keys)
 
 
+def newest_per_key(table: pa.Table) -> pa.Table:
+    """One row per key, the newest (an Azure report may name a key twice: duplicates, a version row; as
+    ``inventory_azure.namespace_objects``)."""
+    if table.num_rows < 2:
+        return table
+    table = table.sort_by([("key", "ascending"), ("mtime", "descending")])
+    keys = table["key"].combine_chunks()
+    before = pa.concat_arrays([pa.array([None], pa.string()), keys.slice(0, len(keys) - 1)])
+    return table.filter(pc.fill_null(pc.not_equal(keys, before), True))
+
+
 class ArrowListing(ArrowSteps):
     def listing(self, slices: Sequence[str]) -> Listing:
         return Listing(slices)
+
+    def inventory(self, report: Report) -> pa.Table:
+        """An inventory report's data files, each read, checked and filtered by a thread of the pool into Arrow
+        columns (``listing.inventory.file_batch``): the namespace's rows of the report, one table."""
+        table = self._map(report.names, functools.partial(file_batch, report), columns.LISTING_SCHEMA)
+        return newest_per_key(table) if report.kind == "azure" else table
 
     def count(self, dataset: pa.Table | Listing) -> int:
         if isinstance(dataset, Listing):
@@ -80,8 +101,9 @@ class ArrowListing(ArrowSteps):
             return dataset.objects
         return dataset.num_rows
 
-    def listed_objects(self, listed: Listing) -> list[StoredObject]:
-        """What the store holds now (listed again: the run kept no copy of it)."""
-        table = self._map(listed.slices, units.listing, columns.LISTING_SCHEMA)
+    def listed_objects(self, listed: Listing | pa.Table) -> list[StoredObject]:
+        """What the store holds now (listed again: the run kept no copy of it), or what a report said it held."""
+        table = listed if isinstance(listed, pa.Table) else self._map(listed.slices, units.listing,
+                                                                       columns.LISTING_SCHEMA)
         return [StoredObject(*row) for row in zip(table["key"].to_pylist(), table["size"].to_pylist(),
                                                   table["mtime"].to_pylist(), strict=True)]

@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
 
 from spark_jobs.core import parquet_bytes
@@ -30,6 +30,8 @@ from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, ope
 
 if TYPE_CHECKING:
     from datetime import timedelta
+
+    import pyarrow as pa
 
     from spark_jobs.engine.listing.inventory_azure import AzureManifest
 
@@ -203,25 +205,121 @@ def namespace_objects(manifest: Manifest, files: dict[str, bytes], *, bucket: st
     return out
 
 
+@dataclass(frozen=True)
+class Report:
+    """An inventory report as the driver holds it: its manifest (read and checked: the newest report chosen, its
+    source and coverage, its checksum), where its data files are, and the namespace whose rows it keeps. What grows
+    with objects, its data files' rows, is read by whoever reads each file (``file_objects``, ``file_batch``):
+    a file is a unit of work."""
+
+    kind: str  # s3 | azure
+    manifest: Manifest | AzureManifest
+    files_root: str  # the storage URL of the bucket (container) holding the data files
+    bucket: str  # the namespace's bucket (container)
+    prefix: str  # the namespace's prefix in it
+
+    @property
+    def names(self) -> list[str]:
+        """The report's data files, in the manifest's order."""
+        return [f[0] for f in self.manifest.files]
+
+    @property
+    def created(self) -> datetime:
+        return datetime.fromtimestamp(self.manifest.created, UTC)
+
+    def cutoff(self, cutoff: datetime, min_age: timedelta) -> datetime:
+        """The run's cutoff: what the report calls old enough was old enough when the store wrote it (newer objects
+        are not in it), so the earlier of the run's own and the report's time minus ``min_age``."""
+        return min(cutoff, self.created - min_age)
+
+    def record(self, objects: int) -> dict:
+        """The listing's record (``Summary.listing``)."""
+        return {"kind": "inventory", "report": self.manifest.url, "report_time": self.created.isoformat(),
+                "files": len(self.manifest.files), "objects": objects}
+
+    def check(self, name: str, data: bytes) -> None:
+        """A data file against what its manifest says of it (S3: size and MD5; Azure: size)."""
+        expected = next((f for f in self.manifest.files if f[0] == name), None)
+        if expected is None:
+            raise InventoryError(f"{name} is not a file of {self.manifest.url}")
+        if self.kind == "azure":
+            from spark_jobs.engine.listing.inventory_azure import check_file  # noqa: PLC0415
+
+            check_file(self.manifest, name, data, size=expected[1])
+            return
+        _, size, md5 = expected
+        if len(data) != size or (md5 and hashlib.md5(data, usedforsecurity=False).hexdigest() != md5):
+            raise InventoryError(f"{name} is not the file {self.manifest.url} names ({len(data)} bytes, expected "
+                                 f"{size}, or another MD5): an incomplete or altered report")
+
+    def objects(self, files: dict[str, bytes]) -> list[StoredObject]:
+        """The namespace's objects the (checked) data files list."""
+        if self.kind == "azure":
+            from spark_jobs.engine.listing.inventory_azure import namespace_objects as azure_objects  # noqa: PLC0415
+
+            return azure_objects(self.manifest, files, container=self.bucket, prefix=self.prefix)
+        return namespace_objects(self.manifest, files, bucket=self.bucket, prefix=self.prefix)
+
+    def files_namespace(self, like: Namespace) -> Namespace:
+        """Where the data files are, opened with ``like``'s store settings."""
+        return open_namespace(StorageConfig(self.files_root, None, like.config.options_json, like.config.max_in_flight))
+
+    def file_objects(self, ns: Namespace, name: str) -> list[StoredObject]:
+        """One data file read (from ``ns``'s store settings), checked, and its rows of the namespace."""
+        data = self.files_namespace(ns).read(name)
+        self.check(name, data)
+        return self.objects({name: data})
+
+
+def file_batch(report: Report, ctx: Any, name: str) -> pa.RecordBatch:
+    """One data file of ``report`` as a listing's batch (``columns.LISTING_SCHEMA``), read where the runner puts the
+    unit (an executor, a thread), checked against the manifest there (an InventoryError fails the run), its rows
+    read into Arrow columns (``inventory_columns``)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    from spark_jobs.core.columns import LISTING_SCHEMA  # noqa: PLC0415
+    from spark_jobs.engine.listing.inventory_columns import file_table  # noqa: PLC0415
+
+    data = report.files_namespace(ctx.ns).read(name)
+    report.check(name, data)
+    batches = file_table(report, name, data).to_batches()
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=LISTING_SCHEMA)
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
 def inventory_listing(url: str, ns: Namespace, *, cutoff: datetime,
                       min_age: timedelta) -> tuple[list[StoredObject], dict, datetime]:
-    """The namespace's objects the report at ``url`` lists, the listing's record (``Summary.listing``), and the run's
-    cutoff: what the report calls old enough was old enough when the store wrote it (newer objects are not in it),
-    so the earlier of the run's own and the report's time minus ``min_age``."""
-    manifest, listed = read_inventory(url, ns)
-    report_time = datetime.fromtimestamp(manifest.created, UTC)
-    listing = {"kind": "inventory", "report": manifest.url, "report_time": report_time.isoformat(),
-               "files": len(manifest.files), "objects": len(listed)}
-    return listed, listing, min(cutoff, report_time - min_age)
+    """The namespace's objects the report at ``url`` lists (every data file read here: the object path of a run
+    the dataset steps do not plan), the listing's record (``Summary.listing``), and the run's cutoff
+    (``Report.cutoff``)."""
+    report = open_report(url, ns)
+    listed = read_files(report, ns)
+    return listed, {**report.record(len(listed)), "read_on": "driver"}, report.cutoff(cutoff, min_age)
 
 
 def read_inventory(url: str, ns: Namespace) -> tuple[Manifest | AzureManifest, list[StoredObject]]:
-    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings (an
-    Azure namespace's: an Azure Blob Inventory report, ``inventory_azure``)."""
-    if ns.store == "azure":
-        from spark_jobs.engine.listing.inventory_azure import read_inventory as read_azure_inventory  # noqa: PLC0415
+    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings."""
+    report = open_report(url, ns)
+    return report.manifest, read_files(report, ns)
 
-        return read_azure_inventory(url, ns)
+
+def read_files(report: Report, ns: Namespace) -> list[StoredObject]:
+    """Every data file of ``report`` read here, checked (all before any row is read), and their rows."""
+    data = report.files_namespace(ns).read_many(report.names)
+    for name in report.names:
+        report.check(name, data[name])
+    return report.objects(data)
+
+
+def open_report(url: str, ns: Namespace) -> Report:
+    """The report at ``url`` (its manifest, or the folder of its configuration: the newest complete report there),
+    its manifest read and checked on the driver, with the namespace's store settings (an Azure namespace's: an
+    Azure Blob Inventory report, ``inventory_azure``). No data file is read."""
+    if ns.store == "azure":
+        from spark_jobs.engine.listing.inventory_azure import open_report as open_azure_report  # noqa: PLC0415
+
+        return open_azure_report(url, ns)
     if ns.store != "s3":
         raise InventoryError(f"an inventory report is read for S3 (S3 Inventory) and Azure (Azure Blob Inventory) "
                              f"namespaces; {ns.config.namespace} is on {ns.store}")
@@ -236,11 +334,4 @@ def read_inventory(url: str, ns: Namespace) -> tuple[Manifest | AzureManifest, l
     if manifest.source_bucket != bucket:
         raise InventoryError(f"{url} is a report of bucket {manifest.source_bucket!r}; {ns.config.namespace} is in "
                              f"{bucket!r}")
-    files = reports if manifest.destination_bucket == report_bucket else open_namespace(
-        StorageConfig(f"s3://{manifest.destination_bucket}", None, ns.config.options_json, ns.config.max_in_flight))
-    data = files.read_many([key for key, _, _ in manifest.files])
-    for key, size, md5 in manifest.files:
-        if len(data[key]) != size or (md5 and hashlib.md5(data[key], usedforsecurity=False).hexdigest() != md5):
-            raise InventoryError(f"{key} is not the file {url} names ({len(data[key])} bytes, expected {size}, or "
-                                 "another MD5): an incomplete or altered report")
-    return manifest, namespace_objects(manifest, data, bucket=bucket, prefix=prefix)
+    return Report("s3", manifest, f"s3://{manifest.destination_bucket}", bucket, prefix)

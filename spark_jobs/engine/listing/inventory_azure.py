@@ -61,7 +61,14 @@ from email.utils import parsedate_to_datetime
 
 from spark_jobs.core import parquet_bytes
 from spark_jobs.core.plan import METADATA_PREFIX, StoredObject
-from spark_jobs.engine.listing.inventory import InventoryError, listed_object, manifest_object, report_rows
+from spark_jobs.engine.listing.inventory import (
+    InventoryError,
+    Report,
+    listed_object,
+    manifest_object,
+    read_files,
+    report_rows,
+)
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, locate, open_namespace
 
 FORMATS = ("csv", "parquet")
@@ -177,9 +184,14 @@ def check_coverage(manifest: AzureManifest, *, container: str, prefix: str) -> N
 
 def check_files(manifest: AzureManifest, data: dict[str, bytes]) -> None:
     for blob, size in manifest.files:
-        if len(data[blob]) != size:
-            raise InventoryError(f"{blob} is not the file {manifest.url} names ({len(data[blob])} bytes, expected "
-                                 f"{size}): an incomplete or altered report")
+        check_file(manifest, blob, data[blob], size=size)
+
+
+def check_file(manifest: AzureManifest, blob: str, data: bytes, *, size: int) -> None:
+    """A report file against the size its manifest gives (the manifest gives no MD5)."""
+    if len(data) != size:
+        raise InventoryError(f"{blob} is not the file {manifest.url} names ({len(data)} bytes, expected {size}): an "
+                             "incomplete or altered report")
 
 
 def check_checksum(manifest_raw: bytes, checksum: bytes, url: str) -> None:
@@ -329,8 +341,9 @@ def _container(ns: Namespace, account: str, container: str) -> Namespace:
                                         ns.config.options_json, ns.config.max_in_flight))
 
 
-def read_inventory(url: str, ns: Namespace) -> tuple[AzureManifest, list[StoredObject]]:
-    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings."""
+def open_report(url: str, ns: Namespace) -> Report:
+    """The report at ``url`` (its manifest, or its rule: the newest complete report), its manifest and checksum
+    read and checked on the driver, with the namespace's store settings. No data file is read."""
     container, _, prefix = ns.root.partition("/")
     account, report_container, path = parse_url(url)
     if account != ns.location.account:
@@ -357,8 +370,11 @@ def read_inventory(url: str, ns: Namespace) -> tuple[AzureManifest, list[StoredO
         raise InventoryError(f"{url} is a report of account {manifest.account!r}; {ns.config.namespace} is in "
                              f"{account!r}")
     check_coverage(manifest, container=container, prefix=prefix)
-    files = reports if manifest.destination_container == report_container else _container(
-        ns, account, manifest.destination_container)
-    data = files.read_many([blob for blob, _ in manifest.files])
-    check_files(manifest, data)
-    return manifest, namespace_objects(manifest, data, container=container, prefix=prefix)
+    return Report("azure", manifest, f"https://{account}.blob.core.windows.net/{manifest.destination_container}",
+                  container, prefix)
+
+
+def read_inventory(url: str, ns: Namespace) -> tuple[AzureManifest, list[StoredObject]]:
+    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings."""
+    report = open_report(url, ns)
+    return report.manifest, read_files(report, ns)

@@ -6,8 +6,8 @@ every key stays in the backend's datasets (``engine/backends/``: Arrow in proces
 from __future__ import annotations
 
 import time
-from datetime import datetime
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_jobs.core import kept_index
 from spark_jobs.core.cleaning import ScopedRetention
@@ -23,6 +23,9 @@ from spark_jobs.engine.runtime.context import JobConfig, OpenContext, Progress
 from spark_jobs.engine.runtime.repository import Graph, uncommitted_files
 from spark_jobs.engine.state import incremental, report
 
+if TYPE_CHECKING:
+    from spark_jobs.engine.listing.inventory import Report
+
 
 class Backend(Protocol):
     """What a dataset backend does (``backends.arrow.ArrowBackend``, ``backends.spark.SparkBackend``), step by step:
@@ -34,6 +37,7 @@ class Backend(Protocol):
     def reach(self, range_ids: list[str]) -> Any: ...
     def staged(self, files: list[str]) -> Any: ...
     def listing(self, slices: list[str]) -> Any: ...
+    def inventory(self, report: Report) -> Any: ...
     def judge(self, listed: Any, kept: list, *, cutoff: float, prefix_depth: int) -> tuple[Any, PlanSummary]: ...
     def write_plan(self, deleted: Any, run_id: str) -> list[dict[str, int]]: ...
     def write_index(self, reached: Any, run_id: str, bits: int) -> list[dict]: ...
@@ -51,9 +55,10 @@ class Backend(Protocol):
 
 
 def eligible(request: RunRequest, retention: ScopedRetention, graph: Graph, *, full_listing: bool) -> bool:
-    """Whether the dataset steps can make this run's plan: a full listing of the namespace, every entry's fate its
-    range's (no path policy, no keep_versions), no logical by-path naming (it reads the expired history)."""
-    return (full_listing and not request.inventory and not request.by_path and not retention.by_path
+    """Whether the dataset steps can make this run's plan: a full listing of the namespace (or an inventory report
+    of it), every entry's fate its range's (no path policy, no keep_versions), no logical by-path naming (it reads
+    the expired history)."""
+    return (full_listing and not request.by_path and not retention.by_path
             and not any(p.keep_versions for p in graph.cleaning))
 
 
@@ -90,9 +95,11 @@ class View:
 
 def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, request: RunRequest, graph: Graph,
                   retention: ScopedRetention, metaranges: list[str], range_ids: list[str],
-                  previous: incremental.Previous, cutoff: datetime, seconds: dict[str, float],
-                  progress: Progress, record: bool) -> tuple[Summary, View]:
-    """The plan of a full run (written unless ``record`` is false) and its summary."""
+                  previous: incremental.Previous, cutoff: datetime, min_age: timedelta, seconds: dict[str, float],
+                  progress: Progress, record: bool, inventory: Report | None = None) -> tuple[Summary, View]:
+    """The plan of a full run (written unless ``record`` is false) and its summary. ``inventory``: an inventory report
+    whose manifest the driver read, listed instead of the namespace (``cutoff`` already the report's,
+    ``Report.cutoff``): its data files are read where the backend reads units."""
     t = time.monotonic()
     bound = retention.bound()
     reached = backend.reach(range_ids)
@@ -100,13 +107,20 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     staged = backend.staged(uncommitted_files(ctx.ns, graph.uncommitted_locations or []))
     seconds["mark"] = time.monotonic() - t
     t = time.monotonic()
-    slices = ctx.ns.list_units()
-    listed = backend.listing(slices)
+    if inventory is None:
+        slices = ctx.ns.list_units()
+        listed = backend.listing(slices)
+    else:
+        listed = backend.inventory(inventory)
     seconds["list"] = time.monotonic() - t
     t = time.monotonic()
     deleted, plan = backend.judge(listed, [reached, staged], cutoff=cutoff.timestamp(),
                                   prefix_depth=request.prefix_depth)
-    listing = {"kind": "full", "slices": len(slices) - 1, "objects": backend.count(listed), "plan": backend.name}
+    if inventory is None:
+        listing = {"kind": "full", "slices": len(slices) - 1, "objects": backend.count(listed), "plan": backend.name}
+    else:  # where its data files were read: by executors (spark), by the driver's threads (arrow)
+        listing = {**inventory.record(backend.count(listed)), "plan": backend.name,
+                   "read_on": "executors" if backend.name == "spark" else "threads"}
     progress("objects listed", plan.candidates)
     if previous.full_because:
         listing["reason"] = previous.full_because
@@ -128,8 +142,8 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
         oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
         policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, runner=request.runner,
-        storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=request.now.timestamp()
-        - cutoff.timestamp(), commits=len(graph.commits), lakefs_retained_commits=len(graph.lakefs_retained),
+        storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(),
+        commits=len(graph.commits), lakefs_retained_commits=len(graph.lakefs_retained),
         metaranges=len(metaranges), ranges=len(range_ids), uncommitted_addresses=0,
         cache={"state": "unused", "reason": f"the {backend.name} dataset plan reads every range it needs"}
         if request.cache else {"state": "off"},

@@ -5,7 +5,9 @@ listing plans for the blobs it names; blobs written after the report, or newer t
 never candidates; nothing outside the namespace (a sibling prefix, another container) or under ``_lakefs/`` is
 touched; snapshot, older-version and deleted rows are not blobs to delete; a report that cannot be trusted (another
 account or container, a failed or unfinished run, an altered file, a schema without the sizes or times) stops the
-run and deletes nothing."""
+run and deletes nothing. On both runners the run is planned as datasets (the driver reads the manifest; each report
+file is read, checked and filtered by a thread or an executor), and plans what the object path (which reads the
+report on the driver) plans."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from spark_jobs.engine.runtime.context import GCError
-from tests.gc_engine import Collector, runner_of
+from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.integration.gc.test_gc_stores import data_keys, history, new_repo, put, read, store_world
 from tests.services import AZURITE_ACCOUNT
 
@@ -42,9 +44,18 @@ def azure_world() -> Iterator:
         yield world
 
 
-def collector(store, server, runner: str, request) -> Collector:
+def collector(store, server, runner: str, request, *, cache: bool = False) -> Collector:
+    """A collector on ``runner``; ``cache=False``: the thread runner plans a repository of any size as datasets
+    (with the mark cache, a small one goes the object path, which reads the report on the driver)."""
     chosen, name = runner_of(runner, request)
-    return Collector(server.endpoint, {"azure": store.fsspec_options()}, runner=chosen, runner_name=name)
+    return Collector(server.endpoint, {"azure": store.fsspec_options()}, runner=chosen, runner_name=name, cache=cache)
+
+
+def read_as_datasets(summary, runner: str) -> bool:
+    """Whether the run was planned as datasets, its report's files read where its backend reads units."""
+    where = {"spark": ("spark", "executors"), "threads": ("arrow", "threads")}[runner]
+    return summary.listing["kind"] == "inventory" and (summary.listing.get("plan"),
+                                                       summary.listing.get("read_on")) == where
 
 
 def azure_time(when: datetime) -> str:
@@ -99,9 +110,10 @@ def run_start() -> datetime:
 def write_report(store, *, fmt: str = "csv", rule: str | None = None, start: datetime | None = None,
                  endpoint: str = BASE, status: str = "Succeeded", complete: bool = True, alter: bool = False,
                  extra: list[dict] | None = None, filters: dict | None = None,
-                 schema: list[str] | None = None) -> str:
+                 schema: list[str] | None = None, flip: bool = False) -> str:
     """An inventory run of ``rule`` as Azure writes it into REPORTS (two report files, the manifest, then the
-    checksum); the manifest's URL."""
+    checksum); the manifest's URL. ``alter``: the second file one byte longer than the manifest says; ``flip``: its
+    last byte changed (its size right: Azure's manifest gives no MD5, the file is refused only when unreadable)."""
     rule = rule or f"rule{uuid.uuid4().hex[:8]}"
     start = start or run_start()
     folder = f"{start:%Y/%m/%d/%H-%M-%S}/{rule}"
@@ -111,7 +123,10 @@ def write_report(store, *, fmt: str = "csv", rule: str | None = None, start: dat
         for n, part in enumerate((rows[::2], rows[1::2]), start=1):
             data = report_file(part, fmt)
             blob = f"{folder}/{rule}_{n}.{fmt}"
-            reports.upload_blob(blob, data + (b"x" if alter and n == 2 else b""), overwrite=True)
+            written = data + (b"x" if alter and n == 2 else b"")
+            if flip and n == 2:
+                written = data[:-1] + bytes([data[-1] ^ 0xFF])
+            reports.upload_blob(blob, written, overwrite=True)
             files.append({"blob": blob, "size": len(data)})
         manifest = {
             "destinationContainer": REPORTS, "endpoint": endpoint, "files": files,
@@ -151,7 +166,8 @@ def metadata_keys(store, namespace: str) -> set[str]:
 
 
 @pytest.mark.parametrize(("fmt", "runner"), [("csv", "threads"), ("parquet", "threads"),
-                                             pytest.param("csv", "spark", marks=pytest.mark.spark)])
+                                             pytest.param("csv", "spark", marks=pytest.mark.spark),
+                                             pytest.param("parquet", "spark", marks=pytest.mark.spark)])
 def test_a_run_from_an_azure_inventory_report(azure_world, fmt, runner, request):
     store, server, lakefs = azure_world
     gc = collector(store, server, runner, request)
@@ -175,10 +191,10 @@ def test_a_run_from_an_azure_inventory_report(azure_world, fmt, runner, request)
 
     # rows newer than the report's time minus min-age are ignored (everything here was written moments ago)
     young, _ = gc._go(repo, "dry-run", min_age=timedelta(hours=1), inventory=url)
-    assert young.num_deleted_objects == 0 and young.too_new >= 2 and young.listing["kind"] == "inventory"
+    assert young.num_deleted_objects == 0 and young.too_new >= 2 and read_as_datasets(young, runner), young.listing
 
     summary, marked = gc._go(repo, "full", min_age=timedelta(0), inventory=url)
-    assert summary.success and summary.listing["kind"] == "inventory" and summary.listing["files"] == 2
+    assert summary.success and read_as_datasets(summary, runner) and summary.listing["files"] == 2
     assert summary.listing["report"] == url
     assert {o.key for o in marked.deleted} == expected and summary.swept == 2
     assert data_keys(store, namespace) == before - expected  # the late garbage stays for the next report
@@ -193,23 +209,58 @@ def test_a_run_from_an_azure_inventory_report(azure_world, fmt, runner, request)
     assert listing_run.listing["since"] == summary.cutoff_time  # the report's time minus min-age
 
 
-def test_nothing_newer_than_the_report_is_deleted(azure_world, request):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_nothing_newer_than_the_report_is_deleted(azure_world, runner, request):
     """A report started before the garbage was written: its rows are all newer than its time, so none is old
     enough, whatever the run's own cutoff."""
     store, server, lakefs = azure_world
-    gc = collector(store, server, "threads", request)
+    gc = collector(store, server, runner, request)
     repo = new_repo(lakefs, store)
     h = history(lakefs, store, repo)
     before = data_keys(store, h["namespace"])
     url = write_report(store, fmt="parquet", start=datetime.now(UTC) - timedelta(minutes=10))
     summary, marked = gc._go(repo, "full", min_age=timedelta(0), inventory=url)
-    assert summary.success and marked.deleted == [] and summary.too_new >= 2
+    assert summary.success and marked.deleted == [] and summary.too_new >= 2 and read_as_datasets(summary, runner)
     assert data_keys(store, h["namespace"]) == before
 
 
-def test_a_report_that_cannot_be_trusted_deletes_nothing(azure_world, request):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_both_paths_plan_the_same_from_a_report(azure_world, runner, request):
+    """The dataset plan (report files read by threads or executors) and the object path (the report read on the
+    driver: a small repository with the mark cache on the thread runner) plan the same from one report, in CSV and
+    in Parquet, a key named twice (an older duplicate row in the other file) keeping its newest row."""
     store, server, lakefs = azure_world
-    gc = collector(store, server, "threads", request)
+    repo = new_repo(lakefs, store)
+    h = history(lakefs, store, repo)
+    namespace = h["namespace"]
+    old = datetime.now(UTC) - timedelta(days=30)
+    twice = {"Name": f"{store.fsspec_path(namespace)}/{h['v1']}", "Creation-Time": old, "Last-Modified": old,
+             "Content-Length": 99, "Content-MD5": "", "BlobType": "BlockBlob", "AccessTier": "Hot", "Snapshot": None,
+             "VersionId": None, "IsCurrentVersion": None, "Deleted": False}
+    for fmt in ("csv", "parquet"):
+        url = write_report(store, fmt=fmt, extra=[*not_blobs(store, namespace), twice])
+        objects, by_objects = gc_plan(collector(store, server, "threads", request, cache=True), repo, url)
+        assert objects.listing["read_on"] == "driver" and "plan" not in objects.listing, objects.listing
+        datasets, by_datasets = gc_plan(collector(store, server, runner, request), repo, url)
+        assert read_as_datasets(datasets, runner), datasets.listing
+        assert by_datasets == by_objects and set(by_objects["deleted"]) == {h["v1"], h["s1"]}
+        assert datasets.listing["objects"] == objects.listing["objects"]
+        assert datasets.cutoff_time == objects.cutoff_time and datasets.deleted_bytes == objects.deleted_bytes == 4
+
+
+def gc_plan(gc: Collector, repo: str, url: str):
+    from spark_jobs.engine.mark import plan_fingerprint  # noqa: PLC0415
+
+    summary, marked = gc._go(repo, "dry-run", min_age=timedelta(0), inventory=url)
+    return summary, plan_fingerprint(summary, [o.key for o in marked.deleted])
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_report_that_cannot_be_trusted_deletes_nothing(azure_world, runner, request):
+    """Refused on the driver (the manifest, its checksum, its coverage) or where a report file is read (its size,
+    its rows): the run fails with the report's reason and deletes nothing, on either runner, the dataset path and
+    the object path alike."""
+    store, server, lakefs = azure_world
     repo = new_repo(lakefs, store)
     h = history(lakefs, store, repo)
     before = data_keys(store, h["namespace"])
@@ -228,18 +279,25 @@ def test_a_report_that_cannot_be_trusted_deletes_nothing(azure_world, request):
         (f"{BASE}/{REPORTS}/2026/r-manifest", "an Azure Blob Inventory report is named by"),
         ("s3://bucket/manifest.json", "an Azure Blob Inventory report is named by"),
     ]
-    for url, says in refused:
-        with pytest.raises(GCError, match=says) as err:
-            gc._go(repo, "full", min_age=timedelta(0), inventory=url)
-        assert err.value.reason in ("inventory", "storage"), (url, err.value.reason)
+    damaged = ("an incomplete or altered report", "is not a readable parquet report file")
+    refused.append((write_report(store, fmt="parquet", flip=True), damaged[1]))  # the right size, unreadable
+    paths = [collector(store, server, runner, request)] + \
+        ([collector(store, server, runner, request, cache=True)] if runner == "threads" else [])
+    for gc in paths:
+        for url, says in refused:
+            with pytest.raises(GCError, match=says) as err:
+                gc._go(repo, "full", min_age=timedelta(0), inventory=url)
+            assert err.value.reason in (("inventory",) if says in damaged else ("inventory", "storage")), \
+                (url, err.value.reason)
     assert data_keys(store, h["namespace"]) == before
 
 
-def test_a_rule_reads_its_newest_complete_report(azure_world, request):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_rule_reads_its_newest_complete_report(azure_world, runner, request):
     """--inventory may name the rule (its destination container and name): the newest report whose run finished
     (checksum written) and succeeded."""
     store, server, lakefs = azure_world
-    gc = collector(store, server, "threads", request)
+    gc = collector(store, server, runner, request)
     repo = new_repo(lakefs, store)
     h = history(lakefs, store, repo)
     rule = f"lake{uuid.uuid4().hex[:6]}"
@@ -251,6 +309,7 @@ def test_a_rule_reads_its_newest_complete_report(azure_world, request):
     write_report(store, rule=rule, start=now + timedelta(seconds=2), status="Pending", complete=False, alter=True)
     summary, marked = gc._go(repo, "dry-run", min_age=timedelta(0), inventory=f"{BASE}/{REPORTS}/{rule}/")
     assert summary.listing["report"] == chosen and {o.key for o in marked.deleted} == {h["v1"], h["s1"]}
+    assert read_as_datasets(summary, runner), summary.listing
 
 
 def test_the_cli_takes_an_azure_report(azure_world, redis_server):
