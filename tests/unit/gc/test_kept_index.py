@@ -64,13 +64,16 @@ def _state():
                  full_listing_at=when)
 
 
+@pytest.mark.parametrize("gap", [0, 256 * 1024], ids=["request-a-run", "read-through-gaps"])
 @pytest.mark.parametrize("seed", range(12))
-def test_a_base_read_in_blocks_and_its_delta_answer_as_a_recount(seed, tmp_path, monkeypatch):
+def test_a_base_read_in_blocks_and_its_delta_answer_as_a_recount(seed, gap, tmp_path, monkeypatch):
     """Counts read through the base's blocks plus the delta equal a recount of the live ranges, whatever keys are
-    asked (present, absent, beyond either end), and only the blocks that can hold them are read."""
+    asked (present, absent, beyond either end), and only the blocks that can hold them are read (each run of
+    neighbours in a request, or the gaps between them read through)."""
     from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
 
     monkeypatch.setattr(ki, "BLOCK", 7)  # many blocks from few keys
+    monkeypatch.setattr(inc, "GAP_BYTES", gap)
     rng = random.Random(seed)
     keys = [f"data/s{rng.randrange(5)}/k{i}" for i in range(300)]
     ranges = {f"r{i}": sorted(set(rng.sample(keys, rng.randint(1, 60)))) for i in range(30)}
@@ -86,6 +89,24 @@ def test_a_base_read_in_blocks_and_its_delta_answer_as_a_recount(seed, tmp_path,
     want = recount(ranges, now)
     assert index.counts(asked) == {h: want.get(h, 0) for h in asked}
     assert 0 < index.blocks_read <= len(index.single.head.firsts)
+
+
+def test_blocks_are_read_in_runs_through_small_gaps_and_never_past_a_runs_limit(monkeypatch):
+    from spark_jobs.engine.state import incremental as inc  # noqa: PLC0415
+
+    monkeypatch.setattr(ki, "BLOCK", 4)
+    base = ki.encode_base(ki.build({h: 1 for h in range(1, 4 * 40, 1)}))
+    head = ki.decode_head(base[:ki.head_size(base)])
+    block_bytes = head.span(0, 0)[1] - head.span(0, 0)[0]
+    monkeypatch.setattr(inc, "GAP_BYTES", 2 * block_bytes)
+    monkeypatch.setattr(inc, "READ_RUN", 10 * block_bytes)
+    # 0-1 neighbours; 4 after a gap of 2 blocks (read through); 8 after a gap of 3 (a request of its own); 9-20: the
+    # run reaches READ_RUN at 17, 18 starts another
+    wanted = [0, 1, 4, 8, 9, 12, 15, 17, 18, 20]
+    assert inc.read_runs(head, wanted) == [(0, 4, [0, 1, 4]), (8, 17, [8, 9, 12, 15, 17]), (18, 20, [18, 20])]
+    monkeypatch.setattr(inc, "GAP_BYTES", 0)
+    assert [(f, la) for f, la, _ in inc.read_runs(head, wanted)] == [(0, 1), (4, 4), (8, 9), (12, 12), (15, 15),
+                                                                     (17, 18), (20, 20)]
 
 
 def test_a_damaged_or_mismatched_base_is_refused(tmp_path):
