@@ -31,9 +31,9 @@ _GROUP_THREADS = 4
 # On a runner of its own (Spark), a day that touches more ranges (dead and new) than this has them compared by its
 # executors, in the same groups of overlapping key spans: what comes back of a group is its change (the day's), never
 # its ranges' entries. Fewer are compared on the driver's threads, a few groups at a time: a Spark job costs about a
-# second in scheduling, the driver ≈ 15 ms a range (bench/README.md "A day's ranges on executors"): a random-path day
-# at 1M objects touches 40, at 10M ≈ 400. The thread runner compares every day's ranges on its own threads, as the
-# driver does. Set by spark.hadoop.lakefs.gc.daily.driver_ranges (jobs/config.py).
+# second in scheduling, the driver ≈ 15 ms a range (bench/README.md "A day's ranges grouped by their metaranges'
+# spans"): a random-path day at 1M objects touches 40, at 10M ≈ 400. The thread runner compares every day's ranges
+# on its own threads, as the driver does. Set by spark.hadoop.lakefs.gc.daily.driver_ranges (jobs/config.py).
 DRIVER_RANGES = 128
 
 
