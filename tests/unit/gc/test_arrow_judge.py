@@ -144,3 +144,28 @@ def test_missed_streams_the_dead_ranges_and_counts_as_the_per_key_rule(seed: int
     assert b.missed(deleted, recent=recent, dead=dead, carried=carried) == want
     outside = any(unit_of(k) not in recent for k in deleted_keys)
     assert sorted(read) == (dead if outside and (dead or carried) else [])  # each dead range once, if needed
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_set_steps_and_the_kept_index_equal_their_per_key_definitions(seed: int) -> None:
+    """keys_not_in, count_distinct and the kept index (state/arrow.py) over reached keys in many chunks, with
+    repeats, against Python sets and ``kept_index.build`` of the counted hashes."""
+    from collections import Counter  # noqa: PLC0415
+
+    from spark_jobs.core import kept_index  # noqa: PLC0415
+
+    rnd = random.Random(seed)
+    reached_keys = [random_key(rnd) for _ in range(rnd.randint(0, 400))]
+    reached_keys += rnd.sample(reached_keys, min(len(reached_keys), 50))
+    cuts = sorted(rnd.sample(range(len(reached_keys) + 1), min(len(reached_keys) + 1, rnd.randint(1, 6))))
+    reached = pa.Table.from_batches(
+        [pa.RecordBatch.from_arrays([pa.array(reached_keys[a:b], pa.string())], schema=columns.KEYS_SCHEMA)
+         for a, b in zip([0, *cuts], [*cuts, len(reached_keys)], strict=True)], schema=columns.KEYS_SCHEMA)
+    staged_keys = rnd.sample(reached_keys, min(len(reached_keys), 5)) + [random_key(rnd) for _ in range(8)] * 2
+    staged = pa.table({"key": pa.array(staged_keys, pa.string())}, schema=columns.KEYS_SCHEMA)
+    b = backend({}, threads=rnd.choice([1, 3, 8]))
+    assert b.keys_not_in(staged, reached) == set(staged_keys) - set(reached_keys)
+    assert b.keys_not_in(staged.slice(0, 0), reached) == set()
+    assert b.count_distinct(staged) == len(set(staged_keys))
+    want = kept_index.build(Counter(kept_index.key_hash(k) for k in reached_keys))
+    assert b.index(reached).equals(want)
