@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
-from spark_jobs.engine.backends.arrow_base import ArrowSteps
+from spark_jobs.engine.backends.arrow_base import ArrowSteps, released
 from spark_jobs.engine.listing.arrow import Listing, by_unit
 from spark_jobs.engine.plan import units
 from spark_jobs.engine.runtime.parallel import ThreadRunner
@@ -47,10 +47,11 @@ class ArrowPlan(ArrowSteps):
 
         # each slice in flight holds its listed objects (up to judge_rows), its kept keys and their hash table:
         # as many at once as twice the cores (the listing's parsing is CPU work), at most the pool's threads
-        listers = ThreadRunner(min(self.runner.threads, max(2, 2 * (os.cpu_count() or 1))))
+        listers = ThreadRunner(min(self.runner.threads, max(2, (os.cpu_count() or 1))))
         judged = listers.map_units(listed.slices, judge_slice, self.config.open, partitions=0)
         listed.objects = sum(n for _, _, n in judged)
         deleted = pa.concat_tables([d for d, _, _ in judged]) if judged else columns.PLAN_SCHEMA.empty_table()
+        released()
         return deleted.sort_by("address") if deleted.num_rows else deleted, merge_summaries(s for _, s, _ in judged)
 
     def write_plan(self, deleted: pa.Table, run_id: str) -> list[dict[str, int]]:
@@ -77,6 +78,7 @@ class ArrowPlan(ArrowSteps):
 
         decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
         found = decoders.map_units(list(dead), found_in, self.config.open, partitions=0)
+        released()
         found.append(pa.array(list(carried), pa.string()))
         checked = pa.concat_arrays([f.cast(pa.string()) for f in found])
         return len(probe) - int(pc.sum(pc.is_in(probe, value_set=checked).cast(pa.int64())).as_py() or 0)

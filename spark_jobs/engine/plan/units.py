@@ -35,7 +35,9 @@ def range_keys(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
         keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
         parts.append(keys.filter(keys.is_valid()))
         del batch, keys
-    keys = parts[0] if len(parts) == 1 else pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+    # the keys that outlive the decode in blocks of their own (the system's allocator: a range's keys are MiBs, mapped
+    # and given back whole), not between the decode's freed transients in Arrow's allocator, which keeps those pages
+    keys = pa.concat_arrays(parts, memory_pool=pa.system_memory_pool()) if parts else pa.array([], pa.string())
     return pa.RecordBatch.from_arrays([keys], schema=columns.KEYS_SCHEMA)
 
 
