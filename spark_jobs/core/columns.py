@@ -97,8 +97,7 @@ def judge(listed: pa.Table, kept: pa.Table, cutoff: float, *, prefix_depth: int)
     """``plan.plan_deletions`` over tables: ``listed`` (LISTING_SCHEMA) minus ``kept`` (a ``key`` column, repeats
     allowed), data keys only, nothing modified at or after ``cutoff``. The deleted objects (PLAN_SCHEMA, by key)."""
     summary = PlanSummary()
-    mask = data_key_mask(listed["key"]) if listed.num_rows else None
-    data = listed if mask is None or pc.all(mask).as_py() else listed.filter(mask)  # (no copy when all are data)
+    data = listed.filter(data_key_mask(listed["key"])) if listed.num_rows else listed
     summary.candidates = data.num_rows
     if data.num_rows and kept.num_rows:
         held = pc.is_in(data["key"], value_set=kept["key"].combine_chunks())

@@ -15,7 +15,6 @@ from spark_jobs.engine.runtime.context import JobConfig
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 _MMAP_THRESHOLD = 1 << 20  # glibc's M_MMAP_THRESHOLD, fixed: blocks of 1 MiB and more mapped, given back when freed
-_ARENAS = 2  # glibc's M_ARENA_MAX: its per-thread arenas (8 per core by default) each keep what their thread freed
 _fixed: list[bool] = []
 
 
@@ -23,18 +22,14 @@ def map_big_blocks() -> None:
     """Blocks of 1 MiB and more (a range file read, a range's keys) mapped from the system and given back when
     freed (glibc's mallopt(M_MMAP_THRESHOLD), once per process; nothing elsewhere). glibc's own threshold follows the
     largest block freed (up to 32 MiB): after the first range file, the next ones and the keys decoded from them come
-    from its arenas, where what is freed between what lives stays resident (40 MiB at 1M objects). And at most two
-    arenas (M_ARENA_MAX): the pools' threads allocate little through malloc (Arrow has its own allocator, Python its
-    own for small objects, under the GIL), and each arena keeps what its threads freed."""
+    from its arenas, where what is freed between what lives stays resident (40 MiB at 1M objects)."""
     if _fixed or not sys.platform.startswith("linux") or not hasattr(os, "confstr"):
         return
     _fixed.append(True)
     try:
         if not os.confstr("CS_GNU_LIBC_VERSION"):
             return
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, _MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-        libc.mallopt(-8, _ARENAS)  # M_ARENA_MAX
+        ctypes.CDLL("libc.so.6").mallopt(-3, _MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
     except (OSError, ValueError, AttributeError):  # not glibc: its allocator decides
         return
 

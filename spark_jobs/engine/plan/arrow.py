@@ -19,7 +19,7 @@ from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
 class ArrowPlan(ArrowSteps):
-    judge_rows = 16_384  # a slice is judged in tables of about this many listed objects (its pages put together)
+    judge_rows = 65_536  # a slice is judged in tables of about this many listed objects (its pages put together)
 
     def judge(self, listed: Listing | pa.Table, kept: Sequence[pa.Table], *, cutoff: float,
               prefix_depth: int) -> tuple[pa.Table, PlanSummary]:
