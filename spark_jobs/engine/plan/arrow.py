@@ -77,9 +77,11 @@ class ArrowPlan(ArrowSteps):
             keys = units.range_keys(ctx, range_id).column(0)
             return [keys.filter(pc.is_in(keys, value_set=probe))]
 
-        decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
-        found = decoders.map_units(list(dead), found_in, self.config.open, partitions=0)
-        released()
+        found: list[pa.Array] = []
+        if dead:
+            decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
+            found = decoders.map_units(list(dead), found_in, self.config.open, partitions=0)
+            released()
         found.append(pa.array(list(carried), pa.string()))
         checked = pa.concat_arrays([f.cast(pa.string()) for f in found])
         return len(probe) - int(pc.sum(pc.is_in(probe, value_set=checked).cast(pa.int64())).as_py() or 0)
