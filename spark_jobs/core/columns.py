@@ -72,17 +72,25 @@ def all_in_unit(keys: pa.Array | pa.ChunkedArray, unit: str) -> bool:
     return not pc.any(sliced).as_py()
 
 
-def add_prefix_counts(summary: PlanSummary, prefixes: pa.Array, sizes: pa.Array) -> None:
-    """Add objects and bytes per prefix (``PlanSummary.by_prefix``) of deleted objects."""
+def add_prefix_counts(summary: PlanSummary, prefixes: pa.Array | pa.ChunkedArray, sizes: pa.Array | pa.ChunkedArray) -> None:
+    """Add objects and bytes per prefix (``PlanSummary.by_prefix``) of deleted objects (numpy over the prefixes'
+    dictionary: no Acero plan, whose first use imports pyarrow.dataset, tens of MiB, into a run)."""
+    import numpy as np  # noqa: PLC0415
+
     if not len(prefixes):
         return
-    table = pa.table({"prefix": prefixes, "size": sizes}).group_by("prefix").aggregate(
-        [("size", "count"), ("size", "sum")])
-    for prefix, count, total in zip(table["prefix"].to_pylist(), table["size_count"].to_pylist(),
-                                    table["size_sum"].to_pylist(), strict=True):
-        counts = summary.by_prefix.setdefault(prefix, [0, 0])
-        counts[0] += count
-        counts[1] += total or 0
+    encoded = pc.dictionary_encode(prefixes.combine_chunks() if isinstance(prefixes, pa.ChunkedArray) else prefixes)
+    at = encoded.indices.to_numpy(zero_copy_only=False)
+    sizes = sizes.combine_chunks() if isinstance(sizes, pa.ChunkedArray) else sizes
+    counts = np.bincount(at, minlength=len(encoded.dictionary))
+    totals = np.zeros(len(encoded.dictionary), np.int64)
+    np.add.at(totals, at, pc.fill_null(sizes, 0).to_numpy(zero_copy_only=False))
+    for prefix, count, total in zip(encoded.dictionary.to_pylist(), counts.tolist(), totals.tolist(), strict=True):
+        if not count:
+            continue
+        tally = summary.by_prefix.setdefault(prefix, [0, 0])
+        tally[0] += count
+        tally[1] += total
 
 
 def judge(listed: pa.Table, kept: pa.Table, cutoff: float, *, prefix_depth: int) -> tuple[pa.Table, PlanSummary]:

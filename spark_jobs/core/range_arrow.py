@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import array
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
@@ -55,6 +55,14 @@ def range_batch(data: bytes) -> pa.RecordBatch:
     """Every entry of one range file, in key order, checksums verified (``sstable.SSTableError`` otherwise)."""
     table, handles, _ = block_keys(data)
     return blocks_batch(table, handles)
+
+
+def range_batch_groups(data: bytes, blocks: int = 512) -> Iterator[pa.RecordBatch]:
+    """``range_batch``'s rows, ``blocks`` data blocks at a time (about 2 MB decompressed at lakeFS's 4 KB blocks):
+    what a caller holds at once is the file and one group's entries, not every entry of the range."""
+    table, handles, _ = block_keys(data)
+    for at in range(0, len(handles), blocks):
+        yield blocks_batch(table, handles[at:at + blocks])
 
 
 def block_keys(data: bytes) -> tuple[object, list[tuple[int, int]], list[int]]:

@@ -11,6 +11,7 @@ kept index); here, the few set operations the logical plan (``plan/datasets.py``
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.engine.listing.arrow import ArrowListing
@@ -27,13 +28,15 @@ class ArrowBackend(ArrowReach, ArrowListing, ArrowPlan, ArrowState):
     name = "arrow"
 
     def keys_not_in(self, keys: pa.Table, other: pa.Table) -> set[str]:
-        """The distinct keys of ``keys`` not in ``other`` (small: what only staged entries keep)."""
+        """The distinct keys of ``keys`` not in ``other`` (small: what only staged entries keep), ``other`` (every
+        reached key) probed a chunk at a time against those few: never a hash table of ``other``."""
         if not keys.num_rows:
             return set()
-        left = keys.group_by("key").aggregate([])
-        if other.num_rows:
-            left = left.join(other.group_by("key").aggregate([]), "key", join_type="left anti")
-        return set(left["key"].to_pylist())
+        few = pc.unique(keys["key"].combine_chunks())
+        found = [chunk.filter(pc.is_in(chunk, value_set=few)) for chunk in other["key"].chunks if len(chunk)]
+        if found:
+            few = few.filter(pc.invert(pc.is_in(few, value_set=pa.concat_arrays(found))))
+        return set(few.to_pylist())
 
     def from_keys(self, keys: list[str]) -> pa.Table:
         return pa.table({"key": pa.array(keys, pa.string())}, schema=columns.KEYS_SCHEMA)
@@ -42,7 +45,7 @@ class ArrowBackend(ArrowReach, ArrowListing, ArrowPlan, ArrowState):
         return pa.concat_tables([d.select(["key"]) for d in datasets])
 
     def count_distinct(self, keys: pa.Table) -> int:
-        return keys.group_by("key").aggregate([]).num_rows if keys.num_rows else 0
+        return pc.count_distinct(keys["key"]).as_py() if keys.num_rows else 0
 
     def key_set(self, keys: pa.Table) -> set[str]:
         return set(keys["key"].to_pylist())

@@ -40,6 +40,9 @@ class Buckets(Mapping):
 
         self.keys, self.spans = keys, {}
         self.order = np.empty(0, np.uint32)
+        # where each chunk starts (and, last, the end): a position's chunk
+        self.starts = np.cumsum([0, *(len(c) for c in keys.chunks)]) if isinstance(keys, pa.ChunkedArray) \
+            else np.array([0, len(keys)])
         if not len(keys):
             return
         ids: dict[str, int] = {}
@@ -57,9 +60,18 @@ class Buckets(Mapping):
         self.spans = {unit: (int(starts[n]), int(counts[n])) for unit, n in ids.items()}
 
     def __getitem__(self, unit: str) -> pa.Array:
+        """The unit's keys, taken chunk by chunk: Arrow's take over a chunked array of strings first makes the
+        chunks one array, a copy of every kept key per slice in flight."""
+        import numpy as np  # noqa: PLC0415
+
         at, n = self.spans[unit]
-        taken = self.keys.take(pa.array(self.order[at:at + n]))
-        return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+        positions = self.order[at:at + n]  # ascending within a unit (a stable sort)
+        if not isinstance(self.keys, pa.ChunkedArray):
+            return self.keys.take(pa.array(positions))
+        cuts = np.searchsorted(positions, self.starts)
+        parts = [chunk.take(pa.array(positions[cuts[i]:cuts[i + 1]] - self.starts[i]))
+                 for i, chunk in enumerate(self.keys.chunks) if cuts[i + 1] > cuts[i]]
+        return pa.concat_arrays(parts) if parts else pa.array([], self.keys.type)
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self.spans))

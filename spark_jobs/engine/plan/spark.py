@@ -65,9 +65,14 @@ class SparkPlan(SparkSteps):
                       key=lambda p: p["part"])
 
     @translated
-    def missed(self, deleted, *, recent: set[str], checked) -> int:
+    def missed(self, deleted, *, recent: set[str], dead: list[str], carried: list[str]) -> int:
+        """Of the deleted objects, those whose unit is not among ``recent`` and whose key is neither in the
+        ranges ``dead`` nor among ``carried`` (what the incremental rule would have checked): an anti-join."""
         from pyspark.sql import functions as F  # noqa: PLC0415
 
+        checked = self.reach(dead)
+        if carried:
+            checked = self.union([checked, self.from_keys(carried)])
         unit = slice_unit()
         outside = deleted.filter(~unit.isin(sorted(recent))) if recent else deleted
         return outside.join(checked.select(F.col("key").alias("address")), "address", "left_anti").count()

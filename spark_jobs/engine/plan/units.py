@@ -14,7 +14,7 @@ import pyarrow as pa
 from spark_jobs.core import columns, kept_index, parquet_bytes
 from spark_jobs.core import report as core_report
 from spark_jobs.core.addresses import FULL, RELATIVE
-from spark_jobs.core.range_arrow import range_batch
+from spark_jobs.core.range_arrow import range_batch_groups
 from spark_jobs.engine.runtime.context import GCError, OpenContext
 
 log = logging.getLogger(__name__)
@@ -30,9 +30,15 @@ ROWS_PER_PART = 250_000  # ≈ 5–25 MB of Parquet (every file the GC writes st
 def range_keys(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
     """The namespace-relative keys one range's entries point at, in key order, repeats kept (one per entry):
     addresses outside the namespace left out."""
-    batch = range_batch(ctx.read_range(range_id))
-    keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
-    return pa.RecordBatch.from_arrays([keys.filter(keys.is_valid())], schema=columns.KEYS_SCHEMA)
+    parts = []
+    for batch in range_batch_groups(ctx.read_range(range_id)):  # a group of blocks at a time: bounded transients
+        keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
+        parts.append(keys.filter(keys.is_valid()))
+        del batch, keys
+    # the keys that outlive the decode in blocks of their own (the system's allocator: a range's keys are MiBs, mapped
+    # and given back whole), not between the decode's freed transients in Arrow's allocator, which keeps those pages
+    keys = pa.concat_arrays(parts, memory_pool=pa.system_memory_pool()) if parts else pa.array([], pa.string())
+    return pa.RecordBatch.from_arrays([keys], schema=columns.KEYS_SCHEMA)
 
 
 def key_counts(keys: pa.Array) -> pa.RecordBatch:

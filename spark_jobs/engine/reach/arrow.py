@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from spark_jobs.core import columns
-from spark_jobs.engine.backends.arrow_base import ArrowSteps, table_of
+from spark_jobs.engine.backends.arrow_base import ArrowSteps, released, table_of
 from spark_jobs.engine.plan import units
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
@@ -22,7 +22,10 @@ class ArrowReach(ArrowSteps):
         decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
         batches = decoders.map_units(list(range_ids), lambda ctx, item: [units.range_keys(ctx, item)],
                                      self.config.open, partitions=0)
-        return table_of(batches, columns.KEYS_SCHEMA)
+        table = table_of(batches, columns.KEYS_SCHEMA)
+        del batches
+        released()
+        return table
 
     def staged(self, files: Sequence[str]) -> pa.Table:
         return self._map(files, units.staged_keys, columns.KEYS_SCHEMA)

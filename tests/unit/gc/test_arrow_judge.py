@@ -111,3 +111,61 @@ def test_all_in_unit_agrees_with_units_of() -> None:
             sample = pa.array(rnd.sample(keys, rnd.randint(0, 4)), pa.string())
             want = all(u == unit for u in columns.units_of(sample).to_pylist())
             assert columns.all_in_unit(sample, unit) == want, (unit, sample)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_missed_streams_the_dead_ranges_and_counts_as_the_per_key_rule(seed: int, monkeypatch) -> None:
+    """A full run's proof of the incremental rule (``missed``): the deleted objects outside the recent slices and
+    neither in a dead range nor carried by the state, the dead ranges read one by one (never one table of keys),
+    with many chunks of keys, empty ranges and keys repeated across ranges."""
+    from spark_jobs.engine.plan import units  # noqa: PLC0415
+
+    rnd = random.Random(seed)
+    deleted_keys = sorted({random_key(rnd) for _ in range(rnd.randint(0, 200))})
+    deleted = pa.table({"address": pa.array(deleted_keys, pa.string()),
+                        "size": pa.array([rnd.randint(0, 99) for _ in deleted_keys], pa.int64())},
+                       schema=columns.PLAN_SCHEMA)
+    ranges = {f"r{i}": [k for k in deleted_keys if rnd.random() < 0.1] + [random_key(rnd) for _ in range(20)]
+              for i in range(rnd.randint(0, 6))} | {"empty": []}
+    dead = sorted(rnd.sample(sorted(ranges), rnd.randint(0, len(ranges))))
+    carried = [k for k in deleted_keys if rnd.random() < 0.1] + ["data/never/deleted"]
+    carried = carried if rnd.random() < 0.7 else []
+    read: list[str] = []
+
+    def range_keys(_ctx, range_id: str) -> pa.RecordBatch:
+        read.append(range_id)
+        return pa.RecordBatch.from_arrays([pa.array(ranges[range_id], pa.string())], schema=columns.KEYS_SCHEMA)
+
+    monkeypatch.setattr(units, "range_keys", range_keys)
+    b = backend({}, threads=rnd.choice([1, 3, 8]))
+    recent = {"", *rnd.sample(b.slices_of(deleted), min(2, len(b.slices_of(deleted))))}
+    checked = {k for r in dead for k in ranges[r]} | set(carried)
+    want = sum(1 for k in deleted_keys if unit_of(k) not in recent and k not in checked)
+    assert b.missed(deleted, recent=recent, dead=dead, carried=carried) == want
+    outside = any(unit_of(k) not in recent for k in deleted_keys)
+    assert sorted(read) == (dead if outside and (dead or carried) else [])  # each dead range once, if needed
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_set_steps_and_the_kept_index_equal_their_per_key_definitions(seed: int) -> None:
+    """keys_not_in, count_distinct and the kept index (state/arrow.py) over reached keys in many chunks, with
+    repeats, against Python sets and ``kept_index.build`` of the counted hashes."""
+    from collections import Counter  # noqa: PLC0415
+
+    from spark_jobs.core import kept_index  # noqa: PLC0415
+
+    rnd = random.Random(seed)
+    reached_keys = [random_key(rnd) for _ in range(rnd.randint(0, 400))]
+    reached_keys += rnd.sample(reached_keys, min(len(reached_keys), 50))
+    cuts = sorted(rnd.sample(range(len(reached_keys) + 1), min(len(reached_keys) + 1, rnd.randint(1, 6))))
+    reached = pa.Table.from_batches(
+        [pa.RecordBatch.from_arrays([pa.array(reached_keys[a:b], pa.string())], schema=columns.KEYS_SCHEMA)
+         for a, b in zip([0, *cuts], [*cuts, len(reached_keys)], strict=True)], schema=columns.KEYS_SCHEMA)
+    staged_keys = rnd.sample(reached_keys, min(len(reached_keys), 5)) + [random_key(rnd) for _ in range(8)] * 2
+    staged = pa.table({"key": pa.array(staged_keys, pa.string())}, schema=columns.KEYS_SCHEMA)
+    b = backend({}, threads=rnd.choice([1, 3, 8]))
+    assert b.keys_not_in(staged, reached) == set(staged_keys) - set(reached_keys)
+    assert b.keys_not_in(staged.slice(0, 0), reached) == set()
+    assert b.count_distinct(staged) == len(set(staged_keys))
+    want = kept_index.build(Counter(kept_index.key_hash(k) for k in reached_keys))
+    assert b.index(reached).equals(want)

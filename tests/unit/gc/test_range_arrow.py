@@ -57,6 +57,16 @@ def test_lakefs_written_ranges_decode_as_the_careful_decoder_does(range_id):
                                 for e in sstable.iter_entries(data)]
 
 
+@pytest.mark.parametrize("blocks", [1, 2, 512])
+def test_a_range_read_a_group_of_blocks_at_a_time_is_the_whole_range(blocks):
+    for data in lakefs_ranges().values():
+        groups = list(range_arrow.range_batch_groups(data, blocks))
+        whole = range_arrow.range_batch(data)
+        assert pa.Table.from_batches(groups, schema=range_arrow.RANGE_SCHEMA).equals(
+            pa.Table.from_batches([whole], schema=range_arrow.RANGE_SCHEMA))
+        assert all(g.num_rows for g in groups)
+
+
 def test_the_walk_takes_every_block_of_lakefs_written_ranges_itself():
     """No block of a lakeFS-written range (long Hive-style paths included) falls back to the careful decoder."""
     import lakefs_rangewalk  # noqa: PLC0415
