@@ -12,9 +12,10 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
-from spark_jobs.engine.backends.arrow_base import ArrowSteps, released
+from spark_jobs.engine.backends.arrow_base import ArrowSteps
 from spark_jobs.engine.listing.arrow import Listing, by_unit
 from spark_jobs.engine.plan import units
+from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from spark_jobs.core import columns
-from spark_jobs.engine.backends.arrow_base import ArrowSteps, released, table_of
+from spark_jobs.engine.backends.arrow_base import ArrowSteps, table_of
 from spark_jobs.engine.plan import units
+from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 

@@ -20,6 +20,7 @@ from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.listing.incremental import ask_for, changed, list_recent
 from spark_jobs.engine.runtime.context import JobConfig, OpenContext
+from spark_jobs.engine.runtime.memory import map_big_blocks, released
 from spark_jobs.engine.runtime.parallel import Runner, ThreadRunner, fitting, in_process
 from spark_jobs.engine.state import index_lookup
 from spark_jobs.engine.state.incremental import StoredIndex
@@ -99,7 +100,10 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
     died = set(dead)
     units = [(tuple(r for r in group if r in died), tuple(r for r in group if r not in died))
              for group in range_changes.groups(spans)]
-    where = ThreadRunner(_GROUP_THREADS) if on_driver(runner, len(dead) + len(new), driver_ranges) else runner
+    here = on_driver(runner, len(dead) + len(new), driver_ranges)
+    if here:  # the range files and their columns, megabytes each, given back when a group is done with them
+        map_big_blocks()
+    where = ThreadRunner(_GROUP_THREADS) if here else runner
     cost = range_changes.Tally()
     count: dict[tuple[str, int], int] = {}
     for what, item in where.map_units(units, unit_group_changes, config.open, partitions=partitions):
@@ -108,6 +112,8 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
         else:
             address, kind, times = item
             count[(address, kind)] = count.get((address, kind), 0) + times
+    if here:
+        released()
     if tally is not None:
         tally.update(cost.as_dict(), entries_changed=sum(1 for n in count.values() if n))
     delta: dict[int, int] = {}
