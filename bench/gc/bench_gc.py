@@ -267,7 +267,9 @@ def main() -> int:
         if spark is not None:
             spark.stop()
     mg = results["mark_growth"]
-    if "local" in mg and "threads_ms_per_file" in mg["local"]:
+    # a ratio to local disk's per-file slope only when that slope was measured above zero (a quick run's few files
+    # can cost nothing measurable, or less with more files: noise)
+    if "local" in mg and mg["local"].get("threads_ms_per_file", 0) > 0:
         results["per_file_vs_local"] = {k: m["threads_ms_per_file"] / mg["local"]["threads_ms_per_file"]
                                         for k, m in mg.items() if k != "local" and "threads_ms_per_file" in m}
     print("\n".join(mark_lines(results)))
