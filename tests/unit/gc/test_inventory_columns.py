@@ -85,27 +85,12 @@ def test_s3_files_read_as_the_reference_reads_them(local_zone, data):
     same(s3_report(), data)
 
 
-def azure_parquet(unit: str) -> bytes:
-    columns = list(zip(*az.ROWS, strict=True))
-    modified = [int(az.T * 1000)] * len(az.ROWS)
-    table = pa.table({
-        "Name": list(columns[0]), "Creation-Time": pa.array(modified, pa.int64()),
-        "Last-Modified": pa.array(modified, pa.timestamp("ms")) if unit == "ms" else pa.array(modified, pa.int64()),
-        "Content-Length": [int(v) for v in columns[3]], "BlobType": list(columns[4]),
-        "Snapshot": [v or None for v in columns[5]], "VersionId": [v or None for v in columns[6]],
-        "IsCurrentVersion": [{"true": True, "false": False}.get(v) for v in columns[7]],
-        "Deleted": [v == "true" for v in columns[8]]})
-    out = io.BytesIO()
-    pq.write_table(table, out)
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("unit", ["ms", "int"])
 def test_azure_files_read_by_the_columns_themselves(local_zone, unit):
     assert same(azure_report(), az.csv_file(az.ROWS)) == az.EXPECTED
-    assert same(azure_report("parquet", "repo/"), azure_parquet(unit), "a.parquet") == az.EXPECTED
+    assert same(azure_report("parquet", "repo/"), az.parquet_file(unit), "a.parquet") == az.EXPECTED
     assert rows_of(inventory_columns._azure(azure_report(), "a", az.csv_file(az.ROWS))) == az.EXPECTED
-    assert rows_of(inventory_columns._azure(azure_report("parquet"), "a", azure_parquet(unit))) == az.EXPECTED
+    assert rows_of(inventory_columns._azure(azure_report("parquet"), "a", az.parquet_file(unit))) == az.EXPECTED
     twice = [az.row("lake/repo/x", "1", modified="2026-11-18T10:00:00Z"), az.row("lake/repo/x", "2", modified=az.WHEN),
              az.row("lake/repo/x", "3", modified="2026-11-19T10:00:00Z")]
     assert same(azure_report(), az.csv_file(twice)) == [("x", 2, az.T)]  # the newest, as the backends keep it
