@@ -26,6 +26,7 @@ import pytest
 
 from spark_jobs.engine.runtime.context import GCError
 from tests.gc_engine import RUNNERS, Collector, runner_of
+from tests.integration.gc.test_gc_inventory import read_as_datasets
 from tests.integration.gc.test_gc_stores import data_keys, history, new_repo, put, read, store_world
 from tests.services import AZURITE_ACCOUNT
 
@@ -49,13 +50,6 @@ def collector(store, server, runner: str, request, *, cache: bool = False) -> Co
     (with the mark cache, a small one goes the object path, which reads the report on the driver)."""
     chosen, name = runner_of(runner, request)
     return Collector(server.endpoint, {"azure": store.fsspec_options()}, runner=chosen, runner_name=name, cache=cache)
-
-
-def read_as_datasets(summary, runner: str) -> bool:
-    """Whether the run was planned as datasets, its report's files read where its backend reads units."""
-    where = {"spark": ("spark", "executors"), "threads": ("arrow", "threads")}[runner]
-    return summary.listing["kind"] == "inventory" and (summary.listing.get("plan"),
-                                                       summary.listing.get("read_on")) == where
 
 
 def azure_time(when: datetime) -> str:
