@@ -89,7 +89,7 @@ def spans_of(runner: Runner, config: JobConfig, *, dead: list[str], new: list[st
 
 def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str],
                    spans: dict[str, tuple[bytes, bytes]], prefixes: tuple[str, ...], partitions: int,
-                   driver_ranges: int | None = None, tally: dict[str, int] | None = None) \
+                   driver_ranges: int | None = None, tally: dict[str, int | str] | None = None) \
         -> tuple[dict[int, int], set[str]]:
     """The kept index's change from the ranges that died and appeared, and the keys whose count went down: the
     dead and the new ranges put side by side as lakeFS's diff does (``core.range_changes``: blocks that repeat
@@ -115,7 +115,8 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
     if here:
         released()
     if tally is not None:
-        tally.update(cost.as_dict(), entries_changed=sum(1 for n in count.values() if n))
+        tally.update(cost.as_dict(), entries_changed=sum(1 for n in count.values() if n),
+                     compared_on="driver" if here else "runner")
     delta: dict[int, int] = {}
     gone: set[str] = set()
     for (address, kind), times in count.items():
@@ -172,7 +173,7 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     spans = spans_of(runner, config, dead=dead, new=new, known={m: r for m, r in known.items() if m not in
                      by_metarange}, bounds=bounds, partitions=range_partitions)
     clock("spans")
-    tally: dict[str, int] = {}
+    tally: dict[str, int | str] = {}
     delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, spans=spans, prefixes=tuple(ctx.prefixes),
                                       partitions=range_partitions, driver_ranges=driver_ranges, tally=tally)
     clock("changed blocks")
@@ -200,8 +201,7 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     result = changed(state, recent, wanted=wanted, found=found, kept_index=keys, ranges_dead=len(dead),
                      ranges_new=len(new), metaranges_read=len(missing), index_blocks_read=index.blocks_read,
                      index_blocks=index.blocks, **tally, seconds=clock.laps,
-                     # where the touched ranges were compared and the index looked up: the driver, or the runner
-                     compared_on="driver" if on_driver(runner, len(dead) + len(new), driver_ranges) else "runner",
+                     # where the index was looked up (where the touched ranges were compared: in the tally)
                      looked_up_on="driver" if index_lookup.on_driver(runner, index, len(looked_up)) else "runner",
                      keys_looked_up=len(looked_up))
     return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange,
