@@ -10,6 +10,8 @@
  * or that this walk is unsure of (an address type past 127, a size past 2^63, a fixed-width Entry field...), it
  * stops, having emitted nothing of that block: the caller decodes that block with the careful decoder (which
  * accepts every valid encoding and names what is wrong) and calls again from the next.
+ * diff(files, dead, new) walks two sides of a day's change (each its blocks in path order) one block at a time and
+ * merges them by path as lakeFS's diff does: only the entries that do not cancel out become columns.
  * The walk holds no Python object and runs without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
@@ -242,16 +244,74 @@ static int entry_fast(const uint8_t *b, int64_t q, int64_t nxt, int64_t *a, int6
     return utf8_ok(b + *a, *an) ? 0 : -1;
 }
 
-/* One block: entries appended to o, or IRREGULAR with nothing of it kept (the caller rewinds). Each entry is read as
- * sstable._block_entries_fast reads it: by its inline shape when the header and value have it, else as its careful
- * path does (varint header, the value split, decode_entry); whatever the careful path would refuse, or anything
- * this walk is unsure of, makes the block IRREGULAR, and the careful decoder then decides. */
-static int walk_block(const uint8_t *b, int64_t n, out_t *o, vec *key) {
-    if (n < 4) return IRREGULAR;
+/* Where a block's entries end (its restart array follows them), or -1 for a block of no shape. */
+static int64_t entries_end(const uint8_t *b, int64_t n) {
+    if (n < 4) return -1;
     uint32_t restarts = (uint32_t)b[n - 4] | ((uint32_t)b[n - 3] << 8) | ((uint32_t)b[n - 2] << 16) |
                         ((uint32_t)b[n - 1] << 24);
     int64_t end = n - 4 - 4 * (int64_t)restarts;
-    if (end < 0 || (restarts == 0 && n > 4)) return IRREGULAR;
+    return end < 0 || (restarts == 0 && n > 4) ? -1 : end;
+}
+
+/* The entry at *p of a block whose entries end at `end`, read as sstable._block_entries_fast reads it: by its
+ * inline shape when the header and value have it, else as its careful path does (varint header, the value split,
+ * decode_entry). OK with its key rebuilt in `key` (*klen bytes, the 8-byte internal-key trailer included), its
+ * address at b + *a (*an bytes), size and type set and *p at the next entry; IRREGULAR for whatever the careful path
+ * would refuse or this walk is unsure of; NOMEM. */
+static int block_entry(const uint8_t *b, int64_t end, int64_t *p, vec *key, int64_t *klen, int64_t *a, int64_t *an,
+                       int64_t *size, int64_t *atype) {
+    int64_t shared, unshared, q, nxt, at = *p;
+    int fast = 0;
+    if (at + 4 <= end && b[at] < 0x80 && b[at + 1] < 0x80 && b[at] <= *klen &&
+        (b[at + 2] < 0x80 || b[at + 3] < 0x80)) {
+        shared = b[at];
+        unshared = b[at + 1];
+        int64_t x = b[at + 2];
+        if (x < 0x80) {
+            q = at + 3 + unshared;
+            nxt = q + x;
+        } else {
+            q = at + 4 + unshared;
+            nxt = q + ((x & 0x7F) | ((int64_t)b[at + 3] << 7));
+        }
+        fast = 1;
+    } else {
+        uint64_t s, u, v;
+        int big;
+        q = at;
+        if (uvarint(b, &q, end, &s, &big) || big || uvarint(b, &q, end, &u, &big) || big ||
+            uvarint(b, &q, end, &v, &big) || big)
+            return IRREGULAR;
+        if ((int64_t)s > *klen || (int64_t)u > end || (int64_t)v > end) return IRREGULAR;
+        shared = (int64_t)s;
+        unshared = (int64_t)u;
+        q += unshared;
+        nxt = q + (int64_t)v;
+    }
+    if (nxt > end || q > nxt) return IRREGULAR;
+    if (vec_reserve(key, (size_t)(shared + unshared))) return NOMEM;
+    memcpy(key->p + shared, b + q - unshared, (size_t)unshared);
+    *klen = shared + unshared;
+    const uint8_t *k = (const uint8_t *)key->p;
+    if (*klen < 8 || k[*klen - 8] != 1) return IRREGULAR; /* internal-key trailer, kind SET */
+    if (!(fast && entry_fast(b, q, nxt, a, an, size, atype) == 0)) {
+        /* the careful path: value = zigzag identity length, identity, zigzag data length, data (the Entry) */
+        uint64_t v;
+        int big;
+        int64_t r = q;
+        if (uvarint(b, &r, nxt, &v, &big) || big || (v & 1) || (int64_t)(v >> 1) > nxt - r) return IRREGULAR;
+        r += (int64_t)(v >> 1);
+        if (uvarint(b, &r, nxt, &v, &big) || big || (v & 1) || (int64_t)(v >> 1) != nxt - r) return IRREGULAR;
+        if (entry_careful(b, r, nxt, a, an, size, atype)) return IRREGULAR;
+    }
+    *p = nxt;
+    return OK;
+}
+
+/* One block: entries appended to o, or IRREGULAR with nothing of it kept (the caller rewinds). */
+static int walk_block(const uint8_t *b, int64_t n, out_t *o, vec *key) {
+    int64_t end = entries_end(b, n);
+    if (end < 0) return IRREGULAR;
     /* an entry takes at least 11 bytes (3 of header, an 8-byte key trailer): room for the block's entries at once,
      * and for its addresses (never longer than the block); only the paths (prefixes repeated) grow per entry */
     size_t most = (size_t)(end / 11 + 1);
@@ -260,52 +320,11 @@ static int walk_block(const uint8_t *b, int64_t n, out_t *o, vec *key) {
         return NOMEM;
     int64_t klen = 0, p = 0;
     while (p < end) {
-        int64_t shared, unshared, q, nxt, a, an, size, atype;
-        int fast = 0;
-        if (p + 4 <= end && b[p] < 0x80 && b[p + 1] < 0x80 && b[p] <= klen &&
-            (b[p + 2] < 0x80 || b[p + 3] < 0x80)) {
-            shared = b[p];
-            unshared = b[p + 1];
-            int64_t x = b[p + 2];
-            if (x < 0x80) {
-                q = p + 3 + unshared;
-                nxt = q + x;
-            } else {
-                q = p + 4 + unshared;
-                nxt = q + ((x & 0x7F) | ((int64_t)b[p + 3] << 7));
-            }
-            fast = 1;
-        } else {
-            uint64_t s, u, v;
-            int big;
-            q = p;
-            if (uvarint(b, &q, end, &s, &big) || big || uvarint(b, &q, end, &u, &big) || big ||
-                uvarint(b, &q, end, &v, &big) || big)
-                return IRREGULAR;
-            if ((int64_t)s > klen || (int64_t)u > end || (int64_t)v > end) return IRREGULAR;
-            shared = (int64_t)s;
-            unshared = (int64_t)u;
-            q += unshared;
-            nxt = q + (int64_t)v;
-        }
-        if (nxt > end || q > nxt) return IRREGULAR;
-        if (vec_reserve(key, (size_t)(shared + unshared))) return NOMEM;
-        memcpy(key->p + shared, b + q - unshared, (size_t)unshared);
-        klen = shared + unshared;
-        const uint8_t *k = (const uint8_t *)key->p;
-        if (klen < 8 || k[klen - 8] != 1) return IRREGULAR; /* internal-key trailer, kind SET */
-        if (!(fast && entry_fast(b, q, nxt, &a, &an, &size, &atype) == 0)) {
-            /* the careful path: value = zigzag identity length, identity, zigzag data length, data (the Entry) */
-            uint64_t v;
-            int big;
-            int64_t r = q;
-            if (uvarint(b, &r, nxt, &v, &big) || big || (v & 1) || (int64_t)(v >> 1) > nxt - r) return IRREGULAR;
-            r += (int64_t)(v >> 1);
-            if (uvarint(b, &r, nxt, &v, &big) || big || (v & 1) || (int64_t)(v >> 1) != nxt - r) return IRREGULAR;
-            if (entry_careful(b, r, nxt, &a, &an, &size, &atype)) return IRREGULAR;
-        }
+        int64_t a, an, size, atype;
+        int r = block_entry(b, end, &p, key, &klen, &a, &an, &size, &atype);
+        if (r != OK) return r;
         if (vec_reserve(&o->path, (size_t)(klen - 8))) return NOMEM;
-        memcpy(o->path.p + o->path.len, k, (size_t)(klen - 8));
+        memcpy(o->path.p + o->path.len, key->p, (size_t)(klen - 8));
         o->path.len += (size_t)(klen - 8);
         memcpy(o->addr.p + o->addr.len, b + a, (size_t)an);
         o->addr.len += (size_t)an;
@@ -315,7 +334,6 @@ static int walk_block(const uint8_t *b, int64_t n, out_t *o, vec *key) {
         PUT(&o->types, int8_t, (int8_t)atype);
         PUT(&o->sizes, int64_t, size);
         o->count++;
-        p = nxt;
     }
     return p == end ? OK : IRREGULAR;
 }
@@ -927,6 +945,229 @@ done:
     return result;
 }
 
+/* --- a day's change: two streams of blocks merged by path, as lakeFS's diff walks two versions of a range ---- */
+
+typedef struct {
+    const uint8_t *raw;
+    int64_t len, limit; /* the file's bytes; where its data blocks end (the footer's start) */
+    int verify;
+} file_t;
+
+/* One side of a change: its blocks ((file, offset, size) triples, int64) walked one at a time, in path order. */
+typedef struct {
+    const file_t *files;
+    int64_t nfiles;
+    const int64_t *blocks;
+    int64_t nblocks, next;
+    uint8_t *buf; /* the block being walked, decompressed (16 bytes of room past it: Snappy's short copies) */
+    int64_t cap, end, p;
+    vec key, last; /* the current entry's key; the path before it (a side's paths must rise strictly) */
+    int64_t klen, a, an, size, atype;
+    int valid;
+    int64_t walked, entries;
+} cursor_t;
+
+/* The next block of the side into its buffer, checked as unpack checks it: OK, or IRREGULAR (past its file's
+ * blocks, a bad checksum, another compression, a stream Snappy refuses, a block of no shape), or NOMEM. */
+static int cursor_block(cursor_t *c) {
+    const int64_t *t = c->blocks + 3 * c->next++;
+    if (t[0] < 0 || t[0] >= c->nfiles) return IRREGULAR;
+    const file_t *f = &c->files[t[0]];
+    int64_t offset = t[1], size = t[2], len, header = 0;
+    if (offset < 0 || size <= 0 || offset + size + 5 > f->limit || f->limit > f->len) return IRREGULAR;
+    const uint8_t *b = f->raw + offset;
+    if (f->verify) {
+        uint32_t crc = crc32c(b, (size_t)size + 1);
+        uint32_t masked = ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
+        uint32_t stored = (uint32_t)b[size + 1] | ((uint32_t)b[size + 2] << 8) | ((uint32_t)b[size + 3] << 16) |
+                          ((uint32_t)b[size + 4] << 24);
+        if (masked != stored) return IRREGULAR;
+    }
+    if (b[size] == 1) {
+        len = snappy_length(b, size, &header);
+        if (len < 0 || len > 24 * size + 64) return IRREGULAR;
+    } else if (b[size] == 0) {
+        len = size;
+    } else {
+        return IRREGULAR;
+    }
+    if (len + 16 > c->cap) {
+        uint8_t *p = realloc(c->buf, (size_t)(len + 16));
+        if (!p) return NOMEM;
+        c->buf = p;
+        c->cap = len + 16;
+    }
+    if (b[size] == 1) {
+        if (snappy_into(b + header, size - header, c->buf, len, f->len - offset - size)) return IRREGULAR;
+    } else {
+        memcpy(c->buf, b, (size_t)len);
+    }
+    c->end = entries_end(c->buf, len);
+    if (c->end < 0) return IRREGULAR;
+    c->p = 0;
+    c->klen = 0;
+    c->walked++;
+    return OK;
+}
+
+/* The side's next entry (valid 0 past its last): OK, IRREGULAR (also when its paths do not rise), NOMEM. */
+static int cursor_next(cursor_t *c) {
+    if (c->valid) { /* the path just left, for the order check */
+        int64_t n = c->klen - 8;
+        if (vec_reserve(&c->last, (size_t)n)) return NOMEM;
+        memcpy(c->last.p, c->key.p, (size_t)n);
+        c->last.len = (size_t)n;
+    }
+    while (c->p >= c->end) {
+        if (c->next >= c->nblocks) {
+            c->valid = 0;
+            return OK;
+        }
+        int r = cursor_block(c);
+        if (r != OK) return r;
+    }
+    int r = block_entry(c->buf, c->end, &c->p, &c->key, &c->klen, &c->a, &c->an, &c->size, &c->atype);
+    if (r != OK) return r;
+    if (c->valid && cmp_bytes((const uint8_t *)c->last.p, (int64_t)c->last.len, (const uint8_t *)c->key.p,
+                              c->klen - 8) >= 0)
+        return IRREGULAR;
+    c->valid = 1;
+    c->entries++;
+    return OK;
+}
+
+/* The side's current entry appended to o (a row of RANGE_SCHEMA's columns). */
+static int emit(out_t *o, const cursor_t *c) {
+    int64_t pn = c->klen - 8;
+    if (vec_reserve(&o->path_off, 4) || vec_reserve(&o->addr_off, 4) || vec_reserve(&o->types, 1) ||
+        vec_reserve(&o->sizes, 8) || vec_reserve(&o->path, (size_t)pn) || vec_reserve(&o->addr, (size_t)c->an))
+        return NOMEM;
+    memcpy(o->path.p + o->path.len, c->key.p, (size_t)pn);
+    o->path.len += (size_t)pn;
+    memcpy(o->addr.p + o->addr.len, c->buf + c->a, (size_t)c->an);
+    o->addr.len += (size_t)c->an;
+    if (o->path.len > INT32_MAX || o->addr.len > INT32_MAX) return IRREGULAR;
+    PUT(&o->path_off, int32_t, (int32_t)o->path.len);
+    PUT(&o->addr_off, int32_t, (int32_t)o->addr.len);
+    PUT(&o->types, int8_t, (int8_t)c->atype);
+    PUT(&o->sizes, int64_t, c->size);
+    o->count++;
+    return OK;
+}
+
+static PyObject *columns_of(out_t *o) {
+    PyObject *v[6];
+    vec *parts[] = {&o->path_off, &o->path, &o->addr_off, &o->addr, &o->types, &o->sizes};
+    for (int i = 0; i < 6; i++) v[i] = NULL;
+    for (int i = 0; i < 6; i++)
+        if (!(v[i] = take(parts[i]))) {
+            for (int j = 0; j < 6; j++) Py_XDECREF(v[j]);
+            return NULL;
+        }
+    return Py_BuildValue("(LNNNNNN)", (long long)o->count, v[0], v[1], v[2], v[3], v[4], v[5]);
+}
+
+/* diff(files, dead, new): files are (bytes, limit, verify) of range files; dead and new the blocks of each side
+ * ((file, offset, size) int64 triples) in path order. Both sides are walked entry by entry, one block each at a
+ * time, and merged by path as lakeFS's diff merges two versions of a range: an entry at the same path with the same
+ * address and type on both sides cancels out; every other entry is kept, on its side. Returns (dead entries, new
+ * entries, entries walked, blocks walked), each side's entries as walk's columns (count, path offsets, path bytes,
+ * address offsets, address bytes, types, sizes), or None where it is unsure (a block the careful decoder must
+ * read, a side whose paths do not rise): the caller then counts the change another way. No GIL held. */
+static PyObject *diff(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *list;
+    Py_buffer sides[2];
+    if (!PyArg_ParseTuple(args, "O!y*y*", &PyList_Type, &list, &sides[0], &sides[1])) return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(list), held = 0;
+    file_t *files = calloc((size_t)(k ? k : 1), sizeof *files);
+    Py_buffer *views = calloc((size_t)(k ? k : 1), sizeof *views);
+    PyObject *result = NULL;
+    cursor_t cur[2];
+    out_t out[2];
+    memset(cur, 0, sizeof cur);
+    memset(out, 0, sizeof out);
+    if (!files || !views) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *data;
+        Py_ssize_t limit;
+        int verify;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(list, i), "Onp", &data, &limit, &verify)) goto done;
+        if (PyObject_GetBuffer(data, &views[i], PyBUF_SIMPLE)) goto done;
+        held++;
+        files[i].raw = views[i].buf;
+        files[i].len = views[i].len;
+        files[i].limit = limit;
+        files[i].verify = verify;
+    }
+    for (int s = 0; s < 2; s++) {
+        cur[s].files = files;
+        cur[s].nfiles = k;
+        cur[s].blocks = sides[s].buf;
+        cur[s].nblocks = sides[s].len / 24;
+    }
+    int status = OK;
+    for (int s = 0; s < 2 && status == OK; s++)
+        if (vec_reserve(&out[s].path_off, 4) || vec_reserve(&out[s].addr_off, 4)) status = NOMEM;
+        else {
+            PUT(&out[s].path_off, int32_t, 0);
+            PUT(&out[s].addr_off, int32_t, 0);
+        }
+    Py_BEGIN_ALLOW_THREADS
+    if (status == OK) status = cursor_next(&cur[0]);
+    if (status == OK) status = cursor_next(&cur[1]);
+    while (status == OK && (cur[0].valid || cur[1].valid)) {
+        int order;
+        if (!cur[0].valid) order = 1;
+        else if (!cur[1].valid) order = -1;
+        else order = cmp_bytes((const uint8_t *)cur[0].key.p, cur[0].klen - 8, (const uint8_t *)cur[1].key.p,
+                               cur[1].klen - 8);
+        if (order == 0) {
+            int same = cur[0].an == cur[1].an && cur[0].atype == cur[1].atype &&
+                       memcmp(cur[0].buf + cur[0].a, cur[1].buf + cur[1].a, (size_t)cur[0].an) == 0;
+            if (!same && ((status = emit(&out[0], &cur[0])) != OK || (status = emit(&out[1], &cur[1])) != OK)) break;
+            if ((status = cursor_next(&cur[0])) != OK) break;
+            status = cursor_next(&cur[1]);
+        } else {
+            int s = order < 0 ? 0 : 1;
+            if ((status = emit(&out[s], &cur[s])) != OK) break;
+            status = cursor_next(&cur[s]);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (status == NOMEM) {
+        PyErr_NoMemory();
+    } else if (status != OK) {
+        result = Py_NewRef(Py_None);
+    } else {
+        PyObject *d = columns_of(&out[0]), *n = d ? columns_of(&out[1]) : NULL;
+        if (d && n)
+            result = Py_BuildValue("(NNLL)", d, n, (long long)(cur[0].entries + cur[1].entries),
+                                   (long long)(cur[0].walked + cur[1].walked));
+        else {
+            Py_XDECREF(d);
+            Py_XDECREF(n);
+        }
+    }
+done:
+    for (int s = 0; s < 2; s++) {
+        free(cur[s].buf);
+        free(cur[s].key.p);
+        free(cur[s].last.p);
+        vec *parts[] = {&out[s].path_off, &out[s].path, &out[s].addr_off, &out[s].addr, &out[s].types,
+                        &out[s].sizes, &out[s].counts};
+        for (int i = 0; i < 7; i++) free(parts[i]->p);
+        PyBuffer_Release(&sides[s]);
+    }
+    for (Py_ssize_t i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    free(views);
+    free(files);
+    return result;
+}
+
 /* index(data, block, limit): the data block handles an index block lists (int64 offset, size pairs) and each
  * block's key (the masked CRC32C its trailer stores | size << 32, uint64), or None where this is unsure (a handle
  * past `limit`, an entry of another shape): the caller then walks the index with the careful decoder. */
@@ -999,6 +1240,8 @@ static PyObject *index_py(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"index", index_py, METH_VARARGS, "index(data, index block, limit) -> (handles, keys) or None"},
+    {"diff", diff, METH_VARARGS, "diff(files, dead blocks, new blocks) -> (dead entries, new entries, entries "
+                                 "walked, blocks walked) or None"},
     {"net", net, METH_VARARGS, "net(columns, dead, new) -> (columns, rows, sums)"},
     {"unpack", unpack, METH_VARARGS, "unpack(data, handles, limit, verify, first) -> (blocks, ends, stop block)"},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int"},

@@ -111,11 +111,7 @@ def joined_batch(buf: bytes | bytearray, ends: array.array) -> pa.RecordBatch:
     while first < blocks:
         count, po, pd, ao, ad, ty, sz, _, stop = _native.walk(buf, ends, first)
         if count:
-            parts.append(pa.RecordBatch.from_arrays([
-                pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(po), pa.py_buffer(pd)]),
-                pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(ao), pa.py_buffer(ad)]),
-                pa.Array.from_buffers(pa.int8(), count, [None, pa.py_buffer(ty)]),
-                pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(sz)])], schema=RANGE_SCHEMA))
+            parts.append(_columns_batch(count, po, pd, ao, ad, ty, sz))
         if stop < blocks:  # a block of another shape (or damaged): the careful decoder takes it, or names the fault
             parts.append(_careful(buf, ends, (stop,)))
             _tell_once("shape", "a range data block of a shape the compiled walk does not take (first at block "
@@ -126,6 +122,49 @@ def joined_batch(buf: bytes | bytearray, ends: array.array) -> pa.RecordBatch:
     if not parts:
         return _empty()
     return pa.concat_batches(parts)
+
+
+def _columns_batch(count: int, po: bytes, pd: bytes, ao: bytes, ad: bytes, ty: bytes, sz: bytes) -> pa.RecordBatch:
+    """A batch of ``RANGE_SCHEMA`` over the buffers the compiled module fills (Arrow's layout: no copy)."""
+    return pa.RecordBatch.from_arrays([
+        pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(po), pa.py_buffer(pd)]),
+        pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(ao), pa.py_buffer(ad)]),
+        pa.Array.from_buffers(pa.int8(), count, [None, pa.py_buffer(ty)]),
+        pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(sz)])], schema=RANGE_SCHEMA)
+
+
+def side_by_side(sides: tuple[list[tuple[object, list[tuple[int, int]]]], list[tuple[object, list[tuple[int, int]]]]]) \
+        -> tuple[pa.RecordBatch, pa.RecordBatch, int] | None:
+    """Two sides of a change (each its ranges in path order, a range given as its table and the data blocks to
+    walk), walked by the compiled module one block at a time and merged by path as lakeFS's diff merges two versions
+    of a range: an entry at the same path with the same address and type on both sides cancels out unseen. The
+    entries left on each side (``RANGE_SCHEMA``) and how many were walked; None without the compiled module, or where
+    it is unsure (a block the careful decoder must read, a side whose paths do not rise): the caller then walks the
+    blocks into columns (``blocks_batch``) and counts them there. Neither side's entries are held whole: what this
+    holds is a block of each side and what did not cancel."""
+    if _native is None or not hasattr(_native, "diff"):
+        return None
+    files: dict[int, int] = {}
+    tables: list[tuple[bytes, int, bool]] = []
+    triples: list[array.array] = []
+    for ranges in sides:
+        blocks = array.array("q")
+        for table, handles in ranges:
+            if id(table) not in files:
+                if not hasattr(table, "footer_start"):  # the careful decoder's reading of an odd index
+                    return None
+                files[id(table)] = len(tables)
+                tables.append((table.data, table.footer_start, table.verify))
+            at = files[id(table)]
+            for offset, size in handles:
+                blocks.extend((at, offset, size))
+        triples.append(blocks)
+    got = _native.diff(tables, *triples)
+    if got is None:  # several versions of a span on one side (retained commits apart) are one such case
+        log.debug("a change the compiled merge does not take: counted from columns")
+        return None
+    dead, new, walked, _ = got
+    return _columns_batch(*dead), _columns_batch(*new), walked
 
 
 def joined(table, handles: list[tuple[int, int]]) -> tuple[bytes | bytearray, array.array]:

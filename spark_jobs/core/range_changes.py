@@ -116,14 +116,47 @@ def changes(files: Mapping[str, bytes], dead: set[str], *,
         return [(range_arrow.blocks_batch(rng.table, sorted(handles)), weight)
                 for weight, handles in sorted(rng.decode.items())]
 
-    batches = [b for part in map_(walk, [(r, g) for r, g in ranges.items() if g.decode]) for b in part]
     for rng in ranges.values():
         tally.blocks_decoded += sum(len(h) for h in rng.decode.values())
-    tally.entries_decoded = sum(b.num_rows for b, _ in batches)
+    merged = _merged(ranges, dead)
+    if merged is not None:
+        batches, tally.entries_decoded = merged
+    else:
+        batches = [b for part in map_(walk, [(r, g) for r, g in ranges.items() if g.decode]) for b in part]
+        tally.entries_decoded = sum(b.num_rows for b, _ in batches)
     tally.arrow_bytes = sum(b.nbytes for b, _ in batches)
     out = _net(batches)
     tally.entries_changed = len(out)
     return out, tally
+
+
+def _merged(ranges: dict[str, _Range], dead: set[str]) -> tuple[list[tuple[pa.RecordBatch, int]], int] | None:
+    """The blocks left to walk as two sides merged by path (``range_arrow.side_by_side``): only the entries that do
+    not cancel become columns. None where the blocks do not make two sides (a block whose bytes net to another count
+    than its range's side) or the compiled merge is unsure."""
+    sides: tuple[list, list] = ([], [])
+    for range_id, rng in ranges.items():
+        sign = -1 if range_id in dead else 1
+        if set(rng.decode) - {sign}:
+            return None
+        if rng.decode:
+            sides[sign > 0].append(rng)
+    # each side's ranges in path order (lakeFS's min_key): ranges of one side that overlap make the merge unsure
+    ordered = tuple([(r.table, sorted(next(iter(r.decode.values())))) for r in sorted(side, key=_first_key)]
+                    for side in sides)
+    got = range_arrow.side_by_side(ordered)
+    if got is None:
+        return None
+    died, appeared, walked = got
+    return [(died, -1), (appeared, 1)], walked
+
+
+def _first_key(rng: _Range) -> bytes:
+    """The range's first key as lakeFS records it (b"" when it cannot be read: the merge then checks the order)."""
+    try:
+        return rng.table.properties().get("min_key", b"")
+    except (AttributeError, sstable.SSTableError):
+        return b""
 
 
 def _whole(column: pa.Array) -> pa.Array:
