@@ -12,6 +12,7 @@ fate then depends on its range alone); every other run goes through the whole ma
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from spark_jobs.core import kept_index, range_changes, sstable
@@ -174,11 +175,17 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
                      by_metarange}, bounds=bounds, partitions=range_partitions)
     clock("spans")
     tally: dict[str, int | str] = {}
-    delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, spans=spans, prefixes=tuple(ctx.prefixes),
-                                      partitions=range_partitions, driver_ranges=driver_ranges, tally=tally)
-    clock("changed blocks")
-    recent = list_recent(state, runner=runner, config=config, ctx=ctx, partitions=address_partitions)
-    clock("recent slices")
+    # the recent slices are listed while the ranges are compared: neither needs the other, and the listing waits on
+    # the store where the comparison works the CPU
+    with ThreadPoolExecutor(1, thread_name_prefix="gc-recent") as aside:
+        listing = aside.submit(list_recent, state, runner=runner, config=config, ctx=ctx,
+                               partitions=address_partitions)
+        delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, spans=spans,
+                                          prefixes=tuple(ctx.prefixes), partitions=range_partitions,
+                                          driver_ranges=driver_ranges, tally=tally)
+        clock("changed blocks")
+        recent = listing.result()
+        clock("recent slices (after the comparison)")
     seen = recent.keys
     carried = state.carried()
     hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
