@@ -3,7 +3,7 @@ at 100k and 1M objects, on local disk and versitygw, with both runners.
 
     .venv/bin/python bench/gc/daily_bench.py [--stores local,s3] [--runners threads,spark]
         [--sizes 100000,1000000] [--s3-sizes 100000] [--rounds 3] [--commits 10] [--overwrites 30] [--deletes 10] [--uploads 20]
-        [--no-warmup] [--output PATH]
+        [--no-warmup] [--output PATH] [--profile DIR]
     .venv/bin/python bench/gc/daily_bench.py --quick   # a few thousand objects, local disk, threads: checks only
 
 Per store (``local`` = lakeFS's local blockstore, ``s3`` = versitygw; tests/services.py) a lakeFS v1.84 on it, on
@@ -46,9 +46,12 @@ runner's measurements what is measured so far to gc-daily.partial.json (removed 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import random
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -98,10 +101,12 @@ def child(spec: dict[str, Any]) -> int:
     try:
         for run in spec["runs"]:
             say(f"MARK {run['name']}")
+            profiler = Profiler(spec.get("profile"), f"{spec['runner']}-{run['name']}")
             started = time.perf_counter()
-            summary, marked = gc_run(gc, spec["repo"], "dry-run" if run["dry_run"] else "full",
-                                     min_age=timedelta(0), listing=run["listing"], cache=spec["cache"],
-                                     now=datetime.fromisoformat(spec["now"]))
+            with profiler:
+                summary, marked = gc_run(gc, spec["repo"], "dry-run" if run["dry_run"] else "full",
+                                         min_age=timedelta(0), listing=run["listing"], cache=spec["cache"],
+                                         now=datetime.fromisoformat(spec["now"]))
             runs.append(describe(run["name"], time.perf_counter() - started, summary, marked))
     finally:
         say("MARK stop")
@@ -109,6 +114,38 @@ def child(spec: dict[str, Any]) -> int:
             sc.stop()
     say("RESULT " + json.dumps(runs))
     return 0
+
+
+class Profiler:
+    """--profile: where a run's time goes. py-spy (when on PATH) samples every thread of this process, the engine's
+    worker threads too, into ``<name>.txt`` (collapsed stacks: ``sort -t' ' -k2 -n``); else cProfile, which sees the
+    calling thread only, into ``<name>.prof``. Nothing without a folder."""
+
+    def __init__(self, folder: str | None, name: str) -> None:
+        self.folder, self.name = folder, f"{name}-{os.getpid()}"
+        self.spy: subprocess.Popen | None = None
+        self.profile: cProfile.Profile | None = None
+
+    def __enter__(self) -> None:
+        if not self.folder:
+            return
+        if spy := shutil.which("py-spy"):
+            out = Path(self.folder) / f"{self.name}.txt"
+            self.spy = subprocess.Popen([spy, "record", "--pid", str(os.getpid()), "--rate", "500", "--threads",
+                                         "--format", "raw", "--output", str(out)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # attached before the run starts
+        else:
+            self.profile = cProfile.Profile()
+            self.profile.enable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.spy is not None:
+            self.spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled when interrupted
+            self.spy.wait(timeout=60)
+        if self.profile is not None:
+            self.profile.disable()
+            self.profile.dump_stats(Path(self.folder) / f"{self.name}.prof")
 
 
 def describe(name: str, seconds: float, summary, marked) -> dict[str, Any]:
@@ -124,7 +161,7 @@ def in_child(world: World, runner: str, runs: list[dict[str, Any]], now: datetim
     """``runs`` in a fresh child process, dated ``now``, its tree sampled; each run's record with its segment's
     peaks."""
     spec = {"runner": runner, "repo": REPO, "endpoint": world.server.endpoint, "options": world.options(),
-            "runs": runs, "cache": world.mark_cache, "now": now.isoformat()}
+            "runs": runs, "cache": world.mark_cache, "now": now.isoformat(), "profile": world.profile}
     proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE,
                             text=True, cwd=ROOT)
     sampler = TreeSampler(proc.pid).start()
@@ -708,6 +745,8 @@ def main() -> int:
     parser.add_argument("--output", type=Path, default=None, help="default bench/results/gc-daily.json")
     parser.add_argument("--keep-ranges", type=Path, default=None,
                         help="a folder to keep each day's dead and new range files in")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="a folder for a cProfile of each timed run (its time then includes the profiler's)")
     parser.add_argument("--lakefs-diff", action=argparse.BooleanOptionalAction, default=True,
                         help="time lakeFS's own two-dot diff of each day (bench/gc/lakefs_diff_bench.py)")
     parser.add_argument("--daily", type=Path, default=ROOT / "bench" / "results" / "daily-1m.json",
@@ -741,6 +780,9 @@ def main() -> int:
         for kind in [s for s in args.stores.split(",") if s]:
             world = World(kind)
             world.mark_cache = args.cache
+            world.profile = str(args.profile) if args.profile else None
+            if args.profile:
+                args.profile.mkdir(parents=True, exist_ok=True)
             try:
                 namespace = world.store.namespace(REPO)
                 store_sizes = s3_sizes if kind == "s3" else sizes

@@ -14,6 +14,7 @@ from spark_jobs.engine.reach import mark_cache
 from spark_jobs.engine.request import MODES, RunRequest
 from spark_jobs.engine.runtime import cyclic_gc
 from spark_jobs.engine.runtime.context import GCError, JobConfig, Progress
+from spark_jobs.engine.runtime.imports import warm_arrow_conversion
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.runtime.parallel import Runner, wants_datasets
 from spark_jobs.engine.runtime.repository import learn_local_root, load_graph
@@ -52,6 +53,7 @@ def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Run
 def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, *, runner: Runner,
                 progress: Progress) -> tuple[Summary, Marked | None]:
     now = _check(request)
+    warm_arrow_conversion()
     api = LakeFSApi(api_config)
     try:
         marked = None

@@ -12,7 +12,6 @@ fate then depends on its range alone); every other run goes through the whole ma
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from spark_jobs.core import kept_index, range_changes, sstable
@@ -22,7 +21,7 @@ from spark_jobs.core.plan import StoredObject
 from spark_jobs.engine.listing.incremental import ask_for, changed, list_recent
 from spark_jobs.engine.runtime.context import JobConfig, OpenContext
 from spark_jobs.engine.runtime.memory import map_big_blocks, released
-from spark_jobs.engine.runtime.parallel import Runner, ThreadRunner, fitting, in_process
+from spark_jobs.engine.runtime.parallel import Runner, ThreadRunner, fitting, in_background, in_process
 from spark_jobs.engine.state import index_lookup
 from spark_jobs.engine.state.incremental import StoredIndex
 from spark_jobs.engine.stores import StorageError
@@ -177,15 +176,13 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     tally: dict[str, int | str] = {}
     # the recent slices are listed while the ranges are compared: neither needs the other, and the listing waits on
     # the store where the comparison works the CPU
-    with ThreadPoolExecutor(1, thread_name_prefix="gc-recent") as aside:
-        listing = aside.submit(list_recent, state, runner=runner, config=config, ctx=ctx,
-                               partitions=address_partitions)
-        delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, spans=spans,
-                                          prefixes=tuple(ctx.prefixes), partitions=range_partitions,
-                                          driver_ranges=driver_ranges, tally=tally)
-        clock("changed blocks")
-        recent = listing.result()
-        clock("recent slices (after the comparison)")
+    listing = in_background("gc-recent-slices", list_recent, state, runner=runner, config=config, ctx=ctx,
+                            partitions=address_partitions)
+    delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, spans=spans, prefixes=tuple(ctx.prefixes),
+                                      partitions=range_partitions, driver_ranges=driver_ranges, tally=tally)
+    clock("changed blocks")
+    recent = listing.result()
+    clock("recent slices (after the comparison)")
     seen = recent.keys
     carried = state.carried()
     hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
