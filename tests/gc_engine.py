@@ -17,6 +17,7 @@ from spark_jobs.engine.run import run_marked
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApiConfig
 from spark_jobs.engine.runtime.parallel import Runner, ThreadRunner
 from spark_jobs.engine.stores import StorageConfig
+from spark_jobs.engine.stores.base import MAX_IN_FLIGHT
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
 
 RUNNERS = ("threads", pytest.param("spark", marks=pytest.mark.spark))
@@ -38,7 +39,7 @@ class Collector:
     runner: Runner = field(default_factory=lambda: ThreadRunner(4))
     runner_name: str = "threads"  # what its runs record: threads | spark
     local_root: str | None = None  # None: learnt from lakeFS, as in production
-    max_in_flight: int = 8
+    max_in_flight: int = MAX_IN_FLIGHT
     cache: bool = True  # the mark cache; False: every range and metarange read (``gc run --no-cache``)
 
     @property

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from spark_jobs.engine.stores.base import MAX_IN_FLIGHT
+
 # JobSettings's field → its Hadoop key (without the `spark.hadoop.` prefix Spark strips when it builds the Hadoop
 # configuration).
 KEYS = {
@@ -59,7 +61,7 @@ class JobSettings:
     daily_driver_ranges: int = 128
     storage_options_json: str | None = None
     local_root: str | None = None
-    max_in_flight: int = 8
+    max_in_flight: int = MAX_IN_FLIGHT
     lease_json: str | None = None
 
     @classmethod

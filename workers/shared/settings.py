@@ -22,6 +22,7 @@ from spark_jobs.core import inventory_url
 from spark_jobs.core.durations import DurationError, parse_duration
 from spark_jobs.engine.runtime.redis_ack import Acknowledged
 from spark_jobs.engine.runtime.redis_connect import is_sentinel, parse_sentinel_url
+from spark_jobs.engine.stores.base import MAX_IN_FLIGHT
 from workers.shared.settings_sections import LakeFSConnection, SparkSettings, check_cron
 from workers.shared.settings_sources import (
     ConfigFileSource,
@@ -77,7 +78,7 @@ class GCSettings(BaseModel):
     gcs_token: str | None = Field(default=None, description="a service-account JSON file, 'anon', or None: the "
                                   "default credentials")
     gcs_project: str | None = Field(default=None, description="GCS project (gcsfs)")
-    store_max_requests: int = Field(default=8, gt=0, le=256, description="requests to the store in flight at once "
+    store_max_requests: int = Field(default=MAX_IN_FLIGHT, gt=0, le=256, description="requests to the store in flight at once "
                                     "per process (the throttled sweep's cap)")
     store_timeout_seconds: int = Field(default=60, gt=0, le=3600, description="a request to the store (connect "
                                        "or read) that takes longer is retried (5 attempts), then the run fails with reason "

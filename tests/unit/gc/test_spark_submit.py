@@ -122,7 +122,7 @@ def test_job_settings_travel_whole_and_credentials_stay_private():
                                         "spark.hadoop.lakefs.gc.range.num_partitions": "50",
                                         "spark.hadoop.lakefs.gc.address.num_partitions": "200",
                                         "spark.hadoop.lakefs.gc.daily.driver_ranges": "128",
-                                        "spark.hadoop.lakefs.gc.store.max_in_flight": "8"}
+                                        "spark.hadoop.lakefs.gc.store.max_in_flight": "32"}
 
 
 # --- the driver in a pod of its own (spark.deploy_mode cluster, Kubernetes only) --------------------------------
