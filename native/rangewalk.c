@@ -1014,6 +1014,7 @@ static int cursor_block(cursor_t *c) {
 static int cursor_next(cursor_t *c) {
     if (c->valid) { /* the path just left, for the order check */
         int64_t n = c->klen - 8;
+        c->last.len = 0;
         if (vec_reserve(&c->last, (size_t)n)) return NOMEM;
         memcpy(c->last.p, c->key.p, (size_t)n);
         c->last.len = (size_t)n;

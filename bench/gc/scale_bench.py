@@ -27,7 +27,9 @@ How each runner is measured:
 
 * ``threads``: ThreadRunner(8) in a fresh child process (one run, no warm-up); this process samples its resident
   memory every 0.1 s with psutil: ``peak_mib``, and per object (``peak_bytes_per_object``; ``growth_…`` counts
-  only what the run added to the child's footprint after its imports).
+  only what the run added to the child's footprint after its imports — pyarrow's deferred ones included, pandas
+  through its shim and pyarrow.parquet, which every run makes whatever the lake's size and begins itself at its
+  start: engine/runtime/imports.py; ``idle_before_deferred_mib`` is the footprint before them).
 * ``spark``: ``workers.gc.submit.run_gc``, exactly as the worker submits a run: spark-submit of
   spark_jobs/jobs/gc.py to the cluster. ``wall_s`` is spark-submit's whole life (JVM start included; ``engine_s``
   is the engine's own phases). This process samples spark-submit's process tree every 0.1 s with psutil: the
@@ -191,7 +193,13 @@ def child(spec: dict[str, Any]) -> int:
 
     gc = Collector(spec["endpoint"], spec["options"], runner=ThreadRunner(8))
     print("READY", flush=True)
-    sys.stdin.readline()  # the parent has the footprint after imports
+    sys.stdin.readline()  # the parent has the footprint after the engine's imports
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.parquet  # noqa: F401, PLC0415 - the state and the report are Parquet
+
+    pa.array([0])  # pyarrow's deferred import of pandas (engine/runtime/imports.py begins it in every run)
+    print("DEFERRED", flush=True)
+    sys.stdin.readline()  # and after the deferred ones: the idle footprint a run's growth is counted from
     started = time.perf_counter()
     summary, marked = gc_run(gc, spec["repo"], spec["mode"], min_age=timedelta(0), listing=spec["listing"],
                              now=datetime.fromisoformat(spec["now"]))
@@ -209,12 +217,15 @@ def threads_run(world: World, *, mode: str, listing: str, now: datetime) -> dict
     proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
     me = psutil.Process(proc.pid)
-    result, lines, idle = None, [], 0.0
+    result, lines, idle, imported = None, [], 0.0, 0.0
     with Sampler(lambda: [me], lambda _p: "process") as sampler:
         for line in proc.stdout:
-            if line.startswith("READY"):
+            if line.startswith(("READY", "DEFERRED")):
                 sampler.sample()
-                idle = sampler.peaks.get("process", 0.0)
+                if line.startswith("READY"):
+                    imported = sampler.peaks.get("process", 0.0)
+                else:
+                    idle = sampler.peaks.get("process", 0.0)
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
             elif line.startswith("RESULT "):
@@ -223,7 +234,8 @@ def threads_run(world: World, *, mode: str, listing: str, now: datetime) -> dict
                 lines.append(line.rstrip("\n"))
         rc = proc.wait()
     check(rc == 0 and result is not None, f"threads: the child exited {rc}:\n" + "\n".join(lines[-30:]))
-    return {**result, "peak_mib": sampler.peaks.get("process", 0.0), "idle_mib": idle, "samples": sampler.samples}
+    return {**result, "peak_mib": sampler.peaks.get("process", 0.0), "idle_mib": idle,
+            "idle_before_deferred_mib": imported, "samples": sampler.samples}
 
 
 # --- Spark: spark-submit, as the worker does ------------------------------------------------------------------------
@@ -386,6 +398,7 @@ def bench_size(world: World, clusters: Clusters, day, size: int, a: argparse.Nam
                     check_plan(r, garbage, what, kind)
                     out = record(head, r) | {
                         "peak_mib": round(r["peak_mib"], 1), "idle_mib": round(r["idle_mib"], 1),
+                        "idle_before_deferred_mib": round(r["idle_before_deferred_mib"], 1),
                         "peak_bytes_per_object": round(r["peak_mib"] * MIB / size),
                         "growth_bytes_per_object": round((r["peak_mib"] - r["idle_mib"]) * MIB / size)}
                     print(f"  {what}: {out['wall_s']:.1f} s, peak {out['peak_mib']:.0f} MiB "
