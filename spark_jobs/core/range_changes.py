@@ -5,9 +5,12 @@ lakeFS's own diff walks two versions of a range side by side by key; here the ve
 two steps. First by block: a new version of a range repeats most data blocks of the one before byte for byte
 (pebble cuts blocks at the same entries until the first change), so blocks are keyed by the CRC32C their trailer
 stores and their size, and two blocks with one key cancel out once their bytes compare equal: neither is read.
-Then by entry: the blocks left are decoded by the compiled walk (``range_arrow``), and the entries the dead and
-the new ones share cancel out by (address, type). What remains is the day's change: an address whose count went
-up is kept by one more live range, one whose count went down by one fewer.
+Then by entry: the blocks left make two sides, the dead ranges' and the new ones', each in path order, walked by
+compiled code a block at a time and merged by path (``range_arrow.side_by_side``): an entry at the same path with
+the same address and type on both sides cancels out there, and only the others become columns; where the blocks do
+not make two ordered sides, they are walked into columns (``range_arrow.blocks_batch``) and cancel out by
+(address, type) in one count. What remains is the day's change: an address whose count went up is kept by one more
+live range, one whose count went down by one fewer.
 
 ``spans`` and ``groups`` put the ranges that can share entries (those whose key spans overlap) in one group, so
 that a group's change is computed where its files are (a thread, an executor) and only the change travels.
