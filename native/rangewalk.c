@@ -964,7 +964,7 @@ typedef struct {
     vec key, last; /* the current entry's key; the path before it (a side's paths must rise strictly) */
     int64_t klen, a, an, size, atype;
     int valid;
-    int64_t walked, entries;
+    int64_t walked, entries, bytes; /* blocks, entries and decompressed bytes walked */
 } cursor_t;
 
 /* The next block of the side into its buffer, checked as unpack checks it: OK, or IRREGULAR (past its file's
@@ -1007,6 +1007,7 @@ static int cursor_block(cursor_t *c) {
     c->p = 0;
     c->klen = 0;
     c->walked++;
+    c->bytes += len;
     return OK;
 }
 
@@ -1072,8 +1073,8 @@ static PyObject *columns_of(out_t *o) {
  * ((file, offset, size) int64 triples) in path order. Both sides are walked entry by entry, one block each at a
  * time, and merged by path as lakeFS's diff merges two versions of a range: an entry at the same path with the same
  * address and type on both sides cancels out; every other entry is kept, on its side. Returns (dead entries, new
- * entries, entries walked, blocks walked), each side's entries as walk's columns (count, path offsets, path bytes,
- * address offsets, address bytes, types, sizes), or None where it is unsure (a block the careful decoder must
+ * entries, entries walked, blocks walked, bytes walked), each side's entries as walk's columns (count, path offsets, path bytes,
+ * address offsets, address bytes, types, sizes) and the decompressed bytes walked, or None where it is unsure (a block the careful decoder must
  * read, a side whose paths do not rise): the caller then counts the change another way. No GIL held. */
 static PyObject *diff(PyObject *self, PyObject *args) {
     (void)self;
@@ -1146,8 +1147,8 @@ static PyObject *diff(PyObject *self, PyObject *args) {
     } else {
         PyObject *d = columns_of(&out[0]), *n = d ? columns_of(&out[1]) : NULL;
         if (d && n)
-            result = Py_BuildValue("(NNLL)", d, n, (long long)(cur[0].entries + cur[1].entries),
-                                   (long long)(cur[0].walked + cur[1].walked));
+            result = Py_BuildValue("(NNLLL)", d, n, (long long)(cur[0].entries + cur[1].entries),
+                                   (long long)(cur[0].walked + cur[1].walked), (long long)(cur[0].bytes + cur[1].bytes));
         else {
             Py_XDECREF(d);
             Py_XDECREF(n);
@@ -1242,7 +1243,7 @@ static PyObject *index_py(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"index", index_py, METH_VARARGS, "index(data, index block, limit) -> (handles, keys) or None"},
     {"diff", diff, METH_VARARGS, "diff(files, dead blocks, new blocks) -> (dead entries, new entries, entries "
-                                 "walked, blocks walked) or None"},
+                                 "walked, blocks walked, bytes walked) or None"},
     {"net", net, METH_VARARGS, "net(columns, dead, new) -> (columns, rows, sums)"},
     {"unpack", unpack, METH_VARARGS, "unpack(data, handles, limit, verify, first) -> (blocks, ends, stop block)"},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int"},

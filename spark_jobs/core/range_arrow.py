@@ -134,11 +134,11 @@ def _columns_batch(count: int, po: bytes, pd: bytes, ao: bytes, ad: bytes, ty: b
 
 
 def side_by_side(sides: tuple[list[tuple[object, list[tuple[int, int]]]], list[tuple[object, list[tuple[int, int]]]]]) \
-        -> tuple[pa.RecordBatch, pa.RecordBatch, int] | None:
+        -> tuple[pa.RecordBatch, pa.RecordBatch, int, int] | None:
     """Two sides of a change (each its ranges in path order, a range given as its table and the data blocks to
     walk), walked by the compiled module one block at a time and merged by path as lakeFS's diff merges two versions
     of a range: an entry at the same path with the same address and type on both sides cancels out unseen. The
-    entries left on each side (``RANGE_SCHEMA``) and how many were walked; None without the compiled module, or where
+    entries left on each side (``RANGE_SCHEMA``), how many were walked and their blocks' decompressed bytes; None without the compiled module, or where
     it is unsure (a block the careful decoder must read, a side whose paths do not rise): the caller then walks the
     blocks into columns (``blocks_batch``) and counts them there. Neither side's entries are held whole: what this
     holds is a block of each side and what did not cancel."""
@@ -163,8 +163,8 @@ def side_by_side(sides: tuple[list[tuple[object, list[tuple[int, int]]]], list[t
     if got is None:  # several versions of a span on one side (retained commits apart) are one such case
         log.debug("a change the compiled merge does not take: counted from columns")
         return None
-    dead, new, walked, _ = got
-    return _columns_batch(*dead), _columns_batch(*new), walked
+    dead, new, walked, _, walked_bytes = got
+    return _columns_batch(*dead), _columns_batch(*new), walked, walked_bytes
 
 
 def joined(table, handles: list[tuple[int, int]]) -> tuple[bytes | bytearray, array.array]:

@@ -37,6 +37,7 @@ class Tally:
     blocks: int = 0  # data blocks of the ranges compared
     blocks_decoded: int = 0  # of those, the ones that did not cancel out and were walked
     entries_decoded: int = 0
+    bytes_walked: int = 0  # the decompressed bytes of the blocks walked
     entries_changed: int = 0
     arrow_bytes: int = 0  # the Arrow columns the walked blocks made
 
@@ -114,26 +115,31 @@ def changes(files: Mapping[str, bytes], dead: set[str], *,
             if net:
                 ranges[range_id].decode.setdefault(net, []).append(handle)
 
-    def walk(item: tuple[str, _Range]) -> list[tuple[pa.RecordBatch, int]]:
+    def walk(item: tuple[str, _Range]) -> list[tuple[pa.RecordBatch, int, int]]:
         _, rng = item
-        return [(range_arrow.blocks_batch(rng.table, sorted(handles)), weight)
-                for weight, handles in sorted(rng.decode.items())]
+        out = []
+        for weight, handles in sorted(rng.decode.items()):
+            buf, ends = range_arrow.joined(rng.table, sorted(handles))
+            out.append((range_arrow.joined_batch(buf, ends), weight, len(buf)))
+        return out
 
     for rng in ranges.values():
         tally.blocks_decoded += sum(len(h) for h in rng.decode.values())
     merged = _merged(ranges, dead)
     if merged is not None:
-        batches, tally.entries_decoded = merged
+        batches, tally.entries_decoded, tally.bytes_walked = merged
     else:
-        batches = [b for part in map_(walk, [(r, g) for r, g in ranges.items() if g.decode]) for b in part]
+        walked = [b for part in map_(walk, [(r, g) for r, g in ranges.items() if g.decode]) for b in part]
+        batches = [(batch, weight) for batch, weight, _ in walked]
         tally.entries_decoded = sum(b.num_rows for b, _ in batches)
+        tally.bytes_walked = sum(n for _, _, n in walked)
     tally.arrow_bytes = sum(b.nbytes for b, _ in batches)
     out = _net(batches)
     tally.entries_changed = len(out)
     return out, tally
 
 
-def _merged(ranges: dict[str, _Range], dead: set[str]) -> tuple[list[tuple[pa.RecordBatch, int]], int] | None:
+def _merged(ranges: dict[str, _Range], dead: set[str]) -> tuple[list[tuple[pa.RecordBatch, int]], int, int] | None:
     """The blocks left to walk as two sides merged by path (``range_arrow.side_by_side``): only the entries that do
     not cancel become columns. None where the blocks do not make two sides (a block whose bytes net to another count
     than its range's side) or the compiled merge is unsure."""
@@ -150,8 +156,8 @@ def _merged(ranges: dict[str, _Range], dead: set[str]) -> tuple[list[tuple[pa.Re
     got = range_arrow.side_by_side(ordered)
     if got is None:
         return None
-    died, appeared, walked = got
-    return [(died, -1), (appeared, 1)], walked
+    died, appeared, walked, walked_bytes = got
+    return [(died, -1), (appeared, 1)], walked, walked_bytes
 
 
 def _first_key(rng: _Range) -> bytes:

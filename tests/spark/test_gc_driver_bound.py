@@ -225,7 +225,7 @@ def test_a_daily_run_touching_many_ranges_compares_them_on_executors(small_range
     assert listing["ranges_dead"] + listing["ranges_new"] > 16, listing
     assert listing["compared_on"] == "runner" and listing["looked_up_on"] == "runner", listing
     # what was decoded of those ranges, had it come to the driver, would have exceeded the limit several times
-    assert listing["arrow_bytes"] > 4 * MAX_RESULT, listing
+    assert listing["bytes_walked"] > 4 * MAX_RESULT, listing
     daily = gc.mark(repo, now=now)  # the thread runner's daily run, from the same state
     assert daily.summary.listing["kind"] == "incremental"
     full = gc.mark(repo, now=now, dry_run=True, listing="full")

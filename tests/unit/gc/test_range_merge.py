@@ -59,11 +59,18 @@ def side(entries: list[tuple[bytes, bytes]], rng: random.Random) -> list[tuple[_
 def careful(files: list[tuple[_File, list[tuple[int, int]]]]) -> list[tuple[bytes, str, int, int]]:
     """The side's entries by the careful decoder (sstable.SSTableError where it refuses one)."""
     out: list[tuple[bytes, str, int, int]] = []
+    for raw in careful_blocks(files):
+        sstable._block_entries_fast(raw, out)  # noqa: SLF001
+    return out
+
+
+def careful_blocks(files: list[tuple[_File, list[tuple[int, int]]]]) -> list[bytes]:
+    """The side's blocks, decompressed by the careful decoder."""
+    out = []
     for f, handles in files:
         table = sstable._Table.__new__(sstable._Table)  # noqa: SLF001 - a table of blocks alone, no footer
         table.data, table.footer_start, table.verify = f.data, f.footer_start, f.verify
-        for handle in handles:
-            sstable._block_entries_fast(table.block(handle), out)  # noqa: SLF001
+        out += [table.block(handle) for handle in handles]
     return out
 
 
@@ -98,9 +105,9 @@ def merged(dead_files, new_files):
     got = range_arrow.side_by_side((dead_files, new_files))
     if got is None:
         return None
-    died, appeared, walked = got
+    died, appeared, walked, walked_bytes = got
     rows = [list(zip(*(b.column(i).to_pylist() for i in range(4)), strict=True)) for b in (died, appeared)]
-    return rows[0], rows[1], walked
+    return rows[0], rows[1], walked, walked_bytes
 
 
 @pytest.mark.parametrize("odd", [0.0, 0.05])
@@ -123,6 +130,7 @@ def test_what_the_merge_leaves_is_a_merge_of_the_careful_entries(seed, odd):
             took += 1
             assert (got[0], got[1]) == reference(*sides)
             assert got[2] == len(sides[0]) + len(sides[1])
+            assert got[3] == sum(len(raw) for s in (dead_files, new_files) for raw in careful_blocks(s))
     assert took
 
 
@@ -170,8 +178,9 @@ def test_the_day_counted_by_the_merge_is_the_day_counted_from_columns(seed, monk
     dead = {"a", "c"}
     by_merge, tally = range_changes.changes(files, dead)
     monkeypatch.setattr(range_arrow, "side_by_side", lambda sides: None)
-    by_columns, _ = range_changes.changes(files, dead)
+    by_columns, counted = range_changes.changes(files, dead)
     assert sorted(by_merge) == sorted(by_columns)
+    assert tally.bytes_walked == counted.bytes_walked > 0 and tally.entries_decoded == counted.entries_decoded
     assert tally.entries_changed == len(by_merge)
 
 
