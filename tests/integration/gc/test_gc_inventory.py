@@ -71,7 +71,23 @@ def collector(server, store, runner: str, request, *, cache: bool = False) -> Co
     """A collector on ``runner``; ``cache=False``: the thread runner plans a repository of any size as datasets
     (with the mark cache, a small one goes the object path, which reads the report on the driver)."""
     chosen, name = runner_of(runner, request)
-    return Collector(server.endpoint, {"s3": store.fsspec_options()}, runner=chosen, runner_name=name, cache=cache)
+    return Collector(server.endpoint, {store.kind: store.fsspec_options()}, runner=chosen, runner_name=name,
+                     cache=cache)
+
+
+def refused_on_every_path(server, store, runner: str, request, repo: str, refused: list[tuple[str, str]],
+                          damaged: tuple[str, ...]) -> None:
+    """Each report of ``refused`` (its URL, what the refusal says) fails the run with that message on the dataset
+    path and, on the thread runner, on the object path too (the mark cache on); the reason is ``inventory`` for a
+    ``damaged`` report's data file, ``inventory`` or ``storage`` otherwise."""
+    paths = [collector(server, store, runner, request)] + \
+        ([collector(server, store, runner, request, cache=True)] if runner == "threads" else [])
+    for gc in paths:
+        for url, says in refused:
+            with pytest.raises(GCError, match=says) as err:
+                gc._go(repo, "full", min_age=timedelta(0), inventory=url)
+            assert err.value.reason in (("inventory",) if says in damaged else ("inventory", "storage")), \
+                (url, err.value.reason)
 
 
 def read_as_datasets(summary, runner: str) -> bool:
@@ -180,14 +196,7 @@ def test_a_report_that_cannot_be_trusted_deletes_nothing(s3_world, runner, reque
                (write_report(store, flip=True, files=2), damaged),  # the right size, another MD5
                (f"s3://{REPORTS}/nowhere/manifest.json", "does not exist"),
                ("gs://bucket/manifest.json", "named by its manifest's URL"))
-    paths = [collector(server, store, runner, request)] + \
-        ([collector(server, store, runner, request, cache=True)] if runner == "threads" else [])
-    for gc in paths:
-        for url, says in refused:
-            with pytest.raises(GCError, match=says) as err:
-                gc._go(repo, "full", min_age=timedelta(0), inventory=url)
-            assert err.value.reason in (("inventory",) if says == damaged else ("inventory", "storage")), \
-                (url, err.value.reason)
+    refused_on_every_path(server, store, runner, request, repo, refused, (damaged,))
     assert data_keys(store, h["namespace"]) == before
 
 

@@ -24,9 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs.engine.runtime.context import GCError
-from tests.gc_engine import RUNNERS, Collector, runner_of
-from tests.integration.gc.test_gc_inventory import read_as_datasets
+from tests.gc_engine import RUNNERS, Collector
+from tests.integration.gc.test_gc_inventory import collector, read_as_datasets, refused_on_every_path
 from tests.integration.gc.test_gc_stores import data_keys, history, new_repo, put, read, store_world
 from tests.services import AZURITE_ACCOUNT
 
@@ -43,13 +42,6 @@ def azure_world() -> Iterator:
         world[0].create_container(REPORTS)
         world[0].create_container(OTHER)
         yield world
-
-
-def collector(store, server, runner: str, request, *, cache: bool = False) -> Collector:
-    """A collector on ``runner``; ``cache=False``: the thread runner plans a repository of any size as datasets
-    (with the mark cache, a small one goes the object path, which reads the report on the driver)."""
-    chosen, name = runner_of(runner, request)
-    return Collector(server.endpoint, {"azure": store.fsspec_options()}, runner=chosen, runner_name=name, cache=cache)
 
 
 def azure_time(when: datetime) -> str:
@@ -164,7 +156,7 @@ def metadata_keys(store, namespace: str) -> set[str]:
                                              pytest.param("parquet", "spark", marks=pytest.mark.spark)])
 def test_a_run_from_an_azure_inventory_report(azure_world, fmt, runner, request):
     store, server, lakefs = azure_world
-    gc = collector(store, server, runner, request)
+    gc = collector(server, store, runner, request)
     repo = new_repo(lakefs, store)
     h = history(lakefs, store, repo)
     namespace = h["namespace"]
@@ -208,7 +200,7 @@ def test_nothing_newer_than_the_report_is_deleted(azure_world, runner, request):
     """A report started before the garbage was written: its rows are all newer than its time, so none is old
     enough, whatever the run's own cutoff."""
     store, server, lakefs = azure_world
-    gc = collector(store, server, runner, request)
+    gc = collector(server, store, runner, request)
     repo = new_repo(lakefs, store)
     h = history(lakefs, store, repo)
     before = data_keys(store, h["namespace"])
@@ -233,9 +225,9 @@ def test_both_paths_plan_the_same_from_a_report(azure_world, runner, request):
              "VersionId": None, "IsCurrentVersion": None, "Deleted": False}
     for fmt in ("csv", "parquet"):
         url = write_report(store, fmt=fmt, extra=[*not_blobs(store, namespace), twice])
-        objects, by_objects = gc_plan(collector(store, server, "threads", request, cache=True), repo, url)
+        objects, by_objects = gc_plan(collector(server, store, "threads", request, cache=True), repo, url)
         assert objects.listing["read_on"] == "driver" and "plan" not in objects.listing, objects.listing
-        datasets, by_datasets = gc_plan(collector(store, server, runner, request), repo, url)
+        datasets, by_datasets = gc_plan(collector(server, store, runner, request), repo, url)
         assert read_as_datasets(datasets, runner), datasets.listing
         assert by_datasets == by_objects and set(by_objects["deleted"]) == {h["v1"], h["s1"]}
         assert datasets.listing["objects"] == objects.listing["objects"]
@@ -275,14 +267,7 @@ def test_a_report_that_cannot_be_trusted_deletes_nothing(azure_world, runner, re
     ]
     damaged = ("an incomplete or altered report", "is not a readable parquet report file")
     refused.append((write_report(store, fmt="parquet", flip=True), damaged[1]))  # the right size, unreadable
-    paths = [collector(store, server, runner, request)] + \
-        ([collector(store, server, runner, request, cache=True)] if runner == "threads" else [])
-    for gc in paths:
-        for url, says in refused:
-            with pytest.raises(GCError, match=says) as err:
-                gc._go(repo, "full", min_age=timedelta(0), inventory=url)
-            assert err.value.reason in (("inventory",) if says in damaged else ("inventory", "storage")), \
-                (url, err.value.reason)
+    refused_on_every_path(server, store, runner, request, repo, refused, damaged)
     assert data_keys(store, h["namespace"]) == before
 
 
@@ -291,7 +276,7 @@ def test_a_rule_reads_its_newest_complete_report(azure_world, runner, request):
     """--inventory may name the rule (its destination container and name): the newest report whose run finished
     (checksum written) and succeeded."""
     store, server, lakefs = azure_world
-    gc = collector(store, server, runner, request)
+    gc = collector(server, store, runner, request)
     repo = new_repo(lakefs, store)
     h = history(lakefs, store, repo)
     rule = f"lake{uuid.uuid4().hex[:6]}"
