@@ -8,7 +8,7 @@ and the report's creation minus min-age, so that every object the report calls o
 report saw it. Only the namespace's own rows are kept: the source bucket must be the namespace's bucket, the key
 under its prefix (never a sibling prefix that shares its name), the current version of a versioned bucket, never a
 delete marker, never under ``_lakefs/``. An Azure namespace's report (Azure Blob Inventory) is read by
-``inventory_azure``, to which ``read_inventory`` hands it.
+``inventory_azure``, to which ``open_report`` hands it.
 """
 
 from __future__ import annotations
@@ -296,12 +296,6 @@ def inventory_listing(url: str, ns: Namespace, *, cutoff: datetime,
     report = open_report(url, ns)
     listed = read_files(report, ns)
     return listed, {**report.record(len(listed)), "read_on": "driver"}, report.cutoff(cutoff, min_age)
-
-
-def read_inventory(url: str, ns: Namespace) -> tuple[Manifest | AzureManifest, list[StoredObject]]:
-    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings."""
-    report = open_report(url, ns)
-    return report.manifest, read_files(report, ns)
 
 
 def read_files(report: Report, ns: Namespace) -> list[StoredObject]:

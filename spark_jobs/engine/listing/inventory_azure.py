@@ -66,7 +66,6 @@ from spark_jobs.engine.listing.inventory import (
     Report,
     listed_object,
     manifest_object,
-    read_files,
     report_rows,
 )
 from spark_jobs.engine.stores import Namespace, StorageConfig, StorageError, locate, open_namespace
@@ -372,9 +371,3 @@ def open_report(url: str, ns: Namespace) -> Report:
     check_coverage(manifest, container=container, prefix=prefix)
     return Report("azure", manifest, f"https://{account}.blob.core.windows.net/{manifest.destination_container}",
                   container, prefix)
-
-
-def read_inventory(url: str, ns: Namespace) -> tuple[AzureManifest, list[StoredObject]]:
-    """The report at ``url`` and the namespace's objects it lists, read with the namespace's store settings."""
-    report = open_report(url, ns)
-    return report.manifest, read_files(report, ns)
