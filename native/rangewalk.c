@@ -485,6 +485,40 @@ static int snappy_into(const uint8_t *ip, int64_t n, uint8_t *op, int64_t len, i
     return op == oend ? 0 : -1;
 }
 
+/* The block stored at [offset, offset + size) of a file of `len` bytes whose blocks end at `limit`, checked: its
+ * decompressed length (its Snappy header's length in *header), or -1 for a block unpack stops at: past the
+ * blocks, a checksum that does not match (with `verify`), a compression other than none or Snappy, a Snappy
+ * header claiming more than Snappy can expand to. */
+static int64_t stored_length(const uint8_t *raw, int64_t len, int64_t limit, int verify, int64_t offset,
+                             int64_t size, int64_t *header) {
+    *header = 0;
+    if (offset < 0 || size <= 0 || offset + size + 5 > limit || limit > len) return -1;
+    const uint8_t *b = raw + offset;
+    if (verify) {
+        uint32_t c = crc32c(b, (size_t)size + 1);
+        uint32_t masked = ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+        uint32_t stored = (uint32_t)b[size + 1] | ((uint32_t)b[size + 2] << 8) | ((uint32_t)b[size + 3] << 16) |
+                          ((uint32_t)b[size + 4] << 24);
+        if (masked != stored) return -1;
+    }
+    if (b[size] == 0) return size;
+    if (b[size] != 1) return -1;
+    int64_t n = snappy_length(b, size, header);
+    return n < 0 || n > 24 * size + 64 ? -1 : n;
+}
+
+/* That block's contents into [out, out + n) (16 bytes of room past it): 0, or -1 for a Snappy stream that is not
+ * exactly n bytes. */
+static int stored_into(const uint8_t *raw, int64_t len, int64_t offset, int64_t size, int64_t header, uint8_t *out,
+                       int64_t n) {
+    const uint8_t *b = raw + offset;
+    if (b[size] == 0) {
+        memcpy(out, b, (size_t)n);
+        return 0;
+    }
+    return snappy_into(b + header, size - header, out, n, len - offset - size);
+}
+
 /* unpack(data, handles, limit, verify, first): the data blocks of `handles` (int64 offset, size pairs) from block
  * `first`, each checked against the masked CRC32C its trailer stores (with `verify`) and decompressed (Snappy or
  * none), end to end: (bytes, ends int64 bytes, stop). It stops at the first block it cannot take (a block past
@@ -503,10 +537,8 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
      * the whole file's blocks, or growing one block by block, cost as much as the decompression */
     int64_t total = 16, header = 0;
     for (Py_ssize_t i = first; i < blocks; i++) {
-        int64_t offset = h[2 * i], size = h[2 * i + 1], len;
-        if (offset < 0 || size <= 0 || offset + size + 5 > limit || limit > data.len) break;
-        len = raw[offset + size] == 1 ? snappy_length(raw + offset, size, &header) : size;
-        if (len < 0 || len > 24 * size + 64) break;
+        int64_t len = stored_length(raw, data.len, limit, 0, h[2 * i], h[2 * i + 1], &header);
+        if (len < 0) break; /* the loop below stops there too (checksums aside, which it checks) */
         total += len;
     }
     PyObject *o = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
@@ -524,34 +556,10 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = first; i < blocks; i++) {
         int64_t offset = h[2 * i], size = h[2 * i + 1];
-        if (offset < 0 || size <= 0 || offset + size + 5 > limit || limit > data.len) { stop = i; break; }
-        const uint8_t *b = raw + offset;
-        if (verify) {
-            uint32_t c = crc32c(b, (size_t)size + 1);
-            uint32_t masked = ((c >> 15) | (c << 17)) + 0xA282EAD8u;
-            uint32_t stored = (uint32_t)b[size + 1] | ((uint32_t)b[size + 2] << 8) | ((uint32_t)b[size + 3] << 16) |
-                              ((uint32_t)b[size + 4] << 24);
-            if (masked != stored) { stop = i; break; }
-        }
-        int64_t len;
-        header = 0;
-        if (b[size] == 1) {
-            len = snappy_length(b, size, &header);
-            if (len < 0 || len > 24 * size + 64) { stop = i; break; }
-        } else if (b[size] == 0) {
-            len = size;
-        } else {
+        int64_t len = stored_length(raw, data.len, limit, verify, offset, size, &header);
+        if (len < 0 || used + len + 16 > total || stored_into(raw, data.len, offset, size, header, out + used, len)) {
             stop = i;
             break;
-        }
-        if (used + len + 16 > total) { stop = i; break; }
-        if (b[size] == 1) {
-            if (snappy_into(b + header, size - header, out + used, len, data.len - offset - size)) {
-                stop = i;
-                break;
-            }
-        } else {
-            memcpy(out + used, b, (size_t)len);
         }
         used += len;
         ends[done++] = used;
@@ -973,35 +981,16 @@ static int cursor_block(cursor_t *c) {
     const int64_t *t = c->blocks + 3 * c->next++;
     if (t[0] < 0 || t[0] >= c->nfiles) return IRREGULAR;
     const file_t *f = &c->files[t[0]];
-    int64_t offset = t[1], size = t[2], len, header = 0;
-    if (offset < 0 || size <= 0 || offset + size + 5 > f->limit || f->limit > f->len) return IRREGULAR;
-    const uint8_t *b = f->raw + offset;
-    if (f->verify) {
-        uint32_t crc = crc32c(b, (size_t)size + 1);
-        uint32_t masked = ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
-        uint32_t stored = (uint32_t)b[size + 1] | ((uint32_t)b[size + 2] << 8) | ((uint32_t)b[size + 3] << 16) |
-                          ((uint32_t)b[size + 4] << 24);
-        if (masked != stored) return IRREGULAR;
-    }
-    if (b[size] == 1) {
-        len = snappy_length(b, size, &header);
-        if (len < 0 || len > 24 * size + 64) return IRREGULAR;
-    } else if (b[size] == 0) {
-        len = size;
-    } else {
-        return IRREGULAR;
-    }
+    int64_t offset = t[1], size = t[2], header;
+    int64_t len = stored_length(f->raw, f->len, f->limit, f->verify, offset, size, &header);
+    if (len < 0) return IRREGULAR;
     if (len + 16 > c->cap) {
         uint8_t *p = realloc(c->buf, (size_t)(len + 16));
         if (!p) return NOMEM;
         c->buf = p;
         c->cap = len + 16;
     }
-    if (b[size] == 1) {
-        if (snappy_into(b + header, size - header, c->buf, len, f->len - offset - size)) return IRREGULAR;
-    } else {
-        memcpy(c->buf, b, (size_t)len);
-    }
+    if (stored_into(f->raw, f->len, offset, size, header, c->buf, len)) return IRREGULAR;
     c->end = entries_end(c->buf, len);
     if (c->end < 0) return IRREGULAR;
     c->p = 0;
