@@ -746,7 +746,8 @@ def main() -> int:
     parser.add_argument("--keep-ranges", type=Path, default=None,
                         help="a folder to keep each day's dead and new range files in")
     parser.add_argument("--profile", type=Path, default=None,
-                        help="a folder for a cProfile of each timed run (its time then includes the profiler's)")
+                        help="a folder for a profile of each run (py-spy of every thread when on PATH, else cProfile; "
+                             "the timed runs then include the profiler's cost)")
     parser.add_argument("--lakefs-diff", action=argparse.BooleanOptionalAction, default=True,
                         help="time lakeFS's own two-dot diff of each day (bench/gc/lakefs_diff_bench.py)")
     parser.add_argument("--daily", type=Path, default=ROOT / "bench" / "results" / "daily-1m.json",
