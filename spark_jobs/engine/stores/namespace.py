@@ -8,6 +8,7 @@ store).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -53,10 +54,21 @@ class Namespace:
         self.location = location
         self.root = location.root
         self.options = config.options(self.store)
-        self.fs = self.filesystem(location, self.options)
+        if not self.defers_filesystem():  # built now, so that unusable settings fail the open
+            self.fs  # noqa: B018
         # per store, not per namespace object: each partition opens its own, the cap is the process's
         self.throttle = shared_throttle(f"{self.store}:{self.root.partition('/')[0]}", config.max_in_flight)
         self.prefixes = namespace_prefixes(config.namespace, config.local_root)
+
+    def defers_filesystem(self) -> bool:
+        """Whether the fsspec filesystem may wait for its first use: a store module that makes a run's requests with
+        a client of its own (S3's plain botocore client) builds it only for what that client does not do."""
+        return False
+
+    @functools.cached_property
+    def fs(self):
+        """The namespace's fsspec filesystem (``filesystem``)."""
+        return self.filesystem(self.location, self.options)
 
     @classmethod
     def where(cls, rest: str, local_root: str | None) -> Location | None:
@@ -127,12 +139,17 @@ class Namespace:
             raise StorageError(f"{self.config.namespace}/{key} does not exist") from None
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) of one object: a ranged read (shorter when the object is)."""
+        """Bytes [start, end) of one object: a ranged read (shorter when the object is; ``start`` inside it)."""
+        if end <= start:
+            return b""
         try:
-            return self._call(f"reading {key} [{start}, {end})",
-                              lambda: self.fs.cat_file(self.path(key), start=start, end=end))
+            return self._call(f"reading {key} [{start}, {end})", lambda: self._get_range(key, start, end))
         except FileNotFoundError:
             raise StorageError(f"{self.config.namespace}/{key} does not exist") from None
+
+    def _get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of one object (``start`` < ``end``); FileNotFoundError when it does not exist."""
+        return self.fs.cat_file(self.path(key), start=start, end=end)
 
     def read_ranges(self, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
         """``read_range`` of each span of one object, the requests in flight together (up to the store's cap)."""

@@ -1,11 +1,13 @@
 """S3: ``s3://bucket/prefix`` (``s3a://`` read as the same) through s3fs, deleted with DeleteObjects (1,000 keys).
 
-Reads, writes and listings go through one plain botocore client per process when the options have a plain
-botocore equivalent (``plain_s3_arguments``): s3fs's event loop costs twice the CPU per request. Neither client
+Reads, writes, listings and deletes go through one plain botocore client per process when the options have a plain
+botocore equivalent (``plain_s3_arguments``): s3fs's event loop costs twice the CPU per request, and s3fs is then
+not even imported unless something the plain client does not do asks for it. Neither client
 retries by itself: the throttle must see every throttling answer (and retries at a lowered rate)."""
 
 from __future__ import annotations
 
+import email.utils
 import functools
 import json
 from collections.abc import Iterator
@@ -26,10 +28,14 @@ class S3Namespace(Namespace):
     package = "s3fs"
 
     def __init__(self, config: StorageConfig, location: Location) -> None:
-        super().__init__(config, location)
-        # reads and listings through one plain botocore client, when the options allow one (None: s3fs does all)
-        self._options_json = json.dumps(self.options, sort_keys=True)
+        # every request of a run through one plain botocore client, when the options allow one (None: s3fs does
+        # all); s3fs itself (0.25 s of imports, its own client on its event loop) is then built only if asked for
+        self._options_json = json.dumps(config.options(self.store), sort_keys=True)
         self.s3 = _plain_s3_client(self._options_json, config.max_in_flight)
+        super().__init__(config, location)
+
+    def defers_filesystem(self) -> bool:
+        return self.s3 is not None
 
     @classmethod
     def fsspec_options(cls, location: Location, options: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +121,38 @@ class S3Namespace(Namespace):
                 raise FileNotFoundError(key) from None
             raise
 
+    def _get_range(self, key: str, start: int, end: int) -> bytes:
+        if self.s3 is None:
+            return super()._get_range(key, start, end)
+        bucket, _, name = self.path(key).partition("/")
+        try:
+            return self.s3.get_object(Bucket=bucket, Key=name, Range=f"bytes={start}-{end - 1}")["Body"].read()
+        except Exception as exc:
+            code = _client_error_code(exc)
+            if code in ("NoSuchKey", "NoSuchBucket", "404"):
+                raise FileNotFoundError(key) from None
+            raise
+
+    def list_units(self) -> list[str]:
+        if self.s3 is None:
+            return super().list_units()
+        bucket, _, prefix = self.path("data").partition("/")
+        request = {"Bucket": bucket, "Prefix": prefix + "/", "Delimiter": "/"}
+        slices: set[str] = set()
+        try:
+            while True:
+                page = self._call("listing data/", lambda r=dict(request): self._list_page(r))
+                slices.update(p["Prefix"][len(request["Prefix"]):].strip("/") for p in page.get("CommonPrefixes", []))
+                if not page.get("IsTruncated"):
+                    break
+                if not page.get("NextContinuationToken"):
+                    raise StorageError(f"listing data/ on {self.config.namespace}: a page said more follows and gave "
+                                       "no continuation token")
+                request["ContinuationToken"] = page["NextContinuationToken"]
+        except FileNotFoundError:
+            pass
+        return sorted(f"data/{name}/" for name in slices if name) + [""]
+
     def _info(self, key: str) -> dict[str, Any]:
         if self.s3 is None:
             return super()._info(key)
@@ -190,8 +228,8 @@ class S3Namespace(Namespace):
     def _batch_request(self, keys: list[str]) -> tuple[int, list[str], list[str]]:
         bucket, _, _ = self.root.partition("/")
         names = self._names(keys)
-        out = self.fs.call_s3("delete_objects", Bucket=bucket,
-                              Delete={"Objects": [{"Key": n} for n in names], "Quiet": True})
+        out = self._s3_call("delete_objects", Bucket=bucket,
+                            Delete={"Objects": [{"Key": n} for n in names], "Quiet": True})
         errors = out.get("Errors", [])
         again = [names[e["Key"]] for e in errors if any(w in str(e.get("Code")) for w in THROTTLING)]
         failed = [f"{names.get(e['Key'], e['Key'])}: {e.get('Code')} {e.get('Message', '')}" for e in errors
@@ -214,6 +252,11 @@ def iso_timestamp(value: Any) -> datetime:
             parsed = datetime.fromisoformat(value)
         except ValueError:
             parsed = None
+        if parsed is None and value.endswith(" GMT"):  # an HTTP date (a HEAD's Last-Modified): 10% of a HEAD's CPU
+            try:
+                parsed = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                parsed = None
         if parsed is not None and parsed.tzinfo is not None:
             return parsed
     from botocore.utils import parse_timestamp  # noqa: PLC0415

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -157,6 +159,52 @@ def test_reads_anything_and_writes_only_metadata(place):
     assert place.listed() - {"_lakefs/janitor/ok"} == {
         "_lakefs/range-1", "_lakefs/dummy", "data/aa/obj", "_lakefs/janitor/summary.json",
         *(f"_lakefs/janitor/part-{i}" for i in range(5))}
+
+
+def test_ranged_reads_give_what_a_file_read_gives(place):
+    data = bytes(random.Random(3).randrange(256) for _ in range(1000))
+    place.put({"_lakefs/index-1": data})
+    ns = place.open()
+    spans = [(0, 10), (990, 1000), (995, 2000), (0, 1000), (500, 501), (7, 7), (9, 3), (999, 5000)]
+    assert [ns.read_range("_lakefs/index-1", *span) for span in spans] == [data[a:b] for a, b in spans]
+    assert ns.read_ranges("_lakefs/index-1", spans) == [data[a:b] for a, b in spans]
+    with pytest.raises(StorageError, match=r"/_lakefs/nothing does not exist"):
+        ns.read_range("_lakefs/nothing", 0, 10)
+
+
+def test_an_s3_run_builds_no_s3fs_when_the_plain_client_does_everything(store_of, tmp_path):
+    """Every request of a run (listing slices and units, reading whole and in part, asking for objects, writing,
+    deleting) through the plain botocore client: s3fs (0.25 s of imports, a client on its own event loop) is not
+    even imported. Options the plain client cannot reproduce still build s3fs when the namespace opens."""
+    place = new_place(store_of("s3"))
+    place.put({"_lakefs/range-1": b"r" * 100, "data/aa/one": b"1", "data/bb/two": b"22", "legacy": b"l"})
+    script = tmp_path / "run.py"
+    script.write_text(f"""
+import json, sys
+from spark_jobs.engine.stores import StorageConfig, open_namespace
+def opened(**extra):
+    every = {{"s3": {{**{place.store.fsspec_options()!r}, **extra}}}}
+    return open_namespace(StorageConfig({place.namespace!r}, None, json.dumps(every), 4))
+ns = opened()
+seen = dict(units=ns.list_units(), objects=sorted(o.key for u in ns.list_units() for o in ns.list_unit(u)),
+            read=ns.read("_lakefs/range-1").decode(), part=ns.read_range("_lakefs/range-1", 90, 200).decode(),
+            sizes=ns.metadata_sizes(), found=sorted(o.key for o in ns.stat(["data/aa/one", "data/aa/gone"])))
+ns.write("_lakefs/janitor/x", b"x")
+seen["deleted"] = ns.delete(["data/bb/two", "data/bb/gone"]).deleted
+seen["s3fs"] = "s3fs" in sys.modules
+opened(requester_pays=True)  # no plain equivalent: s3fs does every request, built at once
+seen["s3fs_for_requester_pays"] = "s3fs" in sys.modules
+print(json.dumps(seen))
+""")
+    root = str(Path(__file__).resolve().parents[3])  # this checkout's modules, whatever the install points at
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=root,
+                         env={**os.environ, "PYTHONPATH": root})
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen == {"units": ["data/aa/", "data/bb/", ""], "objects": ["data/aa/one", "data/bb/two", "legacy"],
+                    "read": "r" * 100, "part": "r" * 10, "sizes": {"range-1": 100}, "found": ["data/aa/one"],
+                    "deleted": 2, "s3fs": False, "s3fs_for_requester_pays": True}, seen
+    assert place.listed() == {"_lakefs/range-1", "_lakefs/janitor/x", "data/aa/one", "legacy"}
 
 
 def test_missing_keys_and_an_empty_namespace(place):
