@@ -12,16 +12,17 @@ fate then depends on its range alone); every other run goes through the whole ma
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from spark_jobs.core import kept_index, range_changes, sstable
 from spark_jobs.core.addresses import relative_key
 from spark_jobs.core.incremental import State, Unit, units_of
 from spark_jobs.core.plan import StoredObject
-from spark_jobs.engine.listing.incremental import ask_for, changed, list_recent
+from spark_jobs.engine.listing.incremental import STAT_BATCH, AskedEarly, ask_for, changed, list_recent
 from spark_jobs.engine.runtime.context import JobConfig, OpenContext
 from spark_jobs.engine.runtime.memory import map_big_blocks, released
-from spark_jobs.engine.runtime.parallel import Runner, ThreadRunner, fitting, in_background, in_process
+from spark_jobs.engine.runtime.parallel import FEW_UNITS, Runner, ThreadRunner, fitting, in_background, in_process
 from spark_jobs.engine.state import index_lookup
 from spark_jobs.engine.state.incremental import StoredIndex
 from spark_jobs.engine.stores import StorageError
@@ -89,14 +90,15 @@ def spans_of(runner: Runner, config: JobConfig, *, dead: list[str], new: list[st
 
 def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str],
                    spans: dict[str, tuple[bytes, bytes]], prefixes: tuple[str, ...], partitions: int,
-                   driver_ranges: int | None = None, tally: dict[str, int | str] | None = None) \
-        -> tuple[dict[int, int], set[str]]:
+                   driver_ranges: int | None = None, tally: dict[str, int | str] | None = None,
+                   going_down: Callable[[list[str]], None] | None = None) -> tuple[dict[int, int], set[str]]:
     """The kept index's change from the ranges that died and appeared, and the keys whose count went down: the
     dead and the new ranges put side by side as lakeFS's diff does (``core.range_changes``: blocks that repeat
     cancel out unread, the others are walked by the compiled decoder and their entries cancel out by address), in
     groups of overlapping key ``spans`` (each version of a range with the versions it replaced). A day's ranges are
     compared on the driver's threads, a few groups at a time (``on_driver``), or by the runner's executors, a task
-    returning its groups' changes and costs, nothing per entry it read."""
+    returning its groups' changes and costs, nothing per entry it read. On the driver, ``going_down`` is given the
+    keys whose count went down in each group as soon as that group is done (``AskedEarly``)."""
     died = set(dead)
     units = [(tuple(r for r in group if r in died), tuple(r for r in group if r not in died))
              for group in range_changes.groups(spans)]
@@ -104,9 +106,16 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
     if here:  # the range files and their columns, megabytes each, given back when a group is done with them
         map_big_blocks()
     where = ThreadRunner(_GROUP_THREADS) if here else runner
+    compare = unit_group_changes
+    if here and going_down is not None:
+        def compare(ctx: OpenContext, unit: tuple[tuple[str, ...], tuple[str, ...]]) -> list[tuple[str, object]]:
+            out = unit_group_changes(ctx, unit)
+            going_down([key for what, item in out if what == "change" and item[2] < 0
+                        and (key := relative_key(item[0], item[1], prefixes)) is not None])
+            return out
     cost = range_changes.Tally()
     count: dict[tuple[str, int], int] = {}
-    for what, item in where.map_units(units, unit_group_changes, config.open, partitions=partitions):
+    for what, item in where.map_units(units, compare, config.open, partitions=partitions):
         if what == "tally":
             cost.add(range_changes.Tally(**item))
         else:
@@ -178,35 +187,57 @@ def lean_mark(state: State, index: StoredIndex, *, runner: Runner, config: JobCo
     # the store where the comparison works the CPU
     listing = in_background("gc-recent-slices", list_recent, state, runner=runner, config=config, ctx=ctx,
                             partitions=address_partitions)
-    delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, spans=spans, prefixes=tuple(ctx.prefixes),
-                                      partitions=range_partitions, driver_ranges=driver_ranges, tally=tally)
-    clock("changed blocks")
-    recent = listing.result()
-    clock("recent slices (after the comparison)")
-    seen = recent.keys
     carried = state.carried()
-    hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
-    # the index is read only at the keys that changed and those judged (by executors when they are many)
+    # the keys a day's comparison sees going down, and those carried over, asked for while the comparison goes on
+    # (on the driver, as ask_for would ask for that many)
+    early_most = FEW_UNITS * STAT_BATCH if on_driver(runner, len(dead) + len(new), driver_ranges) else 0
+    with AskedEarly(ctx, skip=uncommitted, most=early_most) as early:
+        early.ask(sorted(carried))
+        delta, dead_keys = changed_blocks(runner, config, dead=dead, new=new, spans=spans,
+                                          prefixes=tuple(ctx.prefixes), partitions=range_partitions,
+                                          driver_ranges=driver_ranges, tally=tally, going_down=early.ask)
+        clock("changed blocks")
+        recent = listing.result()
+        clock("recent slices (after the comparison)")
+        seen = recent.keys
+        hashes = {k: kept_index.key_hash(k) for k in dead_keys | carried | seen | uncommitted}
+        judged = _judged(index, delta, hashes, runner=runner, config=config, partitions=range_partitions)
+        wanted = sorted((dead_keys | carried) - judged.committed - uncommitted - seen)
+        clock("lookup")
+        found, rest = early.answers(wanted)
+        found += ask_for(rest, runner=runner, config=config, partitions=address_partitions)
+        clock("asked for")
+    result = changed(state, recent, wanted=wanted, found=found, kept_index=judged.keys, ranges_dead=len(dead),
+                     ranges_new=len(new), metaranges_read=len(missing), index_blocks_read=index.blocks_read,
+                     index_blocks=index.blocks, **tally, seconds=clock.laps,
+                     # where the index was looked up (where the touched ranges were compared: in the tally)
+                     looked_up_on="driver" if index_lookup.on_driver(runner, index, judged.looked_up) else "runner",
+                     keys_looked_up=judged.looked_up, **early.record(wanted))
+    return LeanMark(result.objects, judged.committed, live, units_of((r, ()) for r in live), by_metarange,
+                    judged.delta, judged.keys, result.listing)
+
+
+@dataclass
+class _Judged:
+    committed: set[str]  # of the keys judged, those a live range holds
+    keys: int  # how many keys the index counts now
+    delta: dict[int, int]  # the index's change since its base, this run's included
+    looked_up: int  # hashes looked up in the index
+
+
+def _judged(index: StoredIndex, delta: dict[int, int], hashes: dict[str, int], *, runner: Runner, config: JobConfig,
+            partitions: int) -> _Judged:
+    """The keys of ``hashes`` the live ranges hold, once the index (read only at the keys that changed and those
+    judged, by executors when they are many) takes the day's ``delta``."""
     looked_up = set(delta) | set(hashes.values())
-    counted = index_lookup.counts(index, looked_up, runner=runner, config=config, partitions=range_partitions)
+    counted = index_lookup.counts(index, looked_up, runner=runner, config=config, partitions=partitions)
     now = {h: n + delta.get(h, 0) for h, n in counted.items()}
     if any(n < 0 for n in now.values()):
         raise kept_index.IndexError_("a range's entries were subtracted from keys the index does not count")
-    committed = {k for k, h in hashes.items() if now[h] > 0}
     keys = index.keys + sum(1 for h in delta if counted[h] <= 0 < now[h]) - sum(
         1 for h in delta if now[h] <= 0 < counted[h])
     cumulative = dict(index.delta)
     for h, n in delta.items():
         cumulative[h] = cumulative.get(h, 0) + n
-    wanted = sorted((dead_keys | carried) - committed - uncommitted - seen)
-    clock("lookup")
-    found = ask_for(wanted, runner=runner, config=config, partitions=address_partitions)
-    clock("asked for")
-    result = changed(state, recent, wanted=wanted, found=found, kept_index=keys, ranges_dead=len(dead),
-                     ranges_new=len(new), metaranges_read=len(missing), index_blocks_read=index.blocks_read,
-                     index_blocks=index.blocks, **tally, seconds=clock.laps,
-                     # where the index was looked up (where the touched ranges were compared: in the tally)
-                     looked_up_on="driver" if index_lookup.on_driver(runner, index, len(looked_up)) else "runner",
-                     keys_looked_up=len(looked_up))
-    return LeanMark(result.objects, committed, live, units_of((r, ()) for r in live), by_metarange,
-                    {h: n for h, n in cumulative.items() if n}, keys, result.listing)
+    return _Judged({k for k, h in hashes.items() if now[h] > 0}, keys, {h: n for h, n in cumulative.items() if n},
+                   len(looked_up))

@@ -247,7 +247,7 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
         parts = decode(lake.fs.cat_file(lake.store.fsspec_path(lake.namespace, STATE_KEY))).index_parts
         assert len(parts) >= 4, parts
     days = 6
-    totals = {"incremental": 0, "found_without_listing": 0, "capped": 0, "failed": 0}
+    totals = {"incremental": 0, "found_without_listing": 0, "capped": 0, "failed": 0, "asked_early": 0}
     for day in range(1, days + 1):
         lake.one_day(days_ago=days - day + 0.5)
         now = datetime.now(UTC)
@@ -261,6 +261,14 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
                 assert listing["compared_on"] == ("driver" if runner == "threads" else "runner"), listing
             if seed == 2 and listing["keys_looked_up"]:
                 assert listing["looked_up_on"] == ("driver" if runner == "threads" else "runner"), listing
+            # a day compared on the driver asks for the keys going down while it compares (AskedEarly): every key
+            # it then needs was asked for early, and what it found is what the store holds (the plans are equal)
+            if listing["compared_on"] == "driver":
+                assert listing["asked_early"] >= listing["checked"] and listing["asked_early"] - listing[
+                    "asked_early_unused"] == listing["checked"], listing
+                totals["asked_early"] += listing["asked_early"]
+            else:
+                assert listing["asked_early"] == 0, listing
         else:
             assert "kept_index" not in listing, listing
         assert planned(marked) == planned(full), (day, "only incremental", planned(marked) - planned(full), "only full", planned(full) - planned(marked), listing)
@@ -291,6 +299,8 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
     _, final = gc.run(lake.repo, dry_run=True, listing="full")
     assert planned(final) == set() and final.summary.listing["missed_by_incremental"] == 0
     assert totals["found_without_listing"] > 0, "no day found an object without listing it: the test is too weak"
+    if policies == "none" and (runner == "threads" or seed != 2):
+        assert totals["asked_early"] > 0, "no day asked for a key early: the test is too weak"
     print(f"RELIABILITY gc-incremental {lake.store.kind}/{runner} seed {seed} ({policies} policies): {days} days, plans equal to the full "
           f"listing's every day, {totals['found_without_listing']} objects found without listing, "
           f"{totals['capped']} capped and {totals['failed']} failed carried over, missed 0, reachable lost 0")
