@@ -28,8 +28,8 @@ How each runner is measured:
 * ``threads``: ThreadRunner(8) in a fresh child process (one run, no warm-up); this process samples its resident
   memory every 0.1 s with psutil: ``peak_mib``, and per object (``peak_bytes_per_object``; ``growth_…`` counts
   only what the run added to the child's footprint after its imports — pyarrow's deferred ones included:
-  pyarrow.parquet, and what an in-process run does first (engine/runtime/imports.py: pyarrow's shim told that
-  pandas is not needed; before 2026-11-28 17:40 UTC it imported pandas, 44 MiB); ``idle_before_deferred_mib`` is
+  pyarrow.parquet, and what a run does first (engine/runtime/imports.py: pyarrow's shim told that pandas is not
+  needed; before 2026-11-28 17:40 UTC it imported pandas, 44 MiB); ``idle_before_deferred_mib`` is
   the footprint before them).
 * ``spark``: ``workers.gc.submit.run_gc``, exactly as the worker submits a run: spark-submit of
   spark_jobs/jobs/gc.py to the cluster. ``wall_s`` is spark-submit's whole life (JVM start included; ``engine_s``
@@ -200,7 +200,7 @@ def child(spec: dict[str, Any]) -> int:
 
     from spark_jobs.engine.runtime.imports import arrow_without_pandas  # noqa: PLC0415
 
-    arrow_without_pandas()  # what an in-process run does first (engine/runtime/imports.py): pyarrow imports no pandas
+    arrow_without_pandas()  # what a run does first (engine/runtime/imports.py): pyarrow imports no pandas
     pa.array([0])
     print("DEFERRED", flush=True)
     sys.stdin.readline()  # and after the deferred ones: the idle footprint a run's growth is counted from

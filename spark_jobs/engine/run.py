@@ -14,9 +14,9 @@ from spark_jobs.engine.reach import mark_cache
 from spark_jobs.engine.request import MODES, RunRequest
 from spark_jobs.engine.runtime import cyclic_gc
 from spark_jobs.engine.runtime.context import GCError, JobConfig, Progress
-from spark_jobs.engine.runtime.imports import arrow_without_pandas, warm_arrow_conversion
+from spark_jobs.engine.runtime.imports import arrow_without_pandas
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
-from spark_jobs.engine.runtime.parallel import Runner, in_process, wants_datasets
+from spark_jobs.engine.runtime.parallel import Runner, wants_datasets
 from spark_jobs.engine.runtime.repository import learn_local_root, load_graph
 from spark_jobs.engine.state import incremental
 from spark_jobs.engine.state.report import new_run_id
@@ -53,10 +53,7 @@ def run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Run
 def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: RunRequest, *, runner: Runner,
                 progress: Progress) -> tuple[Summary, Marked | None]:
     now = _check(request)
-    if in_process(runner):  # nothing in this process hands pyarrow a pandas object
-        arrow_without_pandas()
-    else:  # PySpark's driver imports pandas for its Arrow functions: begun beside the first requests
-        warm_arrow_conversion()
+    arrow_without_pandas()
     api = LakeFSApi(api_config)
     try:
         marked = None

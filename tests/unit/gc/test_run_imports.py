@@ -1,7 +1,6 @@
 """engine/runtime/imports: what pyarrow defers to its first conversion of Python values (importing pandas, to ask
-whether a value is a pandas object) is begun on a thread of its own once per process (a Spark driver's run), or not
-paid at all in a process whose runs are in process; either way every conversion gives the right array, and pandas
-itself stays importable and usable through pyarrow."""
+whether a value is a pandas object) is not paid at all; every conversion gives the right array, a plan's Parquet is
+written and read, and pandas itself stays importable and usable through pyarrow."""
 
 from __future__ import annotations
 
@@ -9,29 +8,13 @@ import json
 import subprocess
 import sys
 
-_WARM = """
-import json, sys, threading, time
-from spark_jobs.engine.runtime.imports import warm_arrow_conversion
-before = "pandas" in sys.modules
-warm_arrow_conversion()
-warm_arrow_conversion()
-threads = [t.name for t in threading.enumerate() if t.name == "gc-warm-arrow"]
-import pyarrow as pa
-values = pa.array(["a", "b"]).to_pylist()  # waits for the import if it is under way
-for t in threading.enumerate():
-    if t.name == "gc-warm-arrow":
-        t.join(60)
-print(json.dumps({"before": before, "threads": threads, "values": values, "after": "pandas" in sys.modules}))
-"""
-
 _WITHOUT = """
 import io, json, sys
 import pyarrow as pa
 import pyarrow.parquet as pq
-from spark_jobs.engine.runtime.imports import arrow_without_pandas, warm_arrow_conversion
+from spark_jobs.engine.runtime.imports import arrow_without_pandas
 arrow_without_pandas()
 arrow_without_pandas()
-warm_arrow_conversion()  # once per process, whichever came first
 seen = {"values": pa.array(["a", None, "b"]).to_pylist() + pa.array([1, 2], pa.int64()).to_pylist()}
 out = io.BytesIO()
 pq.write_table(pa.table({"key": ["k1", "k2"], "size": [3, 4]}), out)  # a plan's Parquet, written and read back
@@ -52,15 +35,7 @@ def _probe(code: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_the_deferred_import_is_begun_once_on_its_own_thread():
-    seen = _probe(_WARM)
-    assert seen["before"] is False  # importing the engine's modules does not pay for it
-    assert len(seen["threads"]) <= 1  # once per process (the thread may already be done)
-    assert seen["values"] == ["a", "b"]
-    assert seen["after"] is True  # pyarrow imported pandas (the engine's environment has it)
-
-
-def test_an_in_process_run_converts_without_importing_pandas_and_pandas_still_works():
+def test_a_run_converts_without_importing_pandas_and_pandas_still_works():
     seen = _probe(_WITHOUT)
     assert seen["values"] == ["a", None, "b", 1, 2]
     assert seen["parquet"] == [{"key": "k1", "size": 3}, {"key": "k2", "size": 4}]
