@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import array
 import hashlib
+import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -144,8 +145,8 @@ def _block_handle(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int, 
 class _Table:
     """Footer, block access and index walking for one SSTable held in memory."""
 
-    def __init__(self, data: bytes, *, verify_checksums: bool = True) -> None:
-        if not isinstance(data, bytes):
+    def __init__(self, data: bytes | mmap.mmap, *, verify_checksums: bool = True) -> None:
+        if not isinstance(data, (bytes, mmap.mmap)):  # a mapped file is read in place (Namespace.read_mapped)
             data = bytes(data)
         self.data = data
         n = len(data)

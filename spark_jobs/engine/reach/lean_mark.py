@@ -63,7 +63,7 @@ def unit_group_changes(ctx: OpenContext, unit: tuple[tuple[str, ...], tuple[str,
     """The change of one group of ranges whose key spans overlap (the dead ones, the new ones): only the entries
     whose count changed leave the task, and what it cost."""
     dead, new = unit
-    found, tally = range_changes.changes({r: ctx.read_range(r) for r in dead + new}, set(dead))
+    found, tally = range_changes.changes({r: ctx.map_range(r) for r in dead + new}, set(dead))
     return [("change", c) for c in found] + [("tally", tally.as_dict())]
 
 

@@ -3,6 +3,7 @@ through fsspec's "file"; written atomically, deleted one unlink per object."""
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +35,17 @@ class LocalNamespace(Namespace):
 
     def freeing(self) -> Verdict:
         return local_verdict()
+
+    def read_mapped(self, key: str) -> bytes | mmap.mmap:
+        def mapped() -> bytes | mmap.mmap:
+            with open(self.path(key), "rb") as file:
+                # an empty file cannot be mapped; lakeFS never rewrites nor truncates a file under _lakefs/
+                return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(file.fileno()).st_size \
+                    else b""
+        try:
+            return self._call(f"reading {key}", mapped)
+        except (FileNotFoundError, IsADirectoryError):
+            raise StorageError(f"{self.config.namespace}/{key} does not exist") from None
 
     def _write(self, key: str, path: str, data: bytes) -> None:
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)

@@ -9,6 +9,7 @@ store).
 from __future__ import annotations
 
 import functools
+import mmap
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -137,6 +138,11 @@ class Namespace:
             return self._call(f"reading {key}", lambda: self._get(key))
         except FileNotFoundError:
             raise StorageError(f"{self.config.namespace}/{key} does not exist") from None
+
+    def read_mapped(self, key: str) -> bytes | mmap.mmap:
+        """``read``; on a store that is this machine's disk, the file mapped read-only instead (its pages are the page
+        cache's: neither copied nor allocated), for a reader that takes any buffer (the range decoders)."""
+        return self.read(key)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of one object: a ranged read (shorter when the object is; ``start`` inside it)."""

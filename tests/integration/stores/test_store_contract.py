@@ -172,6 +172,19 @@ def test_ranged_reads_give_what_a_file_read_gives(place):
         ns.read_range("_lakefs/nothing", 0, 10)
 
 
+def test_a_mapped_read_gives_what_a_read_gives(place):
+    """read_mapped: the file mapped in place on a disk store (lakeFS's local store), a plain read elsewhere."""
+    data = bytes(random.Random(4).randrange(256) for _ in range(5000))
+    place.put({"_lakefs/range-2": data, "_lakefs/empty": b""})
+    ns = place.open()
+    mapped = ns.read_mapped("_lakefs/range-2")
+    assert type(mapped).__name__ == ("mmap" if place.store.kind == "local" else "bytes")
+    assert len(mapped) == 5000 and mapped[:] == data and mapped[10:20] == data[10:20] and bytes(mapped) == data
+    assert ns.read_mapped("_lakefs/empty") == b""
+    with pytest.raises(StorageError, match=r"/_lakefs/nothing does not exist"):
+        ns.read_mapped("_lakefs/nothing")
+
+
 def test_an_s3_run_builds_no_s3fs_when_the_plain_client_does_everything(store_of, tmp_path):
     """Every request of a run (listing slices and units, reading whole and in part, asking for objects, writing,
     deleting) through the plain botocore client: s3fs (0.25 s of imports, a client on its own event loop) is not

@@ -3,6 +3,7 @@ entry of both sides, on range files a real lakeFS wrote (tests/fixtures/sstables
 
 from __future__ import annotations
 
+import mmap
 import random
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -30,8 +31,17 @@ def reference(files: dict[str, bytes], dead: set[str]) -> dict[tuple[str, int], 
     return {k: n for k, n in count.items() if n}
 
 
+def mapped(data: bytes, folder: Path) -> mmap.mmap:
+    """``data`` as a read-only mapped file, as Namespace.read_mapped gives a range file on a disk store."""
+    path = folder / f"{len(list(folder.iterdir()))}.sst"
+    path.write_bytes(data)
+    with open(path, "rb") as file:
+        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+@pytest.mark.parametrize("as_mapped", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_the_change_is_the_careful_count_of_both_sides(seed):
+def test_the_change_is_the_careful_count_of_both_sides(seed, as_mapped, tmp_path):
     rng = random.Random(seed)
     pool = ranges()
     files, dead = {}, set()
@@ -39,8 +49,9 @@ def test_the_change_is_the_careful_count_of_both_sides(seed):
         files[f"r{i}"] = rng.choice(pool)  # the same file on both sides cancels out by block, unread
         if rng.random() < 0.5:
             dead.add(f"r{i}")
+    given = {r: mapped(d, tmp_path) for r, d in files.items()} if as_mapped else files
     with ThreadPoolExecutor(2) as pool_:
-        found, tally = range_changes.changes(files, dead, map_=pool_.map)
+        found, tally = range_changes.changes(given, dead, map_=pool_.map)
     assert {(a, k): n for a, k, n in found} == reference(files, dead)
     assert len(found) == len({(a, k) for a, k, _ in found})
     assert tally.blocks == sum(sstable.table_info(d)["data_blocks"] for d in files.values())
@@ -88,6 +99,8 @@ class _Files:
 
     def read_range(self, range_id: str) -> bytes:
         return self.files[range_id]
+
+    map_range = read_range
 
 
 class _Config:
