@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import array
 import hashlib
-import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -145,8 +144,10 @@ def _block_handle(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int, 
 class _Table:
     """Footer, block access and index walking for one SSTable held in memory."""
 
-    def __init__(self, data: bytes | mmap.mmap, *, verify_checksums: bool = True) -> None:
-        if not isinstance(data, (bytes, mmap.mmap)):  # a mapped file is read in place (Namespace.read_mapped)
+    def __init__(self, data: bytes, *, verify_checksums: bool = True) -> None:
+        # a buffer that can change under the reader (or slices into views) is copied; bytes, and a file mapped
+        # read-only (Namespace.read_mapped: it slices into bytes), are read in place
+        if isinstance(data, (bytearray, memoryview)):
             data = bytes(data)
         self.data = data
         n = len(data)
