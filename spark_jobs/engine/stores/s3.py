@@ -140,15 +140,8 @@ class S3Namespace(Namespace):
         request = {"Bucket": bucket, "Prefix": prefix + "/", "Delimiter": "/"}
         slices: set[str] = set()
         try:
-            while True:
-                page = self._call("listing data/", lambda r=dict(request): self._list_page(r))
+            for page in self._pages("data/", request):
                 slices.update(p["Prefix"][len(request["Prefix"]):].strip("/") for p in page.get("CommonPrefixes", []))
-                if not page.get("IsTruncated"):
-                    break
-                if not page.get("NextContinuationToken"):
-                    raise StorageError(f"listing data/ on {self.config.namespace}: a page said more follows and gave "
-                                       "no continuation token")
-                request["ContinuationToken"] = page["NextContinuationToken"]
         except FileNotFoundError:
             pass
         return sorted(f"data/{name}/" for name in slices if name) + [""]
@@ -186,16 +179,23 @@ class S3Namespace(Namespace):
         prefix = prefix.rstrip("/") + "/" if prefix else ""
         request = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": self.page_size, **({"Delimiter": "/"} if not unit
                                                                                     else {})}
-        while True:
-            page = self._call(f"listing {unit or 'the root'}", lambda r=dict(request): self._list_page(r))
+        for page in self._pages(unit or "the root", request):
             yield [{"name": f"{bucket}/{entry['Key']}", "size": entry.get("Size"), "type": "file",
                     "LastModified": entry.get("LastModified")}
                    for entry in page.get("Contents", []) if entry["Key"] != prefix and not entry["Key"].endswith("/")]
+
+    def _pages(self, what: str, request: dict[str, Any]) -> Iterator[dict]:
+        """The ListObjectsV2 pages of ``request``, each asked for under the throttle, following the continuation
+        token (a page that says more follows without one fails the listing)."""
+        request = dict(request)
+        while True:
+            page = self._call(f"listing {what}", lambda r=dict(request): self._list_page(r))
+            yield page
             if not page.get("IsTruncated"):
                 return
             if not page.get("NextContinuationToken"):
-                raise StorageError(f"listing {unit or 'the root'} on {self.config.namespace}: a page said more "
-                                   "follows and gave no continuation token")
+                raise StorageError(f"listing {what} on {self.config.namespace}: a page said more follows and gave no "
+                                   "continuation token")
             request["ContinuationToken"] = page["NextContinuationToken"]
 
     def _list_page(self, request: dict[str, Any]) -> dict:
