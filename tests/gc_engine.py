@@ -16,6 +16,7 @@ from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import run_marked
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApiConfig
 from spark_jobs.engine.runtime.parallel import Runner, ThreadRunner
+from spark_jobs.engine.runtime.range_cache import RangeCacheSettings
 from spark_jobs.engine.stores import StorageConfig
 from spark_jobs.engine.stores.base import MAX_IN_FLIGHT
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY
@@ -41,6 +42,7 @@ class Collector:
     local_root: str | None = None  # None: learnt from lakeFS, as in production
     max_in_flight: int = MAX_IN_FLIGHT
     cache: bool = True  # the mark cache; False: every range and metarange read (``gc run --no-cache``)
+    range_cache: RangeCacheSettings | None = None  # copies of the ranges a daily run compares (None: none)
 
     @property
     def api(self) -> LakeFSApiConfig:
@@ -54,7 +56,7 @@ class Collector:
 
     def _go(self, repo: str, mode: str, **kw: Any) -> tuple[Summary, Marked | None]:
         request = RunRequest(repository_id=repo, mode=mode, runner=self.runner_name, range_partitions=4,
-                             address_partitions=4, **{"cache": self.cache, **kw})
+                             address_partitions=4, **{"cache": self.cache, "range_cache": self.range_cache, **kw})
         return run_marked(self.api, self.storage, request, runner=self.runner)
 
     def run(self, repo: str, *, min_age: timedelta | None = timedelta(0), dry_run: bool = False,

@@ -396,6 +396,8 @@ def janitor_env(lakefs: LakeFSServer, redis_url: str, **extra: str) -> dict[str,
     env["LAKEFS_JANITOR_REDIS_URL"] = redis_url
     env["LAKEFS_JANITOR_WEBHOOK_SECRET"] = WEBHOOK_SECRET
     # No LAKEFS_JANITOR_GC__LOCAL_BLOCKSTORE_PATH: on the local blockstore the GC learns the folder from lakeFS.
+    # The GC's range cache in the session's own folder, not the home's ~/.cache (removed with lakeFS's folder)
+    env["LAKEFS_JANITOR_GC__RANGE_CACHE_FOLDER"] = str(lakefs.dir / "range-cache")
     env.update(extra)
     return env
 

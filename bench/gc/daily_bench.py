@@ -27,8 +27,14 @@ Per size, store and runner:
    (``listing="full"``). This process samples each child's process tree every 0.1 s (bench/gc/proctree.py:
    driver Python, Spark's JVM, the JVM's Python workers) for peak resident memory. On S3, in the last round, the
    same two dry runs once more in this process (threads runner, untimed) through a counting pass-through proxy
-   (bench_gc.RequestCounter on tests.services.ThrottlingProxy): the S3 requests of each, by kind. Last, one real
-   incremental run (untimed, its own child) deletes the day's garbage and advances the state.
+   (bench_gc.RequestCounter on tests.services.ThrottlingProxy): the S3 requests of each, by kind (without the
+   range cache: the requests a run makes whatever it kept). Last, one real incremental run (untimed, its own child)
+   deletes the day's garbage and advances the state.
+
+Every run in a child uses the range cache as deployed (``--range-cache-mib``, 2 GiB by default; 0: off), in a folder
+of the bench's own: an incremental run keeps copies of the range files it compares (on a store other than this
+machine's disk), so a round's dead ranges come from the copies the day before kept, except in the first round
+(its dead ranges are the setup's full run's, which keeps none). Each round's figure says how many came from it.
 
 Tracked: incremental / full time per size (goal at 1M: <= 1/20), the incremental run's growth from the smallest to
 the largest size (goal <= 2), peak memory of each, objects and requests listed by each, and from them the cost per
@@ -55,8 +61,10 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -70,6 +78,7 @@ from proctree import TreeSampler, machine_busy, tree_cpu  # noqa: E402
 from scale_bench import REPO, grow  # noqa: E402
 
 from spark_jobs.core.slices import slice_name  # noqa: E402
+from spark_jobs.engine.runtime.range_cache import RangeCacheSettings  # noqa: E402
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, ThrottlingProxy  # noqa: E402
 
 QUICK = {"stores": "local", "runners": "threads", "sizes": "1500,4000", "rounds": 2, "commits": 3,
@@ -97,6 +106,8 @@ def child(spec: dict[str, Any]) -> int:
     else:
         sc = None
         gc = Collector(spec["endpoint"], spec["options"], runner=ThreadRunner(8))
+    if spec.get("range_cache"):  # as deployed (gc.range_cache_folder): the folder outlives each child
+        gc = replace(gc, range_cache=RangeCacheSettings(spec["range_cache"], spec["range_cache_mib"]))
     runs = []
     try:
         for run in spec["runs"]:
@@ -161,7 +172,8 @@ def in_child(world: World, runner: str, runs: list[dict[str, Any]], now: datetim
     """``runs`` in a fresh child process, dated ``now``, its tree sampled; each run's record with its segment's
     peaks."""
     spec = {"runner": runner, "repo": REPO, "endpoint": world.server.endpoint, "options": world.options(),
-            "runs": runs, "cache": world.mark_cache, "now": now.isoformat(), "profile": world.profile}
+            "runs": runs, "cache": world.mark_cache, "now": now.isoformat(), "profile": world.profile,
+            "range_cache": world.range_cache, "range_cache_mib": world.range_cache_mib}
     proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE,
                             text=True, cwd=ROOT)
     sampler = TreeSampler(proc.pid).start()
@@ -583,6 +595,16 @@ def _h(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
+def by_round(m: dict[str, Any]) -> str:
+    """Each round's incremental run: its time, and how many of the ranges it compared the range cache gave (the
+    first round's dead ranges are the setup's full run's, which keeps no copies: from the second on, yesterday's)."""
+    def one(r: dict[str, Any]) -> str:
+        li = r["incremental"]["listing"]
+        return (f"{r['incremental']['seconds']:.2f} ({li.get('ranges_from_cache', 0)}/"
+                f"{li.get('ranges_dead', 0) + li.get('ranges_new', 0)})")
+    return ", ".join(one(r) for r in m["rounds"])
+
+
 def report_lines(results: dict[str, Any]) -> list[str]:
     a = results["args"]
     where = ("among the newest paths of one table (tables/t0/)" if a.get("pattern") == "tail"
@@ -594,8 +616,9 @@ def report_lines(results: dict[str, Any]) -> list[str]:
            "JVM + Python workers for Spark).", "",
            "| store | objects | runner | incremental s | full s | **incremental / full** (goal at 1M <= 0.05; "
            "rounds) | incremental: listed (slices) + asked for | full: listed (slices) | requests: incremental / full "
-           "| peak MiB incremental / full | phases incremental (mark / list / plan s) | other CPU (cores) |",
-           "|---|---:|---|---:|---:|---:|---|---|---|---|---|---|"]
+           "| peak MiB incremental / full | phases incremental (mark / list / plan s) | other CPU (cores) | "
+           "incremental s by round (ranges from the range cache / ranges compared) |",
+           "|---|---:|---|---:|---:|---:|---|---|---|---|---|---|---|"]
     for store, by_size in results["stores"].items():
         for size in sorted(by_size, key=int):
             for runner, m in by_size[size].items():
@@ -612,7 +635,8 @@ def report_lines(results: dict[str, Any]) -> list[str]:
                     f"{lf.get('objects', 0):,} ({lf.get('slices', 0)}) | {ri['list']} LIST + {ri['head']} HEAD / "
                     f"{rf['list']} LIST + {rf['head']} HEAD ({how}) | {inc['peak_mib']:.0f} / {full['peak_mib']:.0f} | "
                     f"{ph.get('mark', 0):.2f} / {ph.get('list', 0):.2f} / {ph.get('plan', 0):.2f} | "
-                    f"{max(inc['other_cpu_cores']):.2f} / {max(full['other_cpu_cores']):.2f} |")
+                    f"{max(inc['other_cpu_cores']):.2f} / {max(full['other_cpu_cores']):.2f} | "
+                    f"{by_round(m)} |")
     figs = results.get("figures", {})
     if figs:
         out += ["", "Figures: growth = time at the largest size / at the smallest (goal for the incremental run <= 2 "
@@ -740,6 +764,9 @@ def main() -> int:
                         help="an untimed run of the same kind before each timed one, in its child")
     parser.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
                         help="the mark cache (the engine's default: on)")
+    parser.add_argument("--range-cache-mib", type=int, default=2048,
+                        help="the range cache's size (gc.range_cache_mib, the default as deployed), in a folder of "
+                             "the bench's own that lives as long as the store's lakeFS; 0: none")
     parser.add_argument("--quick", action="store_true", help="a few thousand objects, local disk, threads; "
                                                              "the checks only, writes nothing")
     parser.add_argument("--output", type=Path, default=None, help="default bench/results/gc-daily.json")
@@ -781,6 +808,8 @@ def main() -> int:
         for kind in [s for s in args.stores.split(",") if s]:
             world = World(kind)
             world.mark_cache = args.cache
+            world.range_cache = tempfile.mkdtemp(prefix="janitor-range-cache-") if args.range_cache_mib else None
+            world.range_cache_mib = args.range_cache_mib
             world.profile = str(args.profile) if args.profile else None
             if args.profile:
                 args.profile.mkdir(parents=True, exist_ok=True)
@@ -807,6 +836,8 @@ def main() -> int:
                             partial.write_text(json.dumps(results, indent=2, default=str) + "\n")
             finally:
                 world.close()
+                if world.range_cache:
+                    shutil.rmtree(world.range_cache, ignore_errors=True)
     except CheckFailed as exc:
         print(f"FAIL: {exc}", file=sys.stderr)
         return 1

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from spark_jobs.engine.runtime.range_cache import RangeCacheSettings
 from spark_jobs.engine.sweep.lease_watch import LeaseRef
 
 MODES = ("full", "mark", "sweep", "dry-run")
@@ -33,6 +34,7 @@ class RunRequest:
     # a daily run's touched ranges (dead and new) compared on the driver, more by executors (None: lean_mark's own)
     driver_ranges: int | None = None
     lease: LeaseRef | None = None  # checked before each batch of deletions (None: no lease, e.g. a benchmark)
+    range_cache: RangeCacheSettings | None = None  # copies of the ranges a daily run compares (None: none kept)
     cache: bool = True  # the mark cache (engine/reach/mark_cache.py); False: every range and metarange read
     inventory: str | None = None  # an S3 Inventory report's manifest.json, read instead of listing the namespace
     # "auto": list only what changed since the previous run when its state is trusted and a full listing is not
@@ -97,7 +99,8 @@ def _flag(name: str) -> str:
 
 # The fields of a RunRequest that travel to a Spark job (spark_jobs/jobs/gc.py) as arguments, each with its text
 # form both ways. The others are the job's own: the runner's name ("spark"), and the partition counts, the daily run's
-# driver_ranges and the lease, which are settings (the lease a secret too) and so arrive with the job's configuration (jobs/config.py).
+# driver_ranges, the range cache and the lease, which are settings (the lease a secret too) and so arrive with the
+# job's configuration (jobs/config.py).
 ARGUMENTS: dict[str, Argument] = {
     "repository_id": Argument(),
     "mode": Argument(choices=MODES),

@@ -70,7 +70,8 @@ def _run_marked(api_config: LakeFSApiConfig, storage: StorageConfig, request: Ru
                 if request.cache and not wants_datasets(runner, ranges=0, cache=True) and not (
                     request.listing == "auto" and incremental.left_an_index(local)) else None
             graph, storage = load_graph(api, request.repository_id, now=now, storage=storage, namespace=namespace)
-            config = JobConfig(api_config, storage, request.repository_id, request.metadata_from)
+            config = JobConfig(api_config, storage, request.repository_id, request.metadata_from,
+                               request.range_cache)
             mark_id = request.run_id or new_run_id(now)
             marked = mark(api, runner, config, request=replace(request, now=now, run_id=mark_id), graph=graph,
                           progress=progress, preload=preload)

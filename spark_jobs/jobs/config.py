@@ -25,12 +25,15 @@ KEYS = {
     "storage_options_json": "lakefs.gc.storage_options",  # JSON object of fsspec options per store
     "local_root": "lakefs.gc.local_root",  # lakeFS's local blockstore folder (unset: learnt from lakeFS)
     "max_in_flight": "lakefs.gc.store.max_in_flight",  # requests to the store at once, per process
+    # where a daily run keeps copies of the range files it compares (unset: none kept) and the folder's size
+    "range_cache_folder": "lakefs.gc.range_cache.folder",
+    "range_cache_mib": "lakefs.gc.range_cache.mib",
     # The run's lease (engine.lease.LeaseRef as JSON, Redis credentials included): "token" in the name makes Spark
     # redact it in its UI and logs.
     "lease_json": "lakefs.gc.lease.token",
 }
 PUBLIC = ("api_url", "read_timeout_seconds", "connection_timeout_seconds", "range_num_partitions",
-          "address_num_partitions", "daily_driver_ranges")
+          "address_num_partitions", "daily_driver_ranges", "range_cache_folder", "range_cache_mib")
 
 
 class JobSettingsError(ValueError):
@@ -62,6 +65,8 @@ class JobSettings:
     storage_options_json: str | None = None
     local_root: str | None = None
     max_in_flight: int = MAX_IN_FLIGHT
+    range_cache_folder: str | None = None
+    range_cache_mib: int = 2048
     lease_json: str | None = None
 
     @classmethod

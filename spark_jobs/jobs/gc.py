@@ -106,6 +106,7 @@ def main(argv: list[str]) -> int:
     from spark_jobs.engine.run import run  # noqa: PLC0415
     from spark_jobs.engine.runtime.context import GCError  # noqa: PLC0415
     from spark_jobs.engine.runtime.lakefs_api import LakeFSApiConfig  # noqa: PLC0415
+    from spark_jobs.engine.runtime.range_cache import RangeCacheSettings  # noqa: PLC0415
     from spark_jobs.engine.stores import StorageConfig  # noqa: PLC0415
     from spark_jobs.engine.sweep.lease_watch import LeaseRef  # noqa: PLC0415
     from spark_jobs.jobs.config import JobSettingsError, hadoop_config, spark_context  # noqa: PLC0415
@@ -125,6 +126,8 @@ def main(argv: list[str]) -> int:
         request = replace(request, range_partitions=config.range_num_partitions,
                           address_partitions=config.address_num_partitions,
                           driver_ranges=config.daily_driver_ranges,
+                          range_cache=RangeCacheSettings(config.range_cache_folder, config.range_cache_mib)
+                          if config.range_cache_folder else None,
                           lease=LeaseRef.from_json(config.lease_json) if config.lease_json else None)
         storage = StorageConfig("", config.local_root, config.storage_options_json, config.max_in_flight)
         guard = LeaseGuard(sc, request.lease) if request.lease is not None else None

@@ -22,6 +22,7 @@ from spark_jobs.engine.run import head_range_count, run_marked
 from spark_jobs.engine.runtime.context import GCError, JobConfig
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.runtime.parallel import ThreadRunner
+from spark_jobs.engine.runtime.range_cache import RangeCacheSettings
 from spark_jobs.engine.stores import StorageConfig, StorageError, open_namespace
 from spark_jobs.engine.sweep.lease_watch import LeaseRef
 from workers.gc.history import GCRuns
@@ -61,6 +62,10 @@ def storage_config(gc: GCSettings) -> StorageConfig:
     return StorageConfig("", gc.local_blockstore_path, storage_options_json(gc), gc.store_max_requests)
 
 
+def range_cache_of(gc: GCSettings) -> RangeCacheSettings | None:
+    return RangeCacheSettings(gc.range_cache_folder, gc.range_cache_mib) if gc.range_cache_mib else None
+
+
 def min_age_of(gc: GCSettings, given: timedelta | None) -> timedelta | None:
     if given is not None:
         return given
@@ -76,7 +81,7 @@ def run_request(gc: GCSettings, request: GCRequest, runner: str, *, lease: Lease
                       inventory=request.inventory or gc.inventory.get(request.repository_id),
                       listing="full" if request.full else "auto",
                       full_listing_every=parse_duration(gc.full_listing_every, allow_zero=True),
-                      purge_noncurrent=gc.purge_noncurrent)
+                      purge_noncurrent=gc.purge_noncurrent, range_cache=range_cache_of(gc))
 
 
 def spark_ready(spark: SparkSettings | None) -> bool:

@@ -113,7 +113,7 @@ def check_java(env: Mapping[str, str]) -> None:
 
 
 def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnection | None = None, storage=None,
-                   lease_json: str | None = None) -> dict[str, str]:
+                   lease_json: str | None = None, range_cache=None) -> dict[str, str]:
     """Spark properties for a job: its settings (``spark_jobs.jobs.config.JobSettings``: the seed's tuning keys, the
     lakeFS connection as lakeFS's own Spark client names it, the stores' settings of ``storage``, a
     ``StorageConfig``, and the run's lease), then the user's extra conf, which wins."""
@@ -123,6 +123,8 @@ def job_properties(*, spark: SparkSettings, python: str, lakefs: LakeFSConnectio
         range_num_partitions=spark.range_num_partitions, address_num_partitions=spark.address_num_partitions,
         daily_driver_ranges=spark.daily_driver_ranges,
         lease_json=lease_json)
+    if range_cache is not None:  # a RangeCacheSettings
+        config = replace(config, range_cache_folder=range_cache.folder, range_cache_mib=range_cache.max_mib)
     if lakefs is not None:
         config = replace(config, api_url=lakefs.api_url, access_key=lakefs.access_key_id,
                          secret_key=lakefs.secret_access_key.get_secret_value())
@@ -219,7 +221,7 @@ def cluster_properties(props: Mapping[str, str], *, env: Mapping[str, str], secr
 def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakefs: LakeFSConnection | None = None,
             storage=None, on_event: Callable[[dict[str, Any]], None] | None = None,
             env: Mapping[str, str] | None = None, app_name: str | None = None,
-            lease_json: str | None = None) -> JobOutcome:
+            lease_json: str | None = None, range_cache=None) -> JobOutcome:
     """Submit spark_jobs/jobs/<entry>.py (settings as ``job_properties``), pass each event it prints to on_event as
     it comes, and return the outcome once spark-submit exits. Killed (with its JVM and Python children) after
     submit_timeout_seconds."""
@@ -234,7 +236,8 @@ def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakef
         tmp_dir = Path(tmp)
         py_files = build_py_files(tmp_dir)
         props_file = tmp_dir / "job.properties"
-        props = job_properties(spark=spark, python=python, lakefs=lakefs, storage=storage, lease_json=lease_json)
+        props = job_properties(spark=spark, python=python, lakefs=lakefs, storage=storage, lease_json=lease_json,
+                               range_cache=range_cache)
         if spark.deploy_mode == "cluster":
             props = cluster_properties(props, env=run_env, secrets=secrets_of(lakefs=lakefs, storage=storage,
                                                                              lease_json=lease_json))
@@ -329,7 +332,8 @@ def run_gc(*, spark: SparkSettings, lakefs: LakeFSConnection, request, storage,
     submitted = datetime.now(UTC)
     outcome = run_job(spark=spark, entry="gc", args=args, lakefs=lakefs, storage=storage, on_event=on_event, env=env,
                       app_name=f"lakefs-janitor-gc-{request.repository_id}",
-                      lease_json=request.lease.to_json() if request.lease is not None else None)
+                      lease_json=request.lease.to_json() if request.lease is not None else None,
+                      range_cache=request.range_cache)
     if spark.deploy_mode == "cluster":
         return outcome_from_record(outcome, lakefs=lakefs, request=request, run_id=run_id or request.mark_id or "",
                             storage=storage, submitted=submitted)

@@ -83,6 +83,12 @@ class GCSettings(BaseModel):
     store_timeout_seconds: int = Field(default=60, gt=0, le=3600, description="a request to the store (connect "
                                        "or read) that takes longer is retried (5 attempts), then the run fails with reason "
                                        "storage-unavailable")
+    range_cache_folder: str = Field(default="~/.cache/lakefs-janitor/ranges", min_length=1, description="where a "
+                                    "daily run keeps copies of the range files it compares, so that the next day "
+                                    "reads yesterday's from this disk, not the store (~: each process's home, on "
+                                    "Spark each executor's; a folder it cannot write: the store is read)")
+    range_cache_mib: int = Field(default=2048, ge=0, description="the range cache's size, all repositories "
+                                 "together (least recently used copies go first); 0: no copies kept")
     threads: int = Field(default=8, gt=0, le=256, description="the thread runner: reads and deletes in parallel")
     lease_seconds: int = Field(default=60, ge=3, le=3600, description="one GC per repository at a time: the run's "
                                "lease, which its starter renews every 2 s; a dead run frees the repository within "

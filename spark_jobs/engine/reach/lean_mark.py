@@ -63,8 +63,20 @@ def unit_group_changes(ctx: OpenContext, unit: tuple[tuple[str, ...], tuple[str,
     """The change of one group of ranges whose key spans overlap (the dead ones, the new ones): only the entries
     whose count changed leave the task, and what it cost."""
     dead, new = unit
-    found, tally = range_changes.changes({r: ctx.map_range(r) for r in dead + new}, set(dead))
-    return [("change", c) for c in found] + [("tally", tally.as_dict())]
+    files = {r: ctx.map_range(r) for r in dead + new}
+    dropped = 0
+    try:
+        found, tally = range_changes.changes(files, set(dead))
+    except sstable.SSTableError:
+        # a copy in the range cache gone bad (the disk's, not lakeFS's file): the group again from the store
+        dropped = len(ctx.from_cache.intersection(files))
+        if not ctx.drop_cached(files):
+            raise
+        files = {r: ctx.map_range(r) for r in dead + new}
+        found, tally = range_changes.changes(files, set(dead))
+    cached = len(ctx.from_cache.intersection(files))
+    return [("change", c) for c in found] + [("tally", {**tally.as_dict(), "ranges_from_cache": cached,
+                                                        "ranges_cache_dropped": dropped})]
 
 
 def spans_of(runner: Runner, config: JobConfig, *, dead: list[str], new: list[str], known: dict[str, list[str]],
@@ -114,9 +126,12 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
                         and (key := relative_key(item[0], item[1], prefixes)) is not None])
             return out
     cost = range_changes.Tally()
+    cache = {"ranges_from_cache": 0, "ranges_cache_dropped": 0}
     count: dict[tuple[str, int], int] = {}
     for what, item in where.map_units(units, compare, config.open, partitions=partitions):
         if what == "tally":
+            for name in cache:
+                cache[name] += item.pop(name, 0)
             cost.add(range_changes.Tally(**item))
         else:
             address, kind, times = item
@@ -124,7 +139,7 @@ def changed_blocks(runner: Runner, config: JobConfig, *, dead: list[str], new: l
     if here:
         released()
     if tally is not None:
-        tally.update(cost.as_dict(), entries_changed=sum(1 for n in count.values() if n),
+        tally.update(cost.as_dict(), **cache, entries_changed=sum(1 for n in count.values() if n),
                      compared_on="driver" if here else "runner")
     delta: dict[int, int] = {}
     gone: set[str] = set()

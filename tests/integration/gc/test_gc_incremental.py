@@ -31,6 +31,7 @@ from spark_jobs.core.report import index_part_key
 from spark_jobs.core.slices import slice_name
 from spark_jobs.engine.reach import lean_mark
 from spark_jobs.engine.runtime.context import GCError
+from spark_jobs.engine.runtime.range_cache import RangeCacheSettings
 from spark_jobs.engine.state import index_lookup
 from spark_jobs.engine.state.incremental import STATE_KEY
 from tests.gc_engine import RUNNERS
@@ -226,8 +227,9 @@ POLICIES = {"none": None,
 
 @pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize(("seed", "policies"), [(1, "none"), (2, "none"), (3, "scoped")])
-def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies, request, monkeypatch):
-    gc = collector(world, runner, request)
+def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies, request, monkeypatch, tmp_path):
+    # with the range cache, as deployed: each day's dead ranges are the copies the day before kept
+    gc = replace(collector(world, runner, request), range_cache=RangeCacheSettings(str(tmp_path / "ranges"), 64))
     if seed == 2:  # the kept index's base in several parts (executors write them on Spark), as a large lake has it
         monkeypatch.setattr(kept_index, "PART_KEYS", 3)
         # and every day's ranges compared, and its keys looked up in the index, by Spark's executors, as a day that
@@ -247,7 +249,8 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
         parts = decode(lake.fs.cat_file(lake.store.fsspec_path(lake.namespace, STATE_KEY))).index_parts
         assert len(parts) >= 4, parts
     days = 6
-    totals = {"incremental": 0, "found_without_listing": 0, "capped": 0, "failed": 0, "asked_early": 0}
+    totals = {"incremental": 0, "found_without_listing": 0, "capped": 0, "failed": 0, "asked_early": 0,
+              "from_cache": 0}
     for day in range(1, days + 1):
         lake.one_day(days_ago=days - day + 0.5)
         now = datetime.now(UTC)
@@ -269,6 +272,8 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
                 totals["asked_early"] += listing["asked_early"]
             else:
                 assert listing["asked_early"] == 0, listing
+            assert listing["ranges_cache_dropped"] == 0, listing
+            totals["from_cache"] += listing["ranges_from_cache"]
         else:
             assert "kept_index" not in listing, listing
         assert planned(marked) == planned(full), (day, "only incremental", planned(marked) - planned(full), "only full", planned(full) - planned(marked), listing)
@@ -301,9 +306,12 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
     assert totals["found_without_listing"] > 0, "no day found an object without listing it: the test is too weak"
     if policies == "none" and (runner == "threads" or seed != 2):
         assert totals["asked_early"] > 0, "no day asked for a key early: the test is too weak"
+    if policies == "none":  # a store on this machine's disk is read in place, any other through the cache
+        assert (totals["from_cache"] > 0) == (lake.store.kind != "local"), totals
     print(f"RELIABILITY gc-incremental {lake.store.kind}/{runner} seed {seed} ({policies} policies): {days} days, plans equal to the full "
           f"listing's every day, {totals['found_without_listing']} objects found without listing, "
-          f"{totals['capped']} capped and {totals['failed']} failed carried over, missed 0, reachable lost 0")
+          f"{totals['capped']} capped and {totals['failed']} failed carried over, {totals['from_cache']} ranges from the "
+          "range cache, missed 0, reachable lost 0")
 
 
 def test_a_full_run_finds_what_a_skewed_clock_hid_and_counts_it(world, request):
@@ -370,3 +378,44 @@ def test_when_the_state_cannot_be_trusted_the_run_lists_everything(world, reques
     lake.fs.pipe_file(state_file, encode(replace(stored, namespace="s3://elsewhere/x")))
     moved, _ = gc.run(lake.repo)
     assert moved.listing["kind"] == "full" and "not of this repository's namespace" in moved.listing["reason"]
+
+
+def test_a_damaged_copy_in_the_range_cache_is_dropped_and_the_store_read(world, request, tmp_path):
+    """The cache's copies are this machine's disk, not lakeFS's files: one that is damaged (bits flipped, cut short,
+    emptied) is refused by the decoder, dropped, and the store's file read instead; the plan is the full listing's.
+    A namespace on this machine's disk is read in place: no copies at all."""
+    settings = RangeCacheSettings(str(tmp_path / "ranges"), 64)
+    gc = replace(collector(world, "threads", request), range_cache=settings)
+    lake = Lake(world, random.Random(11))
+    lake.history()
+    gc.run(lake.repo)
+    damaged = 0
+    for day, damage in enumerate(("none", "flip", "cut", "empty", "none"), start=1):  # day 1 keeps the first copies
+        lake.day += 1
+        for path in lake.rng.sample(lake.paths, 6):  # main's HEAD moves on, its last one out of retention: the
+            lake.upload("main", path)  # ranges it alone held die, compared with yesterday's copies of them
+        lake.commit("main", 10)
+        copies = sorted(p for p in (tmp_path / "ranges").rglob("*") if p.is_file())
+        if lake.store.kind == "local":  # on this machine's disk already: read in place, no copies kept
+            assert not copies, copies
+        elif day > 1 and damage != "none":
+            assert copies, "the day before kept no copy: the test is too weak"
+            for p in copies:
+                raw = p.read_bytes()
+                p.write_bytes({"flip": lambda b: b[:len(b) // 2] + bytes([b[len(b) // 2] ^ 0xFF]) + b[len(b) // 2 + 1:],
+                               "cut": lambda b: b[:len(b) - 100], "empty": lambda b: b""}[damage](raw))
+        now = datetime.now(UTC)
+        _, full = gc.run(lake.repo, dry_run=True, listing="full", now=now)
+        marked = gc.mark(lake.repo, now=now)
+        listing = marked.summary.listing
+        assert listing["kind"] == "incremental" and "kept_index" in listing, listing
+        assert planned(marked) == planned(full), (day, damage, listing)
+        if lake.store.kind == "local":
+            assert listing["ranges_from_cache"] == listing["ranges_cache_dropped"] == 0, listing
+        elif day > 1 and damage in ("flip", "cut"):
+            assert listing["ranges_cache_dropped"] > 0, (damage, listing)
+        elif day > 1 and damage == "none":
+            assert listing["ranges_from_cache"] > 0 and listing["ranges_cache_dropped"] == 0, listing
+        damaged += listing["ranges_cache_dropped"]
+        gc.sweep(lake.repo, marked.summary.run_id)
+    assert (damaged > 0) == (lake.store.kind != "local")

@@ -96,6 +96,7 @@ class _Files:
 
     def __init__(self, files: dict[str, bytes]) -> None:
         self.files = files
+        self.from_cache: set[str] = set()  # none: no range cache
 
     def read_range(self, range_id: str) -> bytes:
         return self.files[range_id]

@@ -92,9 +92,11 @@ def test_a_run_request_travels_to_the_job_whole():
     from datetime import UTC, datetime, timedelta  # noqa: PLC0415
 
     from spark_jobs.engine.request import ARGUMENTS, RunRequest  # noqa: PLC0415
+    from spark_jobs.engine.runtime.range_cache import RangeCacheSettings  # noqa: PLC0415
     from spark_jobs.engine.sweep.lease_watch import LeaseRef  # noqa: PLC0415
 
     own = {"runner": "spark", "range_partitions": 3, "address_partitions": 5, "driver_ranges": 7,
+           "range_cache": RangeCacheSettings("~/ranges", 11),
            "lease": LeaseRef("redis://127.0.0.1:1/0", "k", "t", lease_ms=60_000, stale_ms=5_000)}
     assert set(ARGUMENTS) | set(own) == {f.name for f in fields(RunRequest)}
     request = RunRequest("repo", "sweep", now=datetime(2026, 11, 22, 15, 45, 4, 123456, tzinfo=UTC), run_id="r",
@@ -111,18 +113,19 @@ def test_job_settings_travel_whole_and_credentials_stay_private():
     full = JobSettings(api_url="http://l/api/v1", access_key="a", secret_key="s", read_timeout_seconds=3,
                      connection_timeout_seconds=4, range_num_partitions=5, address_num_partitions=6,
                      storage_options_json='{"s3": {}}', local_root="/data", max_in_flight=7, lease_json="{}",
-                     daily_driver_ranges=9)
+                     daily_driver_ranges=9, range_cache_folder="~/ranges", range_cache_mib=11)
     props = full.properties()
     assert JobSettings.from_hadoop(lambda key: props.get(f"spark.hadoop.{key}")) == full
     assert set(full.public()) == {"api_url", "read_timeout_seconds", "connection_timeout_seconds",
                                   "range_num_partitions", "address_num_partitions",
-                                  "daily_driver_ranges"}
+                                  "daily_driver_ranges", "range_cache_folder", "range_cache_mib"}
     assert JobSettings().properties() == {"spark.hadoop.lakefs.api.read.timeout_seconds": "10",
                                         "spark.hadoop.lakefs.api.connection.timeout_seconds": "10",
                                         "spark.hadoop.lakefs.gc.range.num_partitions": "50",
                                         "spark.hadoop.lakefs.gc.address.num_partitions": "200",
                                         "spark.hadoop.lakefs.gc.daily.driver_ranges": "128",
-                                        "spark.hadoop.lakefs.gc.store.max_in_flight": "32"}
+                                        "spark.hadoop.lakefs.gc.store.max_in_flight": "32",
+                                        "spark.hadoop.lakefs.gc.range_cache.mib": "2048"}  # no folder: no copies
 
 
 # --- the driver in a pod of its own (spark.deploy_mode cluster, Kubernetes only) --------------------------------
@@ -217,3 +220,19 @@ def test_an_executors_lost_lease_is_told_apart_from_other_job_failures():
         "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException\n")
     assert LeaseGuard.lost_in(py4j) == "the run no longer holds its repository's lease (it expired)"
     assert LeaseGuard.lost_in(RuntimeError("spark_jobs.engine.stores.base.StorageError: 503")) is None
+
+
+def test_the_range_cache_setting_reaches_both_runners_and_zero_turns_it_off():
+    from spark_jobs.engine.runtime.range_cache import RangeCacheSettings  # noqa: PLC0415
+    from workers.gc.run import range_cache_of  # noqa: PLC0415
+    from workers.shared.settings import GCSettings  # noqa: PLC0415
+
+    assert range_cache_of(GCSettings()) == RangeCacheSettings("~/.cache/lakefs-janitor/ranges", 2048)
+    assert range_cache_of(GCSettings(range_cache_mib=0)) is None
+    chosen = range_cache_of(GCSettings(range_cache_folder="/var/cache/janitor", range_cache_mib=512))
+    props = job_properties(spark=SparkSettings(), python="python3", range_cache=chosen)
+    job = JobSettings.from_hadoop(lambda key: props.get(f"spark.hadoop.{key}"))
+    assert RangeCacheSettings(job.range_cache_folder, job.range_cache_mib) == chosen
+    assert "spark.hadoop.lakefs.gc.range_cache.folder" not in job_properties(spark=SparkSettings(), python="python3")
+    with pytest.raises(ValueError, match="range_cache_mib"):
+        GCSettings(range_cache_mib=-1)
