@@ -141,6 +141,8 @@ def gc_run(collector: Collector, repository_id: str, mode: str = "dry-run", *, c
     known = {f.name for f in dataclasses.fields(RunRequest)}
     if cache is not None:
         kw["cache"] = cache
+    if getattr(collector, "range_cache", None) is not None:  # the collector's range cache (daily_bench)
+        kw.setdefault("range_cache", collector.range_cache)
     kw = {k: v for k, v in kw.items() if k in known}
     if "runner" in known:
         kw["runner"] = collector.runner_name
