@@ -1189,6 +1189,8 @@ static PyObject *index_py(PyObject *self, PyObject *args) {
         int64_t *h = (int64_t *)PyBytes_AS_STRING(hs);
         uint64_t *k = (uint64_t *)PyBytes_AS_STRING(ks);
         int64_t p = 0;
+        /* without the GIL: reading each block's trailer faults a mapped file's pages in, one per block */
+        Py_BEGIN_ALLOW_THREADS
         while (ok && p < end) {
             uint64_t shared, unshared, vlen, offset, size;
             int big;
@@ -1212,6 +1214,7 @@ static PyObject *index_py(PyObject *self, PyObject *args) {
             count++;
             p = vend;
         }
+        Py_END_ALLOW_THREADS
         ok = ok && p == end;
     }
     PyBuffer_Release(&data);

@@ -19,9 +19,10 @@ that a group's change is computed where its files are (a thread, an executor) an
 from __future__ import annotations
 
 import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -74,9 +75,12 @@ def groups(spans: Mapping[str, tuple[bytes, bytes]], *, most: int = 16) -> list[
 @dataclass
 class _Range:
     table: object
-    handles: list[tuple[int, int]]
-    keys: list[int]
-    decode: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # weight -> handles to walk
+    handles: np.ndarray  # one (offset, size) row per data block, int64
+    keys: np.ndarray  # each block's key (CRC32C | size << 32), uint64
+    decode: dict[int, np.ndarray] = field(default_factory=dict)  # weight -> handles to walk (rows, in file order)
+
+
+_NO_KEYS = np.empty(0, np.uint64)
 
 
 def changes(files: Mapping[str, bytes], dead: set[str], *,
@@ -85,41 +89,32 @@ def changes(files: Mapping[str, bytes], dead: set[str], *,
     type) whose count differs, with the difference. ``map_`` may walk the ranges on threads (the walk releases the
     GIL)."""
     tally = Tally()
-    ranges = {r: _Range(*range_arrow.block_keys(data)) for r, data in files.items()}
-    sides = [{k for r, g in ranges.items() if (r in dead) == died for k in g.keys} for died in (True, False)]
-    both = sides[0] & sides[1]  # keys held on both sides: maybe the same block, to compare
-    held: dict[int, list[tuple[int, str, tuple[int, int]]]] = {}
+    ranges = {r: _Range(*range_arrow.block_key_arrays(data)) for r, data in files.items()}
+    # the keys held on both sides (maybe the same block, to compare): arrays, not a Python object per block, since
+    # this runs with the GIL held while other groups are walked
+    sides = [[g.keys for r, g in ranges.items() if (r in dead) == died] for died in (True, False)]
+    both = np.intersect1d(*(np.concatenate(keys) if keys else _NO_KEYS for keys in sides))
+    held = []  # (range id, sign, handles, keys) of the blocks whose key the other side holds too
     for range_id, rng in ranges.items():
         sign = -1 if range_id in dead else 1
-        tally.blocks += len(rng.handles)
-        alone = []
-        for handle, key in zip(rng.handles, rng.keys, strict=True):
-            if key in both:
-                held.setdefault(key, []).append((sign, range_id, handle))
-            else:
-                alone.append(handle)
-        if alone:
-            rng.decode[sign] = alone
-    for blocks in held.values():
-        # blocks of one key: the same bytes almost always, compared to be sure; each distinct content's net count
-        distinct: list[list] = []  # [stored bytes and compression type, net count, range, handle]
-        for sign, range_id, (offset, size) in blocks:
-            content = files[range_id][offset:offset + size + 1]
-            for same in distinct:
-                if same[0] == content:
-                    same[1] += sign
-                    break
-            else:
-                distinct.append([content, sign, range_id, (offset, size)])
-        for _, net, range_id, handle in distinct:
-            if net:
-                ranges[range_id].decode.setdefault(net, []).append(handle)
+        tally.blocks += len(rng.keys)
+        shared = np.isin(rng.keys, both)
+        if not shared.all():
+            rng.decode[sign] = rng.handles[~shared]
+        if shared.any():
+            held.append((range_id, sign, rng.handles[shared], rng.keys[shared]))
+    apart: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for range_id, net, handle in _held_apart(files, held):
+        apart.setdefault((range_id, net), []).append(handle)
+    for (range_id, net), rows in apart.items():
+        rng = ranges[range_id]
+        rng.decode[net] = _in_order(np.concatenate((rng.decode.get(net, rng.handles[:0]), np.array(rows, np.int64))))
 
     def walk(item: tuple[str, _Range]) -> list[tuple[pa.RecordBatch, int, int]]:
         _, rng = item
         out = []
         for weight, handles in sorted(rng.decode.items()):
-            buf, ends = range_arrow.joined(rng.table, sorted(handles))
+            buf, ends = range_arrow.joined(rng.table, list(map(tuple, handles.tolist())))
             out.append((range_arrow.joined_batch(buf, ends), weight, len(buf)))
         return out
 
@@ -151,13 +146,85 @@ def _merged(ranges: dict[str, _Range], dead: set[str]) -> tuple[list[tuple[pa.Re
         if rng.decode:
             sides[sign > 0].append(rng)
     # each side's ranges in path order (lakeFS's min_key): ranges of one side that overlap make the merge unsure
-    ordered = tuple([(r.table, sorted(next(iter(r.decode.values())))) for r in sorted(side, key=_first_key)]
+    ordered = tuple([(r.table, next(iter(r.decode.values()))) for r in sorted(side, key=_first_key)]
                     for side in sides)
     got = range_arrow.side_by_side(ordered)
     if got is None:
         return None
     died, appeared, walked, walked_bytes = got
     return [(died, -1), (appeared, 1)], walked, walked_bytes
+
+
+def _held_apart(files: Mapping[str, bytes], held: list[tuple[str, int, np.ndarray, np.ndarray]]) \
+        -> Iterator[tuple[str, int, tuple[int, int]]]:
+    """Of the blocks whose key both sides hold, those that do not cancel out: blocks of one key are the same bytes
+    almost always, compared to be sure; each distinct content's net count, with the block it was read from (range
+    id, net count, handle). A key held by one dead and one new block is the common case: such pairs that follow
+    each other in both files (a range's unchanged stretch) are compared as one span of bytes, not block by block."""
+    if not held:
+        return
+    keys = np.concatenate([k for *_, k in held])
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    rows = np.concatenate([h for _, _, h, _ in held])[order]
+    origin = np.concatenate([np.full(len(k), i) for i, (*_, k) in enumerate(held)])[order]
+    signs = np.array([sign for _, sign, _, _ in held])[origin]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    stops = np.r_[starts[1:], len(keys)]
+    settled = _settled_pairs(files, held, rows, origin, signs, starts, stops)
+    handles, origin_list = rows.tolist(), origin.tolist()
+    for start, stop in zip(starts[~settled].tolist(), stops[~settled].tolist(), strict=True):
+        distinct: list[list] = []  # [stored bytes and compression type, net count, range, handle]
+        for i in range(start, stop):
+            range_id, sign = held[origin_list[i]][:2]
+            offset, size = handles[i]
+            content = files[range_id][offset:offset + size + 1]
+            for same in distinct:
+                if same[0] == content:
+                    same[1] += sign
+                    break
+            else:
+                distinct.append([content, sign, range_id, (offset, size)])
+        for _, net, range_id, handle in distinct:
+            if net:
+                yield range_id, net, tuple(handle)
+
+
+_TRAILER = 5  # a data block's trailer: its compression type and CRC32C (pebble lays blocks end to end)
+
+
+def _settled_pairs(files: Mapping[str, bytes], held: list, rows: np.ndarray, origin: np.ndarray, signs: np.ndarray,
+                   starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """Which key groups (``starts``/``stops`` over the rows sorted by key) are a dead and a new block whose bytes
+    are equal, so cancel out: the pairs are put in the dead blocks' file order, and a run of pairs whose blocks
+    follow one another in both files is compared in one slice of each file (an unequal run is left to the block by
+    block comparison)."""
+    settled = np.zeros(len(starts), bool)
+    pairs = np.flatnonzero((stops - starts == 2) & (signs[starts] != signs[np.minimum(starts + 1, len(signs) - 1)]))
+    if not len(pairs):
+        return settled
+    first, second = starts[pairs], starts[pairs] + 1
+    dead_first = signs[first] < 0
+    d, n = np.where(dead_first, first, second), np.where(dead_first, second, first)
+    by_place = np.lexsort((rows[d, 0], origin[d]))
+    pairs, d, n = pairs[by_place], d[by_place], n[by_place]
+    ends_d, ends_n = rows[d, 0] + rows[d, 1] + _TRAILER, rows[n, 0] + rows[n, 1] + _TRAILER
+    follows = ((origin[d][1:] == origin[d][:-1]) & (origin[n][1:] == origin[n][:-1])
+               & (rows[d, 0][1:] == ends_d[:-1]) & (rows[n, 0][1:] == ends_n[:-1]))
+    run_starts = np.flatnonzero(np.r_[True, ~follows])
+    run_stops = np.r_[run_starts[1:], len(pairs)]
+    for a, b in zip(run_starts.tolist(), run_stops.tolist(), strict=True):
+        dead_file, new_file = files[held[origin[d[a]]][0]], files[held[origin[n[a]]][0]]
+        # through the last block's compression type, as a block by block comparison reads it
+        dead_span = dead_file[rows[d[a], 0]:ends_d[b - 1] - _TRAILER + 1]
+        if dead_span == new_file[rows[n[a], 0]:ends_n[b - 1] - _TRAILER + 1]:
+            settled[pairs[a:b]] = True
+    return settled
+
+
+def _in_order(handles: np.ndarray) -> np.ndarray:
+    """Handle rows in file order (by offset)."""
+    return handles[np.argsort(handles[:, 0], kind="stable")]
 
 
 def _first_key(rng: _Range) -> bytes:

@@ -22,7 +22,8 @@ def test_local_job_reports_events_and_receives_the_seed_keys(local_spark, submit
     assert sorted(t["partition"] for t in result["tasks"]) == [0, 1, 2]
     assert result["config"] == {"api_url": None, "range_num_partitions": 50, "address_num_partitions": 200,
                                 "daily_driver_ranges": 128, "read_timeout_seconds": 7,
-                                "connection_timeout_seconds": 3}
+                                "connection_timeout_seconds": 3, "range_cache_folder": None,
+                                "range_cache_mib": 2048}
 
 
 def test_a_job_setting_can_name_the_drivers_environment(local_spark, submit_env):
