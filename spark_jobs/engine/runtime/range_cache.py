@@ -73,9 +73,16 @@ class RangeCache:
         root = Path(os.path.expanduser(settings.folder))
         cache = cls(root, namespace, settings.max_mib << 20)
         try:
-            cache.folder.mkdir(parents=True, exist_ok=True)
+            root.mkdir(parents=True, exist_ok=True)
+            cache.folder.mkdir(mode=0o700, exist_ok=True)
+            st = cache.folder.stat()
         except OSError as exc:
             cls._problem(f"cannot make {cache.folder}", exc)
+            return None
+        # a copy decides what a run deletes: only this user may have written one (a shared folder such as /tmp
+        # must not let another account plant ranges)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            cls._problem(f"{cache.folder} is not this user's alone", PermissionError(oct(st.st_mode & 0o777)))
             return None
         return cache
 

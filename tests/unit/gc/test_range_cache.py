@@ -123,3 +123,14 @@ def test_home_is_each_process_own(tmp_path, monkeypatch):
 def test_settings_that_cannot_work_are_refused(folder, mib):
     with pytest.raises(ValueError, match="range cache"):
         RangeCacheSettings(folder, mib)
+
+
+def test_a_folder_others_can_write_into_is_not_used(tmp_path):
+    """Copies decide what a run deletes: a namespace folder another account could write into is refused."""
+    cache = cache_at(tmp_path)
+    cache.put(rid(1), b"data")
+    cache.folder.chmod(0o777)
+    assert RangeCache.open(RangeCacheSettings(str(tmp_path), 1), "s3://bucket/repo") is None
+    cache.folder.chmod(0o700)
+    assert RangeCache.open(RangeCacheSettings(str(tmp_path), 1), "s3://bucket/repo").get(rid(1))[:] == b"data"
+    assert cache.folder.stat().st_mode & 0o777 == 0o700  # as it makes it
