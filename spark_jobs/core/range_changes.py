@@ -190,7 +190,8 @@ def _held_apart(files: Mapping[str, bytes], held: list[tuple[str, int, np.ndarra
                 yield range_id, net, tuple(handle)
 
 
-_TRAILER = 5  # a data block's trailer: its compression type and CRC32C (pebble lays blocks end to end)
+# a data block's trailer (its compression type and CRC32C): pebble lays blocks end to end, each followed by its own
+_TRAILER = sstable._TRAILER_LEN  # noqa: SLF001
 
 
 def _settled_pairs(files: Mapping[str, bytes], held: list, rows: np.ndarray, origin: np.ndarray, signs: np.ndarray,
