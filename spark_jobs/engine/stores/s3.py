@@ -19,6 +19,7 @@ from spark_jobs.core.freeing import Verdict, s3_verdict, unreadable
 from spark_jobs.engine.stores.base import DeleteResult, Location, StorageConfig, StorageError, check_key
 from spark_jobs.engine.stores.faults import THROTTLING, error_text
 from spark_jobs.engine.stores.namespace import Namespace
+from spark_jobs.engine.stores.s3_head import Redirected, SignedHead, signed_head
 
 
 class S3Namespace(Namespace):
@@ -32,6 +33,7 @@ class S3Namespace(Namespace):
         # all); s3fs itself (0.25 s of imports, its own client on its event loop) is then built only if asked for
         self._options_json = json.dumps(config.options(self.store), sort_keys=True)
         self.s3 = _plain_s3_client(self._options_json, config.max_in_flight)
+        self._signed_heads: dict[str, SignedHead | None] = {}  # per bucket, built at its first HEAD
         super().__init__(config, location)
 
     def defers_filesystem(self) -> bool:
@@ -151,13 +153,26 @@ class S3Namespace(Namespace):
             return super()._info(key)
         bucket, _, name = self.path(key).partition("/")
         try:
-            head = self.s3.head_object(Bucket=bucket, Key=name)
+            head = self._head(bucket, name)
         except Exception as exc:
             if _client_error_code(exc) in ("NoSuchKey", "NoSuchBucket", "404", "NotFound"):
                 raise FileNotFoundError(key) from None
             raise
         return {"name": f"{bucket}/{name}", "size": head.get("ContentLength"), "type": "file",
                 "LastModified": head.get("LastModified")}
+
+    def _head(self, bucket: str, name: str) -> dict[str, Any]:
+        """One object's HEAD: signed and sent by this module's lighter path (``s3_head``) when it can be built for
+        the bucket, else (and after a redirect) by the client's call."""
+        heads = self._signed_heads
+        if bucket not in heads:
+            heads[bucket] = signed_head(self.s3, bucket)
+        if heads[bucket] is not None:
+            try:
+                return heads[bucket](name)
+            except Redirected:
+                heads[bucket] = None
+        return self.s3.head_object(Bucket=bucket, Key=name)
 
     def _write(self, key: str, path: str, data: bytes) -> None:
         if self.s3 is None:

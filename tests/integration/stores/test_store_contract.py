@@ -123,6 +123,10 @@ def test_sizes_and_modification_times(place):
         return
     old = {o.key: o for o in ns.list_unit("data/bb/")}["data/bb/old"]
     assert abs(old.mtime - (time.time() - 30 * DAY)) < 60
+    # asked for one by one (an incremental run's HEADs): what the listing says of each, to the second
+    asked = {o.key: o for o in ns.stat(["data/aa/big", "data/bb/old", "data/bb/gone"])}
+    assert sizes(asked.values()) == {"data/aa/big": 1 << 20, "data/bb/old": 3}
+    assert abs(asked["data/bb/old"].mtime - old.mtime) < 1
 
 
 def test_reads_anything_and_writes_only_metadata(place):
@@ -220,6 +224,30 @@ print(json.dumps(seen))
     assert place.listed() == {"_lakefs/range-1", "_lakefs/janitor/x", "data/aa/one", "legacy"}
 
 
+def test_an_s3_object_asked_for_is_read_as_the_client_reads_it_and_a_redirect_goes_to_the_client(store_of):
+    """``stat`` on S3 signs its HEADs itself (stores/s3_head.py): each answer equals the client's ``head_object``
+    (size, time to the second), a key with odd characters included; a redirect (a bucket in another region) makes
+    the namespace hand that HEAD and every later one to the client's call, which follows it."""
+    place = new_place(store_of("s3"))
+    files = {key: key.encode() * 3 for key in ODD if key.startswith("data/")}
+    place.put(files)
+    ns = place.open()
+    client, bucket = ns.s3, ns.root.partition("/")[0]
+    for o in ns.stat(sorted(files)):
+        head = client.head_object(Bucket=bucket, Key=ns.path(o.key).partition("/")[2])
+        assert (o.size, o.mtime) == (head["ContentLength"], head["LastModified"].timestamp()), o.key
+    assert ns._signed_heads[bucket] is not None  # the signed path did those
+    key = sorted(files)[0]
+    proxy = FaultProxy(place.store.endpoint, "s3", first=1, match=lambda method, target: method == "HEAD",
+                       answer=(301, {"Location": place.store.endpoint}, b"")).start()
+    try:
+        ns = place.open(proxy.url)
+        assert sizes(ns.stat([key])) == {key: len(files[key])}
+    finally:
+        proxy.cleanup()
+    assert ns._signed_heads[bucket] is None and proxy.requests == 2  # the 301, then the client's own HEAD
+
+
 def test_missing_keys_and_an_empty_namespace(place):
     ns = place.open()
     assert ns.list_units() == [""]
@@ -314,6 +342,11 @@ def test_a_batch_delete_reports_the_keys_the_store_refused(place):
     assert held.listed() == ({"data/aa/k1/inside"} if kind == "local" else {"data/aa/k1"})
 
 
+# The request of each store that asks for one object's size and time (``Namespace.stat``)
+STAT_REQUEST = {"s3": lambda method, target: method == "HEAD", "azure": lambda method, target: method == "HEAD",
+                "gcs": lambda method, target: method == "GET" and "/o/" in target and "alt=media" not in target}
+
+
 def test_throttled_requests_are_retried_at_a_lower_rate(cloud_place):
     place, kind = cloud_place, cloud_place.store.kind
     files = {f"data/aa/k{i}": f"payload {i}".encode() for i in range(5)}
@@ -327,6 +360,13 @@ def test_throttled_requests_are_retried_at_a_lower_rate(cloud_place):
         proxy.cleanup()
     assert proxy.throttled == 1 and proxy.matched > 1
     assert ns.throttle.stats.backoffs >= 1  # the store library did not retry it out of the throttle's sight
+    proxy = FaultProxy(place.store.endpoint, kind, first=2, match=STAT_REQUEST[kind]).start()
+    try:  # an object's size and time asked for, answered "slow down" (S3's HEAD: no body, the status says it)
+        ns = place.open(proxy.url, max_in_flight=3)
+        assert sizes(ns.stat(["data/aa/k0", "data/aa/k1", "data/aa/gone"])) == {"data/aa/k0": 9, "data/aa/k1": 9}
+    finally:
+        proxy.cleanup()
+    assert proxy.throttled == 2 and ns.throttle.stats.backoffs >= 2
     proxy = FaultProxy(place.store.endpoint, kind, first=2).start()  # the first two batch deletes
     try:
         result = place.open(proxy.url, max_in_flight=3).delete(list(files))
@@ -362,6 +402,9 @@ def test_a_store_that_times_out_or_is_gone_fails_classified(cloud_place, fault):
         with pytest.raises(StorageError) as failed:
             ns.list_units()
         assert failed.value.reason == "storage-unavailable", failed.value
+        with pytest.raises(StorageError) as failed:
+            ns.stat(["data/aa/k"])
+        assert failed.value.reason == "storage-unavailable", failed.value
     finally:
         proxy.cleanup()
     # a stalled request reaches the store after the client gave up on it (the delete may have happened); a request
@@ -383,6 +426,7 @@ def test_a_share_of_faults_on_every_request_is_retried_and_every_answer_is_exact
         assert ns.list_units() == ["data/s0/", "data/s1/", "data/s2/", ""], f"seed {SEED}"
         assert sizes(ns.list_data()) == {**{k: len(v) for k, v in files.items()}, "legacy": 1}, f"seed {SEED}"
         assert ns.read_many(sorted(files)) == files, f"seed {SEED}"
+        assert sizes(ns.stat([*files, "data/s0/gone"])) == {k: len(v) for k, v in files.items()}, f"seed {SEED}"
         ns.write_many({f"_lakefs/janitor/p{i}": bytes([i]) * 3 for i in range(4)})
         assert ns.metadata_sizes() == {"range-1": 100}, f"seed {SEED}"
         result = ns.delete(sorted(files))
@@ -407,6 +451,7 @@ def test_keys_with_odd_characters(place):
     assert ns.list_units() == ["data/odd/", ""]
     assert sizes(ns.list_data()) == {key: len(key.encode()) for key in ODD}
     assert ns.read_many(ODD) == {key: key.encode() for key in ODD}
+    assert sizes(ns.stat([*ODD, "data/odd/a b.bin.gone"])) == {key: len(key.encode()) for key in ODD}
     ns.write("_lakefs/odd a+b=%41é.json", b"odd")
     assert place.cat("_lakefs/odd a+b=%41é.json") == b"odd"
     assert ns.metadata_sizes() == {"odd a+b=%41é.json": 3}
