@@ -19,7 +19,7 @@ from spark_jobs.core.freeing import Verdict, s3_verdict, unreadable
 from spark_jobs.engine.stores.base import DeleteResult, Location, StorageConfig, StorageError, check_key
 from spark_jobs.engine.stores.faults import THROTTLING, error_text
 from spark_jobs.engine.stores.namespace import Namespace
-from spark_jobs.engine.stores.s3_head import Redirected, SignedHead, signed_head
+from spark_jobs.engine.stores.s3_head import HandOver, SignedHead, signed_head
 
 
 class S3Namespace(Namespace):
@@ -163,14 +163,14 @@ class S3Namespace(Namespace):
 
     def _head(self, bucket: str, name: str) -> dict[str, Any]:
         """One object's HEAD: signed and sent by this module's lighter path (``s3_head``) when it can be built for
-        the bucket, else (and after a redirect) by the client's call."""
+        the bucket, else (and once it handed a request over: a redirect, a refusal) by the client's call."""
         heads = self._signed_heads
         if bucket not in heads:
             heads[bucket] = signed_head(self.s3, bucket)
         if heads[bucket] is not None:
             try:
                 return heads[bucket](name)
-            except Redirected:
+            except HandOver:
                 heads[bucket] = None
         return self.s3.head_object(Bucket=bucket, Key=name)
 

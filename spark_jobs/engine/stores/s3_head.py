@@ -7,7 +7,9 @@ core on a day of 400 changes, while those requests share the GIL with the day's 
 An answer is read as the client reads a HEAD's: 200 gives the size and time, 404 is FileNotFoundError, any other
 status a ``ClientError`` with the status as its code (a HEAD has no body to name an error), and the client's HTTP
 session raises botocore's own connection errors, so the store's fault handling sees what it sees from the client.
-A redirect (a bucket in another region) and anything this path was not built for go to the client's call."""
+A redirect (a bucket in another region), a refusal (400, 403: a signing scheme only the client's endpoint rules
+choose, as for S3 Express buckets, or no permission: the client's call then says which) and anything this path was
+not built for go to the client's call, for that request and every later one of the bucket."""
 
 from __future__ import annotations
 
@@ -16,11 +18,11 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 PROBE = "lakefs-janitor-probe"  # the key whose presigned URL shows where a bucket's objects are addressed
-REDIRECTS = {301, 302, 307, 308}
+HANDED_OVER = {301, 302, 307, 308, 400, 403}  # answers the client's own call reads better (see above)
 
 
-class Redirected(Exception):
-    """The store answered a HEAD with a redirect: the client's own call follows it."""
+class HandOver(Exception):
+    """The store answered a HEAD so that the client's own call should make it (``HANDED_OVER``)."""
 
 
 class SignedHead:
@@ -59,8 +61,8 @@ class SignedHead:
             headers = response.headers
             return {"ContentLength": int(headers.get("content-length") or 0),
                     "LastModified": iso_timestamp(headers["last-modified"])}
-        if status in REDIRECTS:
-            raise Redirected(str(status))
+        if status in HANDED_OVER:
+            raise HandOver(str(status))
         raise ClientError({"Error": {"Code": str(status), "Message": http.client.responses.get(status, "")},
                            "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": dict(response.headers)}},
                           "HeadObject")

@@ -224,10 +224,12 @@ print(json.dumps(seen))
     assert place.listed() == {"_lakefs/range-1", "_lakefs/janitor/x", "data/aa/one", "legacy"}
 
 
-def test_an_s3_object_asked_for_is_read_as_the_client_reads_it_and_a_redirect_goes_to_the_client(store_of):
+@pytest.mark.parametrize("answer", [301, 403])
+def test_an_s3_object_asked_for_is_read_as_the_client_reads_it_and_a_redirect_goes_to_the_client(store_of, answer):
     """``stat`` on S3 signs its HEADs itself (stores/s3_head.py): each answer equals the client's ``head_object``
-    (size, time to the second), a key with odd characters included; a redirect (a bucket in another region) makes
-    the namespace hand that HEAD and every later one to the client's call, which follows it."""
+    (size, time to the second), a key with odd characters included; a redirect (a bucket in another region) or a
+    refusal (a signing scheme only the client's endpoint rules pick) makes the namespace hand that HEAD and every
+    later one to the client's call."""
     place = new_place(store_of("s3"))
     files = {key: key.encode() * 3 for key in ODD if key.startswith("data/")}
     place.put(files)
@@ -239,13 +241,13 @@ def test_an_s3_object_asked_for_is_read_as_the_client_reads_it_and_a_redirect_go
     assert ns._signed_heads[bucket] is not None  # the signed path did those
     key = sorted(files)[0]
     proxy = FaultProxy(place.store.endpoint, "s3", first=1, match=lambda method, target: method == "HEAD",
-                       answer=(301, {"Location": place.store.endpoint}, b"")).start()
+                       answer=(answer, {"Location": place.store.endpoint}, b"")).start()
     try:
         ns = place.open(proxy.url)
         assert sizes(ns.stat([key])) == {key: len(files[key])}
     finally:
         proxy.cleanup()
-    assert ns._signed_heads[bucket] is None and proxy.requests == 2  # the 301, then the client's own HEAD
+    assert ns._signed_heads[bucket] is None and proxy.requests == 2  # handed over, then the client's own HEAD
 
 
 def test_missing_keys_and_an_empty_namespace(place):
