@@ -57,8 +57,9 @@ class GCSettings(BaseModel):
     runner: str = Field(default="auto", pattern="^(auto|threads|spark)$", description="where a run runs: threads in "
                         "this process, Spark's executors, or auto (by the repository's size); gc.engine and "
                         "inprocess are deprecated spellings")
-    auto_spark_above_ranges: int = Field(default=100, gt=0, description="--runner auto: Spark above this many ranges "
-                                         "(≈ 3.7M objects at the bench's density: bench/README.md, scale curve)")
+    auto_spark_above_ranges: int = Field(default=200, gt=0, description="--runner auto: Spark above this many ranges "
+                                         "(≈ 9–10M objects, ≈ 1.1 GiB and ≈ 1 min in process: bench/README.md, "
+                                         "scale curve)")
     metadata_source: str = Field(default="storage", pattern="^(storage|lakefs)$",
                                  description="read SSTables from the namespace, or through lakeFS's API")
     local_blockstore_path: str | None = Field(default=None, description="lakeFS's blockstore.local.path; None: learnt from lakeFS")
