@@ -164,14 +164,14 @@ class S3Namespace(Namespace):
     def _head(self, bucket: str, name: str) -> dict[str, Any]:
         """One object's HEAD: signed and sent by this module's lighter path (``s3_head``) when it can be built for
         the bucket, else (and once it handed a request over: a redirect, a refusal) by the client's call."""
-        heads = self._signed_heads
-        if bucket not in heads:
-            heads[bucket] = signed_head(self.s3, bucket)
-        if heads[bucket] is not None:
+        if bucket not in self._signed_heads:
+            self._signed_heads[bucket] = signed_head(self.s3, bucket)
+        head = self._signed_heads[bucket]  # read once: another thread may hand the bucket over meanwhile
+        if head is not None:
             try:
-                return heads[bucket](name)
+                return head(name)
             except HandOver:
-                heads[bucket] = None
+                self._signed_heads[bucket] = None
         return self.s3.head_object(Bucket=bucket, Key=name)
 
     def _write(self, key: str, path: str, data: bytes) -> None:
