@@ -4,9 +4,10 @@ session (its pool, TLS, proxies and time-outs), but skips the client's per-call 
 the user agent, the endpoint rules, the response model): 1.0 → 0.6–0.7 ms of CPU a HEAD on versitygw, ≈ 0.15 s
 of a core on a day of 400 changes, while those requests share the GIL with the day's comparison.
 
-An answer is read as the client reads a HEAD's: 200 gives the size and time, 404 is FileNotFoundError, any other
-status a ``ClientError`` with the status as its code (a HEAD has no body to name an error), and the client's HTTP
-session raises botocore's own connection errors, so the store's fault handling sees what it sees from the client.
+An answer is read as the client reads a HEAD's: 200 gives the size and time, any other status a ``ClientError``
+with the status as its code (a HEAD has no body to name an error; the namespace reads "404" as missing, as it reads
+the client's), and the client's HTTP session raises botocore's own connection errors, so the store's fault
+handling sees what it sees from the client.
 A redirect (a bucket in another region), a refusal (400, 403: a signing scheme only the client's endpoint rules
 choose, as for S3 Express buckets, or no permission: the client's call then says which) and anything this path was
 not built for go to the client's call, for that request and every later one of the bucket."""
@@ -31,8 +32,12 @@ class SignedHead:
 
     def __init__(self, client: Any, bucket: str) -> None:
         from botocore.awsrequest import AWSRequest  # noqa: PLC0415
+        from botocore.exceptions import ClientError  # noqa: PLC0415
 
-        self._request = AWSRequest
+        from spark_jobs.engine.stores.s3 import iso_timestamp  # noqa: PLC0415 - s3 imports this module
+
+        # resolved once per bucket, not on each of a day's hundreds of HEADs
+        self._request, self._client_error, self._parse_time = AWSRequest, ClientError, iso_timestamp
         self._signer = client._request_signer  # noqa: SLF001 - the client's signer: its credentials, region, scheme
         self._session = client._endpoint.http_session  # noqa: SLF001 - the client's pool, TLS, proxies, time-outs
         url = client.generate_presigned_url("head_object", Params={"Bucket": bucket, "Key": PROBE}, ExpiresIn=60)
@@ -48,10 +53,6 @@ class SignedHead:
     def __call__(self, name: str) -> dict[str, Any]:
         """``name``'s HEAD answer as the client's ``head_object`` gives it: ``ContentLength``, ``LastModified``
         (aware datetime)."""
-        from botocore.exceptions import ClientError  # noqa: PLC0415
-
-        from spark_jobs.engine.stores.s3 import iso_timestamp  # noqa: PLC0415
-
         request = self._request(method="HEAD", url=self.url(name))
         self._signer.sign("HeadObject", request)
         response = self._session.send(request.prepare())
@@ -60,12 +61,12 @@ class SignedHead:
         if status == 200:
             headers = response.headers
             return {"ContentLength": int(headers.get("content-length") or 0),
-                    "LastModified": iso_timestamp(headers["last-modified"])}
+                    "LastModified": self._parse_time(headers["last-modified"])}
         if status in HANDED_OVER:
             raise HandOver(str(status))
-        raise ClientError({"Error": {"Code": str(status), "Message": http.client.responses.get(status, "")},
-                           "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": dict(response.headers)}},
-                          "HeadObject")
+        raise self._client_error({"Error": {"Code": str(status), "Message": http.client.responses.get(status, "")},
+                                  "ResponseMetadata": {"HTTPStatusCode": status,
+                                                       "HTTPHeaders": dict(response.headers)}}, "HeadObject")
 
 
 def signed_head(client: Any, bucket: str) -> SignedHead | None:
