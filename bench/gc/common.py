@@ -45,7 +45,8 @@ class World:
     def __init__(self, kind: str) -> None:
         self.kind = kind
         stop_on_sigterm()
-        self.store: Store = STORES[kind]().start()
+        # versitygw as S3 behaves: connections kept open between requests (tests/services.py VersityGW)
+        self.store: Store = (STORES[kind](keep_alive=True) if kind == "s3" else STORES[kind]()).start()
         try:
             self.server = LakeFSServer(store=self.store).start()
         except BaseException:

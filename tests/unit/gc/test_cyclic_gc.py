@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
+import weakref
 
 import pytest
 
@@ -57,3 +58,34 @@ def test_overlapping_pauses_in_threads_resume_only_after_the_last():
         t.join()
     assert seen_on == [False] * 8
     assert gc.isenabled()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_what_a_run_holds_at_its_end_is_not_scanned_and_its_cycles_are_freed_by_the_next_run():
+    gc.enable()
+    with cyclic_gc.paused():
+        left = weakref.ref(_Cycle())  # cyclic garbage a run leaves behind
+        held = [[i] for i in range(1000)]  # what it still holds when it ends
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= len(held)  # frozen: the first collection after the run does not scan them
+    assert gc.get_count()[0] < 700  # and nothing is due for a collection
+    gc.collect()
+    assert left() is not None  # frozen, not collected yet
+    with cyclic_gc.paused():
+        assert left() is None  # the next run's start collected it
+        assert gc.get_freeze_count() == 0
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_collector_that_was_off_freezes_nothing():
+    gc.unfreeze()
+    gc.disable()
+    with cyclic_gc.paused():
+        pass
+    assert gc.get_freeze_count() == 0
+    assert not gc.isenabled()
