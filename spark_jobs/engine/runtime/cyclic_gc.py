@@ -5,14 +5,14 @@ A mark allocates hundreds of thousands of small objects (entries, keys, sets) th
 never form. On the bench's warm run of 100,000 objects + 1,000 commits the scans took a fifth of the run
 (bench/README.md, "Cold and warm runs"). Reference counting still frees everything at once.
 
-Resuming the collector is not free either: everything the run allocated and still holds when it ends (its
-result, the S3 client and its service model, the modules it imported) is young to the collector, and the first
-allocation after the pause scans it, then the whole heap: ≈ 0.1 s at the end of a daily run on S3 (≈ 170,000
-objects; bench/README.md, "A daily run on S3"), a tenth of the run. So the last pause to end freezes what is
-alive (``gc.freeze``: moved out of the collector's sight, as webhook/wsgi.py does before forking) instead of
-letting it be scanned, and the next pause to start gives it back and collects once, so that a cycle the run
-left behind is freed by the next run's start: a run in a process of its own (spark-submit, the CLI) never pays
-the scan, a long-lived worker pays it once per run, at the start rather than the end.
+Resuming the collector is not free either: everything the run allocated and still holds when it ends (its result,
+the S3 client and its service model, the modules it imported) is young to the collector, and the first allocation
+after the pause scans it, then the whole heap: ≈ 0.1 s at the end of a daily run on S3 (≈ 170,000 objects;
+bench/README.md, "The random day on versitygw after trimming the run's serial ends"), a twentieth of the run. So the
+last pause to end freezes what is alive (``gc.freeze``: moved out of the collector's sight, as webhook/wsgi.py does
+before forking) instead of letting it be scanned, and the next pause to start gives it back and collects once, so
+that a cycle the run left behind is freed by the next run's start: a run in a process of its own (spark-submit, the
+CLI) never pays the scan, a long-lived worker pays it once per run, at the start rather than the end.
 """
 
 from __future__ import annotations
