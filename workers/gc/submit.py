@@ -37,6 +37,7 @@ PACKAGE_DIR = Path(spark_jobs.__file__).resolve().parent
 JOBS_DIR = PACKAGE_DIR / "jobs"
 STDERR_TAIL_LINES = 200
 PR_SET_PDEATHSIG = 1
+JOB_FOLDER_PREFIX = "lakefs-janitor-spark-"  # + the starter's pid + "-": what a killed starter leaves is found
 CLOCK_SKEW = timedelta(minutes=1)  # between this host's clock and the driver pod's node's
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")
 
@@ -232,7 +233,8 @@ def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakef
     run_env["SPARK_HOME"] = str(home)
     run_env["PYSPARK_PYTHON"] = python
     run_env["PYSPARK_DRIVER_PYTHON"] = python
-    with tempfile.TemporaryDirectory(prefix="lakefs-janitor-spark-") as tmp:
+    remove_left_behind(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=f"{JOB_FOLDER_PREFIX}{os.getpid()}-") as tmp:
         tmp_dir = Path(tmp)
         py_files = build_py_files(tmp_dir)
         props_file = tmp_dir / "job.properties"
@@ -251,6 +253,26 @@ def run_job(*, spark: SparkSettings, entry: str, args: Sequence[str] = (), lakef
         except OSError as exc:
             raise SparkSubmitError(f"cannot start spark-submit ({command[0]}): {exc.strerror}") from None
         return _follow(proc, on_event, spark.submit_timeout_seconds)
+
+
+def remove_left_behind(root: Path) -> list[Path]:
+    """Remove (and return) the job folders under ``root`` that starters killed before they could remove them
+    (SIGKILL, OOM): this user's ``JOB_FOLDER_PREFIX<pid>-*`` folders whose process is gone. They hold the job's
+    properties, lakeFS's and the store's credentials among them. A folder whose pid is alive is left alone, even
+    when that pid now names another process: it is removed once that one is gone too."""
+    removed = []
+    for path in root.glob(f"{JOB_FOLDER_PREFIX}*-*"):
+        pid = path.name[len(JOB_FOLDER_PREFIX):].partition("-")[0]
+        try:
+            if not pid.isdigit() or path.is_symlink() or not path.is_dir() or path.lstat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # the starter is gone
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except OSError:  # alive (another user's: PermissionError), or the folder went meanwhile
+            continue
+    return removed
 
 
 def _die_with_parent(starter_pid: int) -> None:

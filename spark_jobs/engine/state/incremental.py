@@ -273,7 +273,7 @@ class StoredIndex:
             self.blocks_read += read
         else:
             numbers = kept_index.part_numbers(wanted, self.bits)
-            for part in np.unique(numbers).tolist():
+            for part in sorted(set(numbers.tolist())):  # not np.unique: it imports numpy.ma (range_changes._common)
                 found, read = self._part(part).counts_in(wanted[numbers == part])
                 out.update(found)
                 self.blocks_read += read

@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.utils
 import functools
 import json
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -185,7 +186,7 @@ class S3Namespace(Namespace):
     def _metadata_listing(self) -> list[dict[str, Any]]:
         if self.s3 is None:
             return super()._metadata_listing()
-        return self._listed("_lakefs", recursive=False, sizes_only=True)
+        return self._listed("_lakefs", recursive=False)
 
     def _unit_pages(self, unit: str) -> Iterator[list[dict[str, Any]]]:
         """ListObjectsV2 a page at a time (each request under the throttle; the plain client's when there is one,
@@ -222,14 +223,12 @@ class S3Namespace(Namespace):
                 raise FileNotFoundError(request["Bucket"]) from None
             raise
 
-    def _listed(self, folder: str, *, recursive: bool, sizes_only: bool = False) -> list[dict[str, Any]]:
+    def _listed(self, folder: str, *, recursive: bool) -> list[dict[str, Any]]:
         """The objects under ``folder`` (a folder of the namespace, "" for its root; only those directly in it
-        unless ``recursive``) as fsspec describes files: name (bucket/key), size, LastModified (None when
-        ``sizes_only``: read with ``sizes_only_listing``)."""
+        unless ``recursive``) as fsspec describes files: name (bucket/key), size, LastModified."""
         bucket, _, prefix = (f"{self.root}/{check_key(folder)}" if folder else self.root).partition("/")
         prefix = prefix.rstrip("/") + "/" if prefix else ""
-        client = _plain_s3_client(self._options_json, self.config.max_in_flight, True) if sizes_only else self.s3
-        pages = client.get_paginator("list_objects_v2").paginate(
+        pages = self.s3.get_paginator("list_objects_v2").paginate(
             Bucket=bucket, Prefix=prefix, **({} if recursive else {"Delimiter": "/"}))
         try:
             return [{"name": f"{bucket}/{entry['Key']}", "size": entry.get("Size"), "type": "file",
@@ -343,41 +342,106 @@ def plain_s3_arguments(options: dict[str, Any], max_in_flight: int) -> dict[str,
 _clients_lock = threading.Lock()
 
 
-def _plain_s3_client(options_json: str, max_in_flight: int, sizes_only: bool = False):
+def _plain_s3_client(options_json: str, max_in_flight: int):
     """``_built_client``, built once even when two threads ask at once (a run has it built in the background while
-    it asks lakeFS for its history: ≈ 0.3 s of botocore's imports and models)."""
+    it asks lakeFS for its history: ≈ 0.2 s of botocore's imports and models)."""
     with _clients_lock:
-        return _built_client(options_json, max_in_flight, sizes_only)
+        return _built_client(options_json, max_in_flight)
 
 
 @functools.cache
-def _built_client(options_json: str, max_in_flight: int, sizes_only: bool = False):
+def _built_client(options_json: str, max_in_flight: int):
     """One botocore client per process and options (thread-safe, shared by every thread and namespace): a GET
     costs 1.9 ms of this process's CPU through it against 4.5 ms through s3fs's event loop, a listing of 2,000
-    objects 80 against 160 ms. Timestamps read with ``iso_timestamp``. ``sizes_only``: a client of its own whose
-    listings give each object's key and size only (``sizes_only_listing``), for the mark cache's check."""
-    import botocore.session  # noqa: PLC0415
-
+    objects 80 against 160 ms. Timestamps read with ``iso_timestamp``; listings read with ``listing_page``."""
     args = plain_s3_arguments(json.loads(options_json), max_in_flight)
     if args is None:
         return None
-    session = botocore.session.get_session()
-    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=iso_timestamp)
     try:
-        client = session.create_client("s3", **args)
+        client = _botocore_session().create_client("s3", **args)
     except Exception as exc:  # noqa: BLE001 - botocore's configuration errors vary
         raise StorageError(f"the s3 storage settings are unusable: {type(exc).__name__}: {exc}") from None
-    if sizes_only:
-        client.meta.events.register("before-parse.s3.ListObjectsV2", sizes_only_listing)
+    client.meta.events.register("before-parse.s3.ListObjectsV2", listing_page)
     return client
 
 
-def sizes_only_listing(response_dict: dict, customized_response_dict: dict, **_: Any) -> None:
-    """botocore's before-parse hook for a ListObjectsV2 page: the page read with ElementTree for what the mark
-    cache's check needs (each object's key and size, the folders, the continuation), its body then handed to
-    botocore's parser empty. botocore's generic parser spends ≈ 40 µs per listed object reading every field, a
-    quarter of a warm run's own CPU on the bench's history. Anything but a listing page (an error, a body that is
-    not XML) is left to botocore; the keys stay as sent, so botocore's own URL-decoding (EncodingType) applies."""
+@functools.cache
+def _botocore_session():
+    """One botocore session per process (its models read once, whatever the clients), reading timestamps with
+    ``iso_timestamp`` and its models with ``ModelLoader``."""
+    import botocore.session  # noqa: PLC0415
+
+    session = botocore.session.get_session()
+    session.register_component("data_loader", model_loader(session.get_config_variable("data_path")))
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=iso_timestamp)
+    return session
+
+
+def model_loader(data_path: str | None):
+    """botocore's loader of service models (``AWS_DATA_PATH`` searched first, as botocore's own), less two costs
+    of a fresh process's first client, which a daily run waits for (≈ 40 ms of a 0.2 s client on a quiet machine,
+    twice that on a busy one): the model files read into plain dicts (ordered, as every dict is) rather than
+    through an OrderedDict hook that runs Python for every object of S3's 1 MB of models, and the one service
+    asked for looked up in its own folder rather than after listing the folders of the ≈ 400 services botocore
+    ships (``_KnownServices``)."""
+    from botocore.loaders import JSONFileLoader, Loader  # noqa: PLC0415
+
+    class PlainJSONFiles(JSONFileLoader):
+        def _load_file(self, full_path, open_method):
+            if not os.path.isfile(full_path):
+                return None
+            with open_method(full_path, "rb") as fp:
+                return json.loads(fp.read().decode("utf-8"))
+
+    class ModelLoader(Loader):
+        def list_available_services(self, type_name):
+            return _KnownServices(self, type_name, super().list_available_services)
+
+    paths = [os.path.expanduser(os.path.expandvars(p)) for p in data_path.split(os.pathsep)] if data_path else None
+    return ModelLoader(extra_search_paths=paths, file_loader=PlainJSONFiles())
+
+
+class _KnownServices(list):
+    """The services ``loader`` has models of (of ``type_name``), as botocore lists them, filled only when read
+    whole: whether it has one (all a client's creation asks) is looked up in that service's folder alone."""
+
+    def __init__(self, loader: Any, type_name: str, listed: Any) -> None:
+        super().__init__()
+        self._loader, self._type_name, self._listed = loader, type_name, listed
+
+    def __contains__(self, name: object) -> bool:
+        from botocore.exceptions import DataNotFoundError  # noqa: PLC0415
+
+        try:
+            return isinstance(name, str) and bool(self._loader.list_api_versions(name, self._type_name))
+        except DataNotFoundError:
+            return False
+
+    def _filled(self) -> None:
+        if self._listed is not None:
+            self.extend(self._listed(self._type_name))
+            self._listed = None
+
+    def __iter__(self):
+        self._filled()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._filled()
+        return super().__len__()
+
+    def __getitem__(self, index):
+        self._filled()
+        return super().__getitem__(index)
+
+
+def listing_page(response_dict: dict, customized_response_dict: dict, **_: Any) -> None:
+    """botocore's before-parse hook for a ListObjectsV2 page: the page read with ElementTree for what the engine
+    reads of it (each object's key, size and time — ``iso_timestamp`` —, the folders, the continuation), its body
+    then handed to botocore's parser empty. botocore's generic parser spends ≈ 40 µs per listed object reading every
+    field (a quarter of a warm run's own CPU on the bench's history; a third of a daily run's LISTs). Anything but a
+    listing page (an error, a body that is not XML) is left to botocore; the keys stay as sent, so botocore's own
+    URL-decoding (EncodingType) applies."""
     import xml.etree.ElementTree as ET  # noqa: N817, PLC0415 - the standard library's parser, as botocore's
 
     if response_dict.get("status_code") != 200 or not response_dict.get("body"):
@@ -389,10 +453,15 @@ def sizes_only_listing(response_dict: dict, customized_response_dict: dict, **_:
     if not root.tag.endswith("ListBucketResult"):
         return
     ns = root.tag[:-len("ListBucketResult")]
+    key, size, when = f"{ns}Key", f"{ns}Size", f"{ns}LastModified"
+    contents = []
+    for c in root.iterfind(f"{ns}Contents"):
+        entry: dict[str, Any] = {"Key": c.findtext(key), "Size": int(c.findtext(size) or 0)}
+        if (text := c.findtext(when)) is not None:
+            entry["LastModified"] = iso_timestamp(text)
+        contents.append(entry)
     page: dict[str, Any] = {
-        "IsTruncated": root.findtext(f"{ns}IsTruncated") == "true",
-        "Contents": [{"Key": c.findtext(f"{ns}Key"), "Size": int(c.findtext(f"{ns}Size") or 0)}
-                     for c in root.iterfind(f"{ns}Contents")],
+        "IsTruncated": root.findtext(f"{ns}IsTruncated") == "true", "Contents": contents,
         "CommonPrefixes": [{"Prefix": c.findtext(f"{ns}Prefix")} for c in root.iterfind(f"{ns}CommonPrefixes")]}
     for name in ("Name", "Prefix", "Delimiter", "EncodingType", "StartAfter", "ContinuationToken",
                  "NextContinuationToken"):

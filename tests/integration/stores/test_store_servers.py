@@ -220,15 +220,16 @@ def test_the_namespace_reads_and_lists_s3_through_a_plain_client_as_s3fs_does(st
                                                                        detail=True, refresh=True)
               if e["type"] == "file"}
     sizes = plain.metadata_sizes()
-    # the sizes-only listing (ElementTree, not botocore's parser) pages as botocore does: 7 objects a page here
-    from spark_jobs.engine.stores.s3 import _plain_s3_client  # noqa: PLC0415
-
+    # the client's listing (ElementTree, not botocore's parser) pages as botocore does: 7 objects a page here,
+    # each with its time as s3fs gives it
     bucket, _, folder = store.fsspec_path(namespace, "_lakefs/").partition("/")
-    sizes_only = _plain_s3_client(json.dumps(store.fsspec_options(), sort_keys=True), 8, True)
-    pages = list(sizes_only.get_paginator("list_objects_v2").paginate(
+    pages = list(plain.s3.get_paginator("list_objects_v2").paginate(
         Bucket=bucket, Prefix=folder, Delimiter="/", PaginationConfig={"PageSize": 7}))
     assert len(pages) == 6 and all(p["IsTruncated"] for p in pages[:-1]) and not pages[-1]["IsTruncated"]
     assert {c["Key"][len(folder):]: c["Size"] for p in pages for c in p["Contents"]} == listed
+    times = {e["name"].rsplit("/", 1)[-1]: e["LastModified"] for e in fs.ls(
+        store.fsspec_path(namespace, "_lakefs"), detail=True, refresh=True) if e["type"] == "file"}
+    assert {c["Key"][len(folder):]: c["LastModified"] for p in pages for c in p["Contents"]} == times
     assert f"{folder}retention/" in [c["Prefix"] for p in pages for c in p["CommonPrefixes"]]
     assert sizes == listed == {k.rsplit("/", 1)[-1]: len(v) for k, v in files.items() if k.count("/") == 1}
     for key, data in files.items():

@@ -329,3 +329,27 @@ def test_the_compiled_index_walk_gives_sstables_handles_and_keys():
         _, handles, keys = range_arrow.block_keys(data)
         _, want_handles, want_keys = sstable.block_keys(data)
         assert (handles, keys) == (want_handles, want_keys)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_compiled_slice_comparison_is_pythons(seed, tmp_path, monkeypatch):
+    """same_bytes compares two slices as Python compares them (a slice past an end cut there), mapped files too;
+    without the compiled code it compares the slices itself."""
+    import mmap  # noqa: PLC0415
+
+    rnd = random.Random(seed)
+    one = bytes(rnd.choice(b"ab") for _ in range(300))
+    path = tmp_path / "one"
+    path.write_bytes(one)
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for _ in range(3000):
+            other = one if rnd.random() < 0.5 else bytes(rnd.choice(b"ab") for _ in range(rnd.randrange(320)))
+            a, b, n = rnd.randrange(320), rnd.randrange(320), rnd.randrange(40)
+            expected = one[a:a + n] == other[b:b + n]
+            assert range_arrow.same_bytes(one, other, at=(a, b), length=n) == expected, (a, b, n)
+            assert range_arrow.same_bytes(mapped, bytearray(other), at=(a, b), length=n) == expected, (a, b, n)
+        with pytest.raises(ValueError, match="negative"):
+            range_arrow.same_bytes(one, one, at=(-1, 0), length=1)
+        monkeypatch.setattr(range_arrow, "_native", None)
+        assert range_arrow.same_bytes(mapped, one, at=(3, 3), length=50)
+        assert not range_arrow.same_bytes(one, one, at=(0, 1), length=50)

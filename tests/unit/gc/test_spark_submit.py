@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -11,12 +14,14 @@ import pytest
 from spark_jobs.jobs.config import JobSettings, JobSettingsError
 from spark_jobs.jobs.protocol import EVENT_PREFIX, parse_job_event
 from workers.gc.submit import (
+    JOB_FOLDER_PREFIX,
     JOBS_DIR,
     JobOutcome,
     SparkSubmitError,
     build_py_files,
     cluster_properties,
     job_properties,
+    remove_left_behind,
     secrets_of,
     submit_command,
     write_properties,
@@ -236,3 +241,25 @@ def test_the_range_cache_setting_reaches_both_runners_and_zero_turns_it_off():
     assert "spark.hadoop.lakefs.gc.range_cache.folder" not in job_properties(spark=SparkSettings(), python="python3")
     with pytest.raises(ValueError, match="range_cache_mib"):
         GCSettings(range_cache_mib=-1)
+
+
+def test_a_killed_starters_job_folder_is_removed_by_the_next_start(tmp_path: Path):
+    """A starter killed with SIGKILL cannot remove its job folder (properties with credentials, the zip): the next
+    start removes every such folder of a process that is gone, and nothing else."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead_pid = int(gone.stdout)
+    dead = tmp_path / f"{JOB_FOLDER_PREFIX}{dead_pid}-abc"
+    (dead / "sub").mkdir(parents=True)
+    (dead / "job.properties").write_text("spark.hadoop.lakefs.secret=s")
+    alive = tmp_path / f"{JOB_FOLDER_PREFIX}{os.getpid()}-def"  # this process: running
+    alive.mkdir()
+    others = [tmp_path / f"{JOB_FOLDER_PREFIX}old", tmp_path / f"{JOB_FOLDER_PREFIX}x-1", tmp_path / "elsewhere-1-2"]
+    for other in others:
+        other.mkdir()
+    (tmp_path / f"{JOB_FOLDER_PREFIX}{dead_pid}-file").write_text("not a folder")
+    (tmp_path / f"{JOB_FOLDER_PREFIX}{dead_pid}-link").symlink_to(alive)
+    assert remove_left_behind(tmp_path) == [dead]
+    assert not dead.exists() and alive.exists() and all(o.exists() for o in others)
+    assert (tmp_path / f"{JOB_FOLDER_PREFIX}{dead_pid}-file").exists()
+    assert (tmp_path / f"{JOB_FOLDER_PREFIX}{dead_pid}-link").is_symlink()

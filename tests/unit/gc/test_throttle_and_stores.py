@@ -11,7 +11,14 @@ from botocore import UNSIGNED
 from botocore.utils import parse_timestamp
 
 from spark_jobs.engine.stores import Location, StorageError, is_throttling, is_unreachable, locate
-from spark_jobs.engine.stores.s3 import S3Namespace, _s3_session, iso_timestamp, plain_s3_arguments, sizes_only_listing
+from spark_jobs.engine.stores.s3 import (
+    S3Namespace,
+    _s3_session,
+    iso_timestamp,
+    listing_page,
+    model_loader,
+    plain_s3_arguments,
+)
 from spark_jobs.engine.stores.throttle import Throttle, Throttled, Unreachable, next_rate
 
 
@@ -203,7 +210,7 @@ def test_s3_reads_go_through_a_plain_client_only_when_its_arguments_say_all_the_
         plain_s3_arguments({"config_kwargs": {"no_such_setting": 1}}, 8)
 
 
-def test_the_sizes_only_listing_reads_a_page_and_leaves_anything_else_to_botocore():
+def test_a_listing_page_is_read_for_key_size_and_time_and_anything_else_is_left_to_botocore():
     page = (b'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
             b"<Name>b</Name><Prefix>ns/_lakefs/</Prefix><KeyCount>3</KeyCount><MaxKeys>2</MaxKeys>"
             b"<Delimiter>/</Delimiter><EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>"
@@ -213,18 +220,42 @@ def test_the_sizes_only_listing_reads_a_page_and_leaves_anything_else_to_botocor
             b"<Contents><Key>ns/_lakefs/c</Key><Size>0</Size></Contents>"
             b"<CommonPrefixes><Prefix>ns/_lakefs/retention/</Prefix></CommonPrefixes></ListBucketResult>")
     response, custom = {"status_code": 200, "body": page}, {}
-    sizes_only_listing(response_dict=response, customized_response_dict=custom)
+    listing_page(response_dict=response, customized_response_dict=custom)
     assert response["body"] == b""  # botocore's parser then reads nothing
     assert custom == {"IsTruncated": True, "NextContinuationToken": "tok+1", "KeyCount": 3, "Name": "b",
                       "Prefix": "ns/_lakefs/", "Delimiter": "/", "EncodingType": "url",  # botocore decodes keys
-                      "Contents": [{"Key": "ns/_lakefs/a%20b", "Size": 12}, {"Key": "ns/_lakefs/c", "Size": 0}],
+                      "Contents": [{"Key": "ns/_lakefs/a%20b", "Size": 12,
+                                    "LastModified": datetime(2026, 1, 1, tzinfo=UTC)},
+                                   {"Key": "ns/_lakefs/c", "Size": 0}],
                       "CommonPrefixes": [{"Prefix": "ns/_lakefs/retention/"}]}
     for untouched in ({"status_code": 503, "body": b"<Error><Code>SlowDown</Code></Error>"},
                       {"status_code": 200, "body": b"not xml"}, {"status_code": 200, "body": b"<Other/>"},
                       {"status_code": 200, "body": b""}):
         before, custom = dict(untouched), {}
-        sizes_only_listing(response_dict=untouched, customized_response_dict=custom)
+        listing_page(response_dict=untouched, customized_response_dict=custom)
         assert untouched == before and custom == {}
+
+
+def test_the_model_loader_gives_botocores_models_and_services():
+    """The S3 client's loader reads the same models as botocore's own (plain dicts, the service looked up in its
+    own folder) and lists the same services when asked for all of them; an unknown service is refused as botocore
+    refuses it, naming the known ones."""
+    from botocore.exceptions import UnknownServiceError  # noqa: PLC0415
+    from botocore.loaders import Loader  # noqa: PLC0415
+
+    ours, theirs = model_loader(None), Loader()
+    for service in ("s3", "sts"):
+        assert ours.load_service_model(service, "service-2") == theirs.load_service_model(service, "service-2")
+        assert ours.load_service_model(service, "endpoint-rule-set-1") == \
+            theirs.load_service_model(service, "endpoint-rule-set-1")
+    assert ours.load_data("endpoints") == theirs.load_data("endpoints")
+    known = ours.list_available_services("service-2")
+    assert "s3" in known and "no-such-service" not in known and 3 not in known
+    assert list(known) == theirs.list_available_services("service-2") and len(known) > 300
+    with pytest.raises(UnknownServiceError, match="no-such-service.*Valid service names are: .*s3"):
+        model_loader(None).load_service_model("no-such-service", "service-2")
+    # AWS_DATA_PATH's folders come first, as in botocore's own loader
+    assert model_loader("/tmp/models-a:/tmp/models-b").search_paths[:2] == ["/tmp/models-a", "/tmp/models-b"]
 
 
 def test_azure_and_gcs_errors_are_classified_as_the_throttle_needs():
