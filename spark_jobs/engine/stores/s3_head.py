@@ -18,6 +18,8 @@ import http.client
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from spark_jobs.engine.stores.s3_client import iso_timestamp
+
 PROBE = "lakefs-janitor-probe"  # the key whose presigned URL shows where a bucket's objects are addressed
 HANDED_OVER = {301, 302, 307, 308, 400, 403}  # answers the client's own call reads better (see above)
 
@@ -34,10 +36,8 @@ class SignedHead:
         from botocore.awsrequest import AWSRequest  # noqa: PLC0415
         from botocore.exceptions import ClientError  # noqa: PLC0415
 
-        from spark_jobs.engine.stores.s3 import iso_timestamp  # noqa: PLC0415 - s3 imports this module
-
         # resolved once per bucket, not on each of a day's hundreds of HEADs
-        self._request, self._client_error, self._parse_time = AWSRequest, ClientError, iso_timestamp
+        self._request, self._client_error = AWSRequest, ClientError
         self._signer = client._request_signer  # noqa: SLF001 - the client's signer: its credentials, region, scheme
         self._session = client._endpoint.http_session  # noqa: SLF001 - the client's pool, TLS, proxies, time-outs
         url = client.generate_presigned_url("head_object", Params={"Bucket": bucket, "Key": PROBE}, ExpiresIn=60)
@@ -61,7 +61,7 @@ class SignedHead:
         if status == 200:
             headers = response.headers
             return {"ContentLength": int(headers.get("content-length") or 0),
-                    "LastModified": self._parse_time(headers["last-modified"])}
+                    "LastModified": iso_timestamp(headers["last-modified"])}
         if status in HANDED_OVER:
             raise HandOver(str(status))
         raise self._client_error({"Error": {"Code": str(status), "Message": http.client.responses.get(status, "")},

@@ -11,14 +11,8 @@ from botocore import UNSIGNED
 from botocore.utils import parse_timestamp
 
 from spark_jobs.engine.stores import Location, StorageError, is_throttling, is_unreachable, locate
-from spark_jobs.engine.stores.s3 import (
-    S3Namespace,
-    _s3_session,
-    iso_timestamp,
-    listing_page,
-    model_loader,
-    plain_s3_arguments,
-)
+from spark_jobs.engine.stores.s3 import S3Namespace
+from spark_jobs.engine.stores.s3_client import iso_timestamp, listing_page, model_loader, plain_s3_arguments, s3_session
 from spark_jobs.engine.stores.throttle import Throttle, Throttled, Unreachable, next_rate
 
 
@@ -181,9 +175,9 @@ def test_s3_timestamps_read_as_botocore_reads_them():
 def test_s3_namespaces_share_one_session_unless_their_options_need_their_own():
     where = Location("s3", "s3", "bucket/prefix")
     plain = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}}
-    assert S3Namespace.filesystem(where, plain).session is _s3_session()
+    assert S3Namespace.filesystem(where, plain).session is s3_session()
     # s3fs builds its own session from a profile; an injected one would silently drop it
-    assert S3Namespace.filesystem(where, {**plain, "profile": "analytics"}).session is not _s3_session()
+    assert S3Namespace.filesystem(where, {**plain, "profile": "analytics"}).session is not s3_session()
 
 
 def test_s3_reads_go_through_a_plain_client_only_when_its_arguments_say_all_the_options_say():
