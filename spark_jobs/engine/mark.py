@@ -202,8 +202,10 @@ def _dataset_plan_ranges(run: MarkRun) -> list[str] | None:
     its range's, and a runner that wants them at this size); None: the mark goes through the steps below."""
     if not datasets.eligible(run.request, run.retention, run.graph, full_listing=not run.previous.incremental):
         return None
-    range_ids = in_key_order(run.files().spans(run.metaranges))
-    return range_ids if wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache) else None
+    files = run.files()
+    range_ids = in_key_order(files.spans(run.metaranges))
+    return range_ids if wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
+                                       entries=lambda: files.entries(run.metaranges, range_ids)) else None
 
 
 def _mark_datasets(run: MarkRun, range_ids: list[str]) -> Marked:

@@ -35,7 +35,7 @@ class SparkRunner:
 
         return SparkBackend(self.sc, config, partitions=partitions)
 
-    def wants_datasets(self, *, ranges: int, cache: bool) -> bool:
+    def wants_datasets(self, *, ranges: int, cache: bool, entries=None) -> bool:
         return True  # nothing per object reaches the driver, whatever the repository's size
 
     def map_units(self, units: Sequence[Any], fn: Callable[[Any, Any], Iterable[Any]],

@@ -45,3 +45,4 @@ class SparkBackend(SparkReach, SparkListing, SparkPlan, SparkState):
         for frame in self._persisted:
             frame.unpersist()
         self._persisted.clear()
+        self._known.clear()

@@ -97,12 +97,13 @@ def translated(method):
     return call
 
 
-def slice_unit():
-    """``listing.incremental.unit_of`` of the plan's ``address`` column: ``data/<slice>/``, or the root (``""``)."""
+def slice_unit(column: str = "address"):
+    """``listing.incremental.unit_of`` of a key column (the plan's ``address``): ``data/<slice>/``, or the root
+    (``""``)."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
-    return F.when(F.col("address").startswith("data/") & (F.size(F.split("address", "/")) >= 3),
-                  F.regexp_extract("address", r"^(data/[^/]*/)", 1)).otherwise(F.lit(""))
+    return F.when(F.col(column).startswith("data/") & (F.size(F.split(column, "/")) >= 3),
+                  F.regexp_extract(column, r"^(data/[^/]*/)", 1)).otherwise(F.lit(""))
 
 
 def spark_schema(schema: pa.Schema) -> str:
@@ -127,6 +128,9 @@ class SparkSteps:
             # (lakefs.gc.range.num_partitions) sizes its joins unless the job sets Spark's
             self.spark.conf.set("spark.sql.shuffle.partitions", str(self.partitions))
         self._persisted: list = []
+        # what one job already counted, asked again by a later step: id(frame) -> (frame, value); the frame is held
+        # so that its id cannot name another frame before release()
+        self._known: dict[tuple[str, int], tuple[object, object]] = {}
 
     def _units(self, names: Sequence[str]):
         # units spread one per partition up to the partition count: a range or a slice is a task's worth
@@ -137,6 +141,13 @@ class SparkSteps:
         if not names:
             return self.spark.createDataFrame([], spark_schema(schema))
         return self._units(names).mapInArrow(over_units(self.config, fn), spark_schema(schema))
+
+    def _remember(self, what: str, frame, value) -> None:
+        self._known[(what, id(frame))] = (frame, value)
+
+    def _recalled(self, what: str, frame):
+        known = self._known.get((what, id(frame)))
+        return None if known is None or known[0] is not frame else known[1]
 
     def _keep(self, frame):
         from pyspark import StorageLevel  # noqa: PLC0415

@@ -18,35 +18,50 @@ from spark_jobs.engine.runtime.context import OpenContext
 class SparkPlan(SparkSteps):
     @translated
     def judge(self, listed, kept: Sequence, *, cutoff: float, prefix_depth: int):
+        """The anti-join and its counters in two jobs: one over the listing (what it holds, the data keys among
+        them), one over what no kept key reaches, grouped by (old enough, prefix, slice) — a row per prefix and slice
+        of the plan, never per object. The later steps that ask for those counts (``count`` of the listing,
+        ``write_plan``'s rows, ``slices_of``) get them from here instead of a job of their own."""
         from pyspark.sql import functions as F  # noqa: PLC0415
 
         key = F.col("key")
         is_data = ~(key.startswith("_lakefs/") | (key == "_lakefs")) & (
             key.startswith("data/") | (~key.contains("/") & (key != "dummy")))
         data = listed.filter(is_data)
-        everything = self.union(list(kept))
-        unkept = self._keep(data.join(everything, "key", "left_anti"))
+        unkept = self._keep(data.join(self.union(list(kept)), "key", "left_anti"))
+        one = F.lit(1)
+        totals = listed.agg(F.count(one).alias("listed"), F.sum(F.when(is_data, 1).otherwise(0)).alias("data")) \
+            .collect()[0]
+        self._remember("count", listed, int(totals["listed"]))
         old = F.col("mtime") < F.lit(cutoff)
-        summary = PlanSummary()
-        summary.candidates = data.count()
-        row = unkept.agg(F.count(F.lit(1)).alias("n"), F.sum(F.when(old, 1).otherwise(0)).alias("deleted"),
-                         F.sum(F.when(old, F.col("size")).otherwise(0)).alias("bytes")).collect()[0]
-        summary.kept = summary.candidates - row["n"]
-        summary.deleted, summary.deleted_bytes = int(row["deleted"] or 0), int(row["bytes"] or 0)
-        summary.too_new = row["n"] - summary.deleted
-        deleted = unkept.filter(old).select(key.alias("address"), F.col("size"))
         prefix = F.when(key.contains("/"), F.concat_ws("/", F.slice(F.split(key, "/", prefix_depth + 1), 1,
                                                                      prefix_depth))).otherwise(F.lit("(root)"))
-        for r in unkept.filter(old).groupBy(prefix.alias("prefix")).agg(
-                F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")).collect():
-            summary.by_prefix[r["prefix"]] = [int(r["n"]), int(r["bytes"] or 0)]
+        groups = unkept.groupBy(old.alias("old"), F.when(old, prefix).alias("prefix"),
+                                F.when(old, slice_unit("key")).alias("unit")) \
+            .agg(F.count(one).alias("n"), F.sum("size").alias("bytes")).collect()
+        summary = PlanSummary(candidates=int(totals["data"] or 0))
+        slices: set[str] = set()
+        for r in groups:
+            n, size = int(r["n"]), int(r["bytes"] or 0)
+            if not r["old"]:
+                summary.too_new += n
+                continue
+            summary.deleted, summary.deleted_bytes = summary.deleted + n, summary.deleted_bytes + size
+            counts = summary.by_prefix.setdefault(r["prefix"], [0, 0])
+            counts[0], counts[1] = counts[0] + n, counts[1] + size
+            slices.add(r["unit"])
+        summary.kept = summary.candidates - summary.deleted - summary.too_new
+        deleted = unkept.filter(old).select(key.alias("address"), F.col("size"))
+        self._remember("count", deleted, summary.deleted)
+        self._remember("slices", deleted, sorted(slices))
         return deleted, summary
 
     @translated
     def write_plan(self, deleted, run_id: str) -> list[dict[str, int]]:
         from pyspark.sql import functions as F  # noqa: PLC0415
 
-        rows = deleted.count()
+        rows = self._recalled("count", deleted)
+        rows = deleted.count() if rows is None else rows
         if not rows:
             return []
         config = self.config
@@ -79,7 +94,9 @@ class SparkPlan(SparkSteps):
 
     @translated
     def slices_of(self, deleted) -> list[str]:
-
+        known = self._recalled("slices", deleted)
+        if known is not None:
+            return list(known)
         unit = slice_unit()
         return sorted(r["u"] for r in deleted.select(unit.alias("u")).distinct().collect())
 

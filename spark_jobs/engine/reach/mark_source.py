@@ -75,6 +75,10 @@ def unit_metarange_members(ctx: OpenContext, metarange_id: str) -> list[Member]:
     return [(metarange_id, k, r) for k, r in unit_metarange_spans(ctx, metarange_id)]
 
 
+def unit_metarange_counts(ctx: OpenContext, metarange_id: str) -> list[tuple[str, int]]:
+    return [(r.range_id, r.count) for r in sstable.metarange_ranges(ctx.read_metarange(metarange_id))]
+
+
 def unit_range_addresses(ctx: OpenContext, range_id: str) -> list[str]:
     return sorted(keys_in_range(ctx.read_range(range_id), ctx.prefixes, ctx.seen_blocks))
 
@@ -123,6 +127,11 @@ class Files:
 
     def members(self, metaranges: list[str]) -> list[Member]:
         return self.map(metaranges, unit_metarange_members)
+
+    def entries(self, metaranges: list[str], range_ids: list[str]) -> int:
+        """The entries of the ranges ``range_ids``, as the metaranges' records count them (no range is read)."""
+        counts = dict(self.map(metaranges, unit_metarange_counts))
+        return sum(counts.get(r, 0) for r in range_ids)
 
     def addresses(self, range_ids: list[str]) -> set[str]:
         return set(self.map(range_ids, unit_range_addresses))

@@ -15,4 +15,5 @@ class SparkReach(SparkSteps):
         return self._keep(self._map(range_ids, units.range_keys, columns.KEYS_SCHEMA))
 
     def staged(self, files: Sequence[str]):
-        return self._map(files, units.staged_keys, columns.KEYS_SCHEMA)
+        # read once: the judge, the staged-only keys and their count read the persisted rows
+        return self._keep(self._map(files, units.staged_keys, columns.KEYS_SCHEMA))

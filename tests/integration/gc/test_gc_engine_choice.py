@@ -6,6 +6,7 @@ reading it from storage, and every failure is recorded in the run history with i
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -149,3 +150,23 @@ def test_a_store_the_janitor_cannot_read_is_a_clear_recorded_failure(lakefs, rep
     assert {o.key for o in namespace.list_data()} == before
     # the right folder (or none: learnt) collects: the failed runs released the repository's lock
     assert execute(GCSettings(min_age="0s"), GCRequest(repo), connection=connection, runs=runs).swept == 1
+
+
+def test_few_big_ranges_take_the_datasets_in_process(lakefs, gc, repo, monkeypatch):
+    """The thread runner's full run takes the object path (the mark cache's Python objects) only while the retained
+    ranges are both few and small: their entries, as the metaranges count them, decide when the ranges are few.
+    The repository's few entries stand for a few ranges of 150,000 entries: above 0 entries, the datasets (the
+    metaranges' counts are read, not zero); above a billion, the object path."""
+    from spark_jobs.engine.runtime import parallel  # noqa: PLC0415
+
+    history(lakefs, repo)
+    now = datetime.now(UTC)
+    reference = replace(gc, cache=False).mark(repo, now=now, min_age=timedelta(0), listing="full")
+    assert reference.summary.ranges <= parallel.DATASETS_ABOVE_RANGES
+    plans = {}
+    for above in (10**9, 0):
+        monkeypatch.setattr(parallel, "DATASETS_ABOVE_ENTRIES", above)
+        marked = gc.mark(repo, now=now, min_age=timedelta(0), listing="full")
+        plans[above] = (marked.summary.listing.get("plan"), marked.summary.cache["state"])
+        assert sorted(o.key for o in marked.deleted) == sorted(o.key for o in reference.deleted), above
+    assert plans[10**9][0] is None and plans[10**9][1] != "unused" and plans[0] == ("arrow", "unused"), plans
