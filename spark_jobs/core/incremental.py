@@ -31,6 +31,13 @@ _LITTLE = array.array("i", [1]).tobytes() == (1).to_bytes(4, "little")
 Unit = tuple[str, tuple[str, ...]]  # (range id, the ids of the path policies of its scope, sorted)
 
 
+# A state carries the keys only staged entries keep, for the next run to check one by one. Past this many it carries
+# none and says so (``State.staged_over``): the next run lists everything instead (a full listing judges every object
+# against what is staged then), so that neither the state nor a driver holds a key per staged object of a lake that
+# stages millions. (About 10 MB of keys at most.)
+CARRIED_STAGED_MOST = 100_000
+
+
 class StateError(ValueError):
     """A state that cannot be trusted as a whole (the message says why: torn, another format, …)."""
 
@@ -47,6 +54,7 @@ class State:
     versions: frozenset[str] = frozenset()  # keys kept by keep_versions and by no unit
     staged: frozenset[str] = frozenset()  # keys only staged entries kept
     leftover: frozenset[str] = frozenset()  # keys planned for deletion and not deleted
+    staged_over: bool = False  # more keys than CARRIED_STAGED_MOST only staged entries kept: ``staged`` holds none
     # How the run mapped addresses to keys (the namespace's prefixes): another mapping, another set of keys
     key_prefixes: tuple[str, ...] = ()
     # With a kept index (core.kept_index; only without path policies and keep_versions): the SHA-256 of its base's
@@ -100,7 +108,7 @@ def encode(state: State) -> bytes:
         "full_listing_at": state.full_listing_at.isoformat(),
         "units": sorted([r, list(s)] for r, s in state.units),
         "versions": sorted(state.versions), "staged": sorted(state.staged), "leftover": sorted(state.leftover),
-        "key_prefixes": list(state.key_prefixes), "index_sha256": state.index_sha256, "index_keys": state.index_keys,
+        "staged_over": state.staged_over, "key_prefixes": list(state.key_prefixes), "index_sha256": state.index_sha256, "index_keys": state.index_keys,
         "index_slot": state.index_slot, "delta_sha256": state.delta_sha256, "delta_slot": state.delta_slot,
         "index_parts": list(state.index_parts), "index_run": state.index_run,
         "metaranges": {m: base64.b64encode(_int32s(indices)).decode() for m, indices in state.metaranges},
@@ -130,6 +138,7 @@ def decode(data: bytes) -> State:
             full_listing_at=_time(body["full_listing_at"]),
             units=frozenset((str(r), tuple(str(p) for p in s)) for r, s in body["units"]),
             versions=_keys(body["versions"]), staged=_keys(body["staged"]), leftover=_keys(body["leftover"]),
+            staged_over=_flag(body.get("staged_over", False)),  # absent from older states
             key_prefixes=tuple(str(p) for p in body["key_prefixes"]),
             index_sha256=None if body["index_sha256"] is None else str(body["index_sha256"]),
             index_keys=int(body["index_keys"]), index_slot=str(body["index_slot"]),
@@ -141,6 +150,20 @@ def decode(data: bytes) -> State:
                                     for m, text in body["metaranges"].items())))
     except (KeyError, TypeError, ValueError) as exc:
         raise StateError(f"a field is missing or malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"a flag is {value!r}, not true or false")
+    return value
+
+
+def carried_staged(keys: set[str] | frozenset[str] | None) -> tuple[frozenset[str], bool]:
+    """``State.staged`` and ``State.staged_over`` from the keys only staged entries keep (None: more than a state
+    carries, not counted further)."""
+    if keys is None or len(keys) > CARRIED_STAGED_MOST:
+        return frozenset(), True
+    return frozenset(keys), False
 
 
 def metarange_indices(metaranges: Mapping[str, Iterable[str]], range_ids: list[str]) -> tuple:
@@ -195,6 +218,9 @@ def why_full(state: State | None, problem: str | None, *, repository_id: str, na
     if key_prefixes is not None and state.key_prefixes != tuple(key_prefixes):
         return (f"the previous run mapped addresses to keys under {list(state.key_prefixes)}, this one under "
                 f"{list(key_prefixes)} (the local blockstore's folder changed?)")
+    if state.staged_over:
+        return (f"the previous run ({state.run_id}) found more than {CARRIED_STAGED_MOST:,} keys that only staged "
+                "entries keep: a state does not carry that many, a full listing judges them")
     if state.horizon > now or state.listed_at > now:
         return (f"the previous run ({state.run_id}) is dated after this one ({state.listed_at.isoformat()}): a "
                 "clock went back, or this run is dated in the past")

@@ -20,7 +20,7 @@ from typing import Any
 
 from spark_jobs.core import kept_index
 from spark_jobs.core.cleaning import ScopedRetention
-from spark_jobs.core.incremental import State, metarange_indices
+from spark_jobs.core.incremental import State, carried_staged, metarange_indices
 from spark_jobs.core.plan import PlanSummary, StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
@@ -380,12 +380,13 @@ def _write(run: MarkRun, reach: Reach, summary: Summary, *, deleted: list[Stored
     if not request.dry_run:
         previous, pending_index = run.previous, reach.pending_index
         stored = previous.state
+        staged, staged_over = carried_staged(reach.uncommitted - found.kept - reach.by_versions)
         incremental.write_pending(ctx.ns, request.run_id, State(
             repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
             horizon=run.cutoff, listed_at=request.now,
             full_listing_at=stored.full_listing_at if previous.incremental and stored else request.now,
             units=found.units, versions=frozenset(reach.by_versions - found.kept),
-            staged=frozenset(reach.uncommitted - found.kept - reach.by_versions), key_prefixes=tuple(ctx.prefixes),
+            staged=staged, staged_over=staged_over, key_prefixes=tuple(ctx.prefixes),
             index_keys=lean.index_keys if lean is not None else 0 if pending_index is None else len(pending_index),
             # a run that brought the stored index up to date names its base, and leaves a new delta
             index_sha256=stored.index_sha256 if lean is not None else None,

@@ -27,16 +27,17 @@ class ArrowBackend(ArrowReach, ArrowListing, ArrowPlan, ArrowState):
 
     name = "arrow"
 
-    def keys_not_in(self, keys: pa.Table, other: pa.Table) -> set[str]:
-        """The distinct keys of ``keys`` not in ``other`` (small: what only staged entries keep), ``other`` (every
-        reached key) probed a chunk at a time against those few: never a hash table of ``other``."""
+    def keys_not_in(self, keys: pa.Table, other: pa.Table, *, most: int) -> set[str] | None:
+        """The distinct keys of ``keys`` not in ``other`` (what only staged entries keep), ``other`` (every reached
+        key) probed a chunk at a time against those few: never a hash table of ``other``. None when there are more
+        than ``most``: not made into Python strings."""
         if not keys.num_rows:
             return set()
         few = pc.unique(keys["key"].combine_chunks())
         found = [chunk.filter(pc.is_in(chunk, value_set=few)) for chunk in other["key"].chunks if len(chunk)]
         if found:
             few = few.filter(pc.invert(pc.is_in(few, value_set=pa.concat_arrays(found))))
-        return set(few.to_pylist())
+        return None if len(few) > most else set(few.to_pylist())
 
     def from_keys(self, keys: list[str]) -> pa.Table:
         return pa.table({"key": pa.array(keys, pa.string())}, schema=columns.KEYS_SCHEMA)

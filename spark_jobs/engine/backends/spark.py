@@ -26,9 +26,11 @@ class SparkBackend(SparkReach, SparkListing, SparkPlan, SparkState):
     name = "spark"
 
     @translated
-    def keys_not_in(self, keys, other) -> set[str]:
-        return {r["key"] for r in keys.select("key").distinct().join(other.select("key"), "key", "left_anti")
-                .toLocalIterator()}
+    def keys_not_in(self, keys, other, *, most: int) -> set[str] | None:
+        """The distinct keys of ``keys`` not in ``other``, an anti-join on executors of which at most ``most`` + 1
+        rows come back (None: more than ``most``)."""
+        rows = keys.select("key").distinct().join(other.select("key"), "key", "left_anti").limit(most + 1).collect()
+        return None if len(rows) > most else {r["key"] for r in rows}
 
     def from_keys(self, keys: list[str]):
         return self.spark.createDataFrame([(k,) for k in keys], "key string")

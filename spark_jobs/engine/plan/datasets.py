@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from spark_jobs.core import kept_index
 from spark_jobs.core.cleaning import ScopedRetention
 from spark_jobs.core.columns import PLAN_SCHEMA
-from spark_jobs.core.incremental import State, dead_ranges, metarange_indices, units_of
+from spark_jobs.core.incremental import (
+    CARRIED_STAGED_MOST,
+    State,
+    carried_staged,
+    dead_ranges,
+    metarange_indices,
+    units_of,
+)
 from spark_jobs.core.plan import PlanSummary, StoredObject
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
@@ -41,7 +48,7 @@ class Backend(Protocol):
     def judge(self, listed: Any, kept: list, *, cutoff: float, prefix_depth: int) -> tuple[Any, PlanSummary]: ...
     def write_plan(self, deleted: Any, run_id: str) -> list[dict[str, int]]: ...
     def write_index(self, reached: Any, run_id: str, bits: int) -> list[dict]: ...
-    def keys_not_in(self, keys: Any, other: Any) -> set[str]: ...
+    def keys_not_in(self, keys: Any, other: Any, *, most: int) -> set[str] | None: ...
     def missed(self, deleted: Any, *, recent: set[str], dead: list[str], carried: list[str]) -> int: ...
     def slices_of(self, deleted: Any) -> list[str]: ...
     def objects(self, deleted: Any) -> list[StoredObject]: ...
@@ -147,7 +154,8 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         cache={"state": "unused", "reason": f"the {backend.name} dataset plan reads every range it needs"}
         if request.cache else {"state": "off"},
         listing=listing)
-    only_staged = backend.keys_not_in(staged, reached)
+    # what only staged entries keep, carried by the state up to a bound (past it, the next run lists everything)
+    only_staged, staged_over = carried_staged(backend.keys_not_in(staged, reached, most=CARRIED_STAGED_MOST))
     summary.uncommitted_addresses = backend.count_distinct(staged)
     if record:
         t = time.monotonic()
@@ -164,7 +172,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
                 repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
                 horizon=cutoff, listed_at=request.now, full_listing_at=request.now,
                 units=units_of((r, ()) for r in range_ids), versions=frozenset(),
-                staged=frozenset(only_staged), key_prefixes=tuple(ctx.prefixes),
+                staged=only_staged, staged_over=staged_over, key_prefixes=tuple(ctx.prefixes),
                 index_keys=0 if index is None else sum(p["keys"] for p in index),
                 metaranges=metarange_indices(retained_ranges(ctx, metaranges), sorted(range_ids))
                 if index is not None else ()),

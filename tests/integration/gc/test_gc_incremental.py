@@ -24,6 +24,7 @@ from pathlib import Path
 import lakefs_sdk
 import pytest
 
+from spark_jobs.core import incremental as core_incremental
 from spark_jobs.core import kept_index
 from spark_jobs.core.cleaning import METADATA_KEY
 from spark_jobs.core.incremental import decode, encode
@@ -335,6 +336,43 @@ def test_a_full_run_finds_what_a_skewed_clock_hid_and_counts_it(world, request):
     assert full.listing["kind"] == "full" and "--full" in full.listing["reason"]
     assert skewed in planned(marked) and skewed not in lake.keys()  # noqa: SIM118
     assert full.listing["missed_by_incremental"] == 1, full.listing
+
+
+@pytest.mark.parametrize(("runner", "cache"), [("threads", True), ("threads", False), ("spark", True)])
+def test_more_staged_keys_than_a_state_carries_make_the_next_run_full(world, runner, cache, request, monkeypatch):
+    """A state carries the keys only staged entries keep up to a bound (100,000; 3 here, the lake stages 4 new
+    objects on main through lakeFS and never commits them): past it the state carries none, says so, and the next
+    run lists everything. Nothing staged is deleted on the way (the runs' cutoff is now: only the staged entries keep
+    those objects), on the mark cache's object path (threads, cache), the Arrow datasets (threads, --no-cache) and
+    Spark's."""
+    gc = replace(collector(world, runner, request), cache=cache)
+    lake = Lake(world, random.Random(7))
+    lake.history()
+    before = lake.reachable()
+    for i in range(4):
+        lake.upload("main", f"staged/only-{i}")
+    reachable = lake.reachable() - before
+    assert len(reachable) == 4
+    state_file = lake.store.fsspec_path(lake.namespace, STATE_KEY)
+    monkeypatch.setattr(core_incremental, "CARRIED_STAGED_MOST", 3)
+    first, _ = gc.run(lake.repo)
+    stored = decode(lake.fs.cat_file(state_file))
+    assert first.listing["kind"] == "full" and stored.staged_over and not stored.staged, (first.listing, stored)
+    assert reachable <= lake.keys()
+    second, _ = gc.run(lake.repo)
+    assert second.listing["kind"] == "full", second.listing
+    assert "more than 3 keys that only staged entries keep" in second.listing["reason"], second.listing
+    assert second.listing["missed_by_incremental"] == 0
+    assert reachable <= lake.keys()
+    monkeypatch.setattr(core_incremental, "CARRIED_STAGED_MOST", 100_000)
+    third, _ = gc.run(lake.repo)  # still full (the second run's state carried none), and now it carries them
+    stored = decode(lake.fs.cat_file(state_file))
+    assert third.listing["kind"] == "full" and not stored.staged_over, stored
+    # (with main's old objects staged before: those lakeFS lists as uncommitted are carried too)
+    assert reachable <= stored.staged <= reachable | before, stored.staged
+    fourth, _ = gc.run(lake.repo)
+    assert fourth.listing["kind"] == "incremental", fourth.listing
+    assert reachable <= lake.keys()
 
 
 def test_when_the_state_cannot_be_trusted_the_run_lists_everything(world, request):

@@ -11,7 +11,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spark_jobs.core.incremental import FORMAT, State, StateError, dead_ranges, decode, encode, units_of, why_full
+from spark_jobs.core.incremental import (
+    CARRIED_STAGED_MOST,
+    FORMAT,
+    State,
+    StateError,
+    carried_staged,
+    dead_ranges,
+    decode,
+    encode,
+    units_of,
+    why_full,
+)
 from spark_jobs.core.plan import StoredObject
 from spark_jobs.core.report import describe_listing
 from spark_jobs.core.slices import slice_name
@@ -36,6 +47,31 @@ def test_a_state_reads_back_as_written():
     assert decode(encode(original)) == original
     assert original.carried() == {"data/s/v", "data/s/st", "data/s/left"}
     assert decode(encode(original.with_leftover(["x"]))).leftover == {"x"}
+    over = state(staged=frozenset(), staged_over=True)
+    assert decode(encode(over)) == over and decode(encode(original)).staged_over is False
+
+
+def test_an_older_state_without_the_staged_flag_reads_as_carrying_its_staged_keys():
+    import hashlib  # noqa: PLC0415
+
+    body = json.loads(json.loads(gzip.decompress(encode(state())))["state"])
+    del body["staged_over"]
+    text = json.dumps(body)
+    older = gzip.compress(json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "state": text}).encode())
+    assert decode(older) == state()
+    body["staged_over"] = "yes"  # a flag that is not one: the state is refused, not read as true or false
+    text = json.dumps(body)
+    with pytest.raises(StateError, match="flag"):
+        decode(gzip.compress(json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(),
+                                         "state": text}).encode()))
+
+
+def test_a_state_carries_staged_keys_up_to_its_bound_and_then_none():
+    keys = {f"data/s/{i}" for i in range(CARRIED_STAGED_MOST)}
+    assert carried_staged(keys) == (frozenset(keys), False)
+    assert carried_staged(keys | {"data/s/one-more"}) == (frozenset(), True)
+    assert carried_staged(None) == (frozenset(), True)  # more than asked for, not counted further
+    assert carried_staged(set()) == (frozenset(), False)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "bit", "not-gzip", "other-format", "missing-field", "naive-time"])
@@ -93,6 +129,8 @@ def test_when_a_full_listing_is_due():
     assert "7d ago" in due(state(full_listing_at=NOW - timedelta(days=7)))
     assert due(state(full_listing_at=NOW - timedelta(days=6, hours=23))) is None
     assert due(state(), every=timedelta(0)) is not None  # 0: every run lists everything
+    # a state that could not carry every key only staged entries keep: the next run judges them by a full listing
+    assert "more than 100,000 keys that only staged entries keep" in due(state(staged=frozenset(), staged_over=True))
 
 
 def test_a_unit_dead_in_one_scope_names_its_range():
