@@ -436,19 +436,31 @@ def bench_size(world: World, clusters: Clusters, day, size: int, a: argparse.Nam
 
 
 # --- the parent -----------------------------------------------------------------------------------------------------
+def merge_rows(earlier: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The results file after a run: its earlier rows, each replaced by this run's row of the same store, size,
+    mode, runner and cluster (a run of some sizes or clusters keeps the others' figures, each with its git)."""
+    def key(r: dict[str, Any]) -> tuple:
+        return r["store"], r["objects"], r["mode"], r["runner"], r["cluster"]
+
+    merged = {key(r): r for r in earlier} | {key(r): r for r in rows}
+    return sorted(merged.values(), key=lambda r: (r["store"] != "local", r["store"], r["objects"], r["mode"],
+                                                  r["runner"] != "threads", r["cluster"]))
+
+
 def lines_of(rows: list[dict[str, Any]]) -> list[str]:
     out = ["| store | objects | mode | runner | cluster | wall s | engine s | peak MiB (threads) / driver peak MiB "
            "(Spark: JVM + Python) | B per object (threads) | bytes to driver | max task result | executor Python "
-           "peak MiB |", "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "peak MiB | git |", "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         head = (f"| {r['store']} | {r['objects']:,} | {r['mode']} | {r['runner']} | {r['cluster']} | "
                 f"{r['wall_s']:.1f} | {r['engine_s']:.1f} | ")
         if r["runner"] == "spark":
             out.append(head + f"{r['driver_peak_mib']:.0f} ({r['driver_jvm_peak_mib']:.0f} + "
                               f"{r['driver_python_peak_mib']:.0f}) | | {r['bytes_to_driver']:,} | "
-                              f"{r['executor']['max_task_result_bytes']:,} | {r['executor']['max_python_rss_mib']} |")
+                              f"{r['executor']['max_task_result_bytes']:,} | {r['executor']['max_python_rss_mib']} | "
+                              f"{r['git']} |")
         else:
-            out.append(head + f"{r['peak_mib']:.0f} | {r['peak_bytes_per_object']:,} | | | |")
+            out.append(head + f"{r['peak_mib']:.0f} | {r['peak_bytes_per_object']:,} | | | | {r['git']} |")
     return out
 
 
@@ -527,14 +539,17 @@ def main() -> int:
     print(f"scale_bench: all checks hold ({time.monotonic() - started:.0f} s)")
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(rows, indent=1) + "\n")
+        # this run's rows replace those of the same store, size, mode, runner and cluster; the others stay
+        merged = merge_rows(json.loads(output.read_text()) if output.exists() else [], rows)
+        output.write_text(json.dumps(merged, indent=1) + "\n")
         partial.unlink(missing_ok=True)
         output.with_suffix(".md").write_text("\n".join([
-            f"# bench/gc scale (issue 37) — {base['date']} (git {git})", "",
+            f"# bench/gc scale (issue 37) — last run {base['date']} (git {git}); each row names its own git", "",
             "Dry runs on the state a real full run left, after one simulated day; wall s = the whole run as its "
             "caller waits (Spark: spark-submit, JVM start included); driver peak = spark-submit's JVM + the Python "
-            "driver at one instant (local[2]: its executors live in that JVM too). See bench/gc/scale_bench.py.",
-            "", *lines_of(rows), ""]))
+            "driver at one instant (local[2]: its executors live in that JVM too). Rows of different gits come from "
+            "different runs, on whatever load the machine had then: compare wall times within one git only. See "
+            "bench/gc/scale_bench.py.", "", *lines_of(merged), ""]))
     return 0
 
 
