@@ -129,9 +129,18 @@ class Files:
         return self.map(metaranges, unit_metarange_members)
 
     def entries(self, metaranges: list[str], range_ids: list[str]) -> int:
-        """The entries of the ranges ``range_ids``, as the metaranges' records count them (no range is read)."""
-        counts = dict(self.map(metaranges, unit_metarange_counts))
-        return sum(counts.get(r, 0) for r in range_ids)
+        """The entries of the ranges ``range_ids``, as the metaranges' records count them (no range is read). Asked
+        of few ranges (a run choosing its path), whose metaranges share most of them: read one at a time by the
+        driver until every range is counted, not all of a long history again."""
+        counts: dict[str, int] = {}
+        wanted = set(range_ids)
+        for metarange_id in metaranges:
+            for range_id, count in unit_metarange_counts(self.driver, metarange_id):
+                if range_id in wanted:
+                    counts[range_id] = count
+            if len(counts) == len(wanted):
+                break
+        return sum(counts.values())
 
     def addresses(self, range_ids: list[str]) -> set[str]:
         return set(self.map(range_ids, unit_range_addresses))
