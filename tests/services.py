@@ -105,14 +105,22 @@ class Service:
 
 
 class RedisServer(Service):
+    """``durable``: every write in an append-only file before it is answered, so what was written survives a
+    SIGKILL and a ``start()`` again on the same port (a Redis restarted by its supervisor)."""
+
     name = "redis"
+
+    def __init__(self, durable: bool = False) -> None:
+        super().__init__()
+        self.durable = durable
 
     def start(self) -> RedisServer:
         binary = shutil.which("redis-server")
         if not binary:
             raise RuntimeError("redis-server is not installed (Debian package redis-server); run scripts/install.sh")
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable else ["--appendonly", "no"]
         self._spawn([binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir),
-                     "--save", "", "--appendonly", "no", "--protected-mode", "yes"])
+                     "--save", "", *persistence, "--protected-mode", "yes"])
         wait_until(self._ping, 15, "redis-server", self.proc, self.log)
         return self
 

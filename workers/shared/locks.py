@@ -10,6 +10,7 @@ that the new primary never saw, for seconds, beside holders of the same locks on
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -99,15 +100,36 @@ class EditLocks(Protocol):
     def edit_lock(self, repository_id: str) -> AbstractContextManager: ...
 
 
-def release_quietly(lock: Lock, what: str) -> None:
-    """Release at the end of a run; a lock that already expired, or a Redis that is gone, must not replace the
-    run's own outcome (the lock expires by itself)."""
-    try:
-        lock.release()
-    except redis.exceptions.LockError:
-        log.warning("%s lock expired before the run ended; raise its timeout", what)
-    except redis.RedisError as exc:
-        log.warning("could not release the %s lock: %s", what, exc)
+# A Sentinel failover takes a few seconds (down-after-milliseconds, then an election); an unreleased lock blocks
+# the next run for its whole timeout (an hour for a lifecycle run), so the release waits out a failover first.
+RELEASE_PATIENCE_SECONDS = 30.0
+
+
+def release_quietly(lock: Lock, what: str, *, patience: float = RELEASE_PATIENCE_SECONDS) -> None:
+    """Release at the end of a run, through a connection loss of up to ``patience`` seconds (a failover): a lock
+    that already expired, or a Redis still gone after that, must not replace the run's own outcome (the lock
+    expires by itself)."""
+    token = lock.local.token
+    deadline, pause, again = time.monotonic() + patience, 0.25, False
+    while True:
+        try:
+            lock.do_release(token) if again else lock.release()  # release() forgets the token before it asks
+            return
+        except redis.exceptions.LockError:
+            if not again:
+                log.warning("%s lock expired before the run ended; raise its timeout", what)
+            return  # again: an attempt whose answer was lost released it (or it expired meanwhile)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if time.monotonic() + pause >= deadline:
+                log.warning("could not release the %s lock within %.0fs (it expires by itself): %s", what,
+                            patience, exc)
+                return
+            log.info("releasing the %s lock failed (%s); trying again in %.2fs", what, exc, pause)
+        except redis.RedisError as exc:
+            log.warning("could not release the %s lock: %s", what, exc)
+            return
+        time.sleep(pause)
+        pause, again = min(pause * 2, 2.0), True
 
 
 def still_held(lock: Lock) -> Callable[[], bool]:

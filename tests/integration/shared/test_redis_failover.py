@@ -543,7 +543,9 @@ def test_the_primary_killed_during_a_lifecycle_run(ha, ha_env, lakefs, repo, mon
         assert after.aborted is not None or all(r in {"unavailable", "not-attempted", "failed"}
                                                  for r, _ in why.values()), (after.aborted, why)
         time.sleep(2)
-    assert names() & set(idle + written) == set(written), (after.aborted, why)
+    # A run locked out has no outcome: the first run's lock, not released through the failover, would hold for an
+    # hour (seen in CI before release_quietly waited a failover out).
+    assert names() & set(idle + written) == set(written), (after.locked_out, after.aborted, after.skipped, why)
     print(f"RELIABILITY redis-failover-lifecycle-run: primary SIGKILLed after the run's first deletion, the run "
           f"{outcome}, idle deleted by it {deleted_first}/{len(idle)}, written branches deleted 0/{len(written)}, "
           f"next run deleted the rest ({acks})")
