@@ -9,7 +9,7 @@ over ``cleaning.ScopedRetention``); keep_versions keeps each path's latest versi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from spark_jobs.core import range_arrow, sstable
@@ -63,17 +63,37 @@ def range_commits(members: Iterable[tuple[str, bytes, str]], commits: Iterable[s
     return out
 
 
+# A scope travels in a dataset as an int64 mask, a bit per path policy (``scope_mask``): past this many path
+# policies a run takes the object path (``plan.datasets.eligible``).
+MOST_MASKED_POLICIES = 62
+
+
+def scope_mask(path: str, path_policies: Sequence[CleaningPolicy]) -> int:
+    """``scope_of`` as bits: bit i is set when ``path_policies[i]`` covers ``path``."""
+    return sum(1 << i for i, p in enumerate(path_policies) if p.covers(path))
+
+
+def scope_of_mask(mask: int, path_policies: Sequence[CleaningPolicy]) -> Scope:
+    return Scope(p.id for i, p in enumerate(path_policies) if mask >> i & 1)
+
+
+def unit_alive(range_id: str, scope: Scope, *, range_commits: Mapping[str, Iterable[str]],
+               retention: ScopedRetention) -> bool:
+    """Whether a range's entries of a scope are kept: some commit the scope retains holds the range."""
+    retained = retention.of(scope).commits
+    return any(c in retained for c in range_commits.get(range_id, ()))
+
+
 def kept_addresses(entries: Iterable[tuple[str, Scope, Iterable[str]]], range_commits: Mapping[str, Iterable[str]],
                    retention: ScopedRetention, *, live: dict[tuple[str, Scope], bool] | None = None) -> set[str]:
     """The addresses kept, from (range id, scope, addresses of that range's entries in that scope): those of a
-    range some retained commit of the scope holds. ``live``, when given, is filled with each (range, scope)
-    unit's verdict (what an incremental run's state remembers)."""
+    range some retained commit of the scope holds (``unit_alive``). ``live``, when given, is filled with each
+    (range, scope) unit's verdict (what an incremental run's state remembers)."""
     live = {} if live is None else live
     kept: set[str] = set()
     for range_id, scope, addresses in entries:
         if (range_id, scope) not in live:
-            retained = retention.of(scope).commits
-            live[(range_id, scope)] = any(c in retained for c in range_commits.get(range_id, ()))
+            live[(range_id, scope)] = unit_alive(range_id, scope, range_commits=range_commits, retention=retention)
         if live[(range_id, scope)]:
             kept.update(addresses)
     return kept

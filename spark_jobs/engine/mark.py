@@ -21,6 +21,7 @@ from typing import Any
 from spark_jobs.core import kept_index
 from spark_jobs.core.cleaning import ScopedRetention
 from spark_jobs.core.incremental import State, carried_staged, metarange_indices
+from spark_jobs.core.mark import range_commits
 from spark_jobs.core.plan import PlanSummary, StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
@@ -98,12 +99,12 @@ def mark(api: LakeFSApi, runner: Runner, config: JobConfig, *, request: RunReque
     try:
         run = _begin(api, runner, config, ctx, request=request, graph=graph, progress=progress, record=record,
                      started=started)
-        range_ids = _dataset_plan_ranges(run)
-        if range_ids is not None:
+        planned = _dataset_plan_ranges(run)
+        if planned is not None:
             if preload is not None:
                 preload.settle()
             run.lap("metaranges", restart=False)
-            return _mark_datasets(run, range_ids)
+            return _mark_datasets(run, *planned)
         # choose the reach: the previous run's kept index when there is one to use, else the committed metadata
         index, refused = _usable_index(run)
         if index is not None:
@@ -197,18 +198,25 @@ def _begin(api: LakeFSApi, runner: Runner, config: JobConfig, ctx: OpenContext, 
                    retention, metaranges, previous, seconds, since)
 
 
-def _dataset_plan_ranges(run: MarkRun) -> list[str] | None:
+def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], dict[str, set[str]] | None] | None:
     """The retained ranges in key order when the dataset steps plan this run (a full listing, every entry's fate
-    its range's, and a runner that wants them at this size); None: the mark goes through the steps below."""
+    its range's or its (range, scope)'s, and a runner that wants them at this size), with path policies the
+    retained commits holding each; None: the mark goes through the steps below."""
     if not datasets.eligible(run.request, run.retention, run.graph, full_listing=not run.previous.incremental):
         return None
     files = run.files()
-    range_ids = in_key_order(files.spans(run.metaranges))
-    return range_ids if wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
-                                       entries=lambda: files.entries(run.metaranges, range_ids)) else None
+    holding = None
+    if run.retention.by_path:
+        members = files.members(run.metaranges)
+        range_ids = in_key_order({(key, range_id) for _, key, range_id in members})
+        holding = range_commits(members, run.retention.bound().commits, metarange_of=run.graph.metarange_of)
+    else:
+        range_ids = in_key_order(files.spans(run.metaranges))
+    return (range_ids, holding) if wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
+                                                  entries=lambda: files.entries(run.metaranges, range_ids)) else None
 
 
-def _mark_datasets(run: MarkRun, range_ids: list[str]) -> Marked:
+def _mark_datasets(run: MarkRun, range_ids: list[str], holding: dict[str, set[str]] | None) -> Marked:
     """A full run planned by the runner's dataset backend (``plan.datasets``): its keys never become Python
     objects. With an inventory report, the driver reads its manifest (the run's cutoff moves to the report's), and
     the backend its data files."""
@@ -221,8 +229,8 @@ def _mark_datasets(run: MarkRun, range_ids: list[str]) -> Marked:
                                            retention=run.retention, metaranges=run.metaranges, range_ids=range_ids,
                                            previous=run.previous, cutoff=run.cutoff, min_age=run.min_age,
                                            seconds=run.seconds, progress=run.progress, record=run.record,
-                                           inventory=report)
-    decision = run.retention.bound()
+                                           inventory=report, holding=holding)
+    decision = run.decision()
     return Marked(summary, run.graph, decision.commits, dict(decision.why), cutoff=run.cutoff.timestamp(),
                   ranges=range_ids, view=view)
 

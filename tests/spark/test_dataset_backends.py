@@ -67,3 +67,25 @@ def test_spark_judge_equals_arrow_judge(spark_context, seed: int) -> None:
         assert spark.keys_not_in(frame(spark.spark, staged), frame(spark.spark, reached), most=len(only) - 1) is None
     finally:
         spark.release()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_spark_scoped_reach_equals_arrow(spark_context, seed: int) -> None:
+    """Path policies on the dataset plan: the distinct (range, scope) pairs and the keys of the live ones."""
+    from spark_jobs.engine.plan import units  # noqa: PLC0415
+
+    rnd = random.Random(seed)
+    rows = [{"key": f"data/s{rnd.randint(0, 3)}/k{rnd.randint(0, 300)}", "range": rnd.randint(0, 7),
+             "scope": rnd.choice([0, 1, 3, 4])} for _ in range(rnd.randint(1, 400))]
+    scoped = pa.Table.from_pylist(rows, schema=units.SCOPED_SCHEMA)
+    arrow = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
+    spark = SparkBackend(spark_context, config=None, partitions=2)  # type: ignore[arg-type]
+    try:
+        scoped_frame = spark.spark.createDataFrame(rows, "key string, range bigint, scope bigint")
+        pairs = sorted(spark.scope_pairs(scoped_frame))
+        assert pairs == sorted(arrow.scope_pairs(scoped))
+        for live in ([], pairs, [p for p in pairs if rnd.random() < 0.5]):
+            got = sorted(r["key"] for r in spark.kept_of(scoped_frame, live).collect())
+            assert got == sorted(arrow.kept_of(scoped, live)["key"].to_pylist())
+    finally:
+        spark.release()

@@ -1,7 +1,8 @@
 """Issue 37: the Spark runner's driver holds nothing per object. A GC run through spark-submit on a real standalone
 master and worker, with spark.driver.maxResultSize at 2 MiB, on a repository whose addresses and paths alone weigh
 several times that: anything per object that came back to the driver (the listing, the kept addresses, the plan)
-would exceed the limit and fail the job. The run must succeed and plan exactly what the thread runner plans.
+would exceed the limit and fail the job. The run must succeed and plan exactly what the thread runner plans, with
+path policies too.
 
 The same for a daily (incremental) run after a day that rewrote a few paths in every range: the ranges that died and
 those that appeared are compared by executors and the kept index looked up there, only the day's change and the
@@ -23,6 +24,7 @@ from urllib.parse import quote, urlsplit
 import lakefs_sdk
 import pytest
 
+from spark_jobs.core.cleaning import METADATA_KEY
 from spark_jobs.core.slices import slice_name
 from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.request import RunRequest
@@ -130,7 +132,7 @@ class DriverResultLimit(AssertionError):
     driver (any other failure of the run stays a plain failure)."""
 
 
-def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_repository, lakefs_server,
+def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_repository, lakefs, lakefs_server,
                                                                          lakefs_conn, cluster_spark, submit_env):
     now = datetime.now(UTC)
     gc = Collector(lakefs_server.endpoint)
@@ -153,6 +155,23 @@ def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_r
 
     assert summary.success and summary.runner == "spark"
     assert plan(summary) == plan(threads.summary)
+
+    # Path policies (cleaning per table): each entry's scope judged with its range's on executors; only the (range,
+    # scope) pairs reach the driver. tables/t1/ keeps 30 days: its overwritten versions stay.
+    document = {"policies": [{"id": "t1", "patterns": ["*"], "paths": ["tables/t1/**"], "keep_for": "30d"}]}
+    lakefs.call("metadata", lakefs.internal.set_repository_metadata, big_repository,
+                lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: json.dumps(document)}))
+    scoped_threads = gc.mark(big_repository, now=now, min_age=timedelta(0))
+    assert len(scoped_threads.deleted) == 150 - sum(i % 7 == 1 for i in range(0, OBJECTS, OBJECTS // 100))
+    try:
+        scoped = run_gc(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
+                        request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark"))
+    except GCError as exc:
+        if "spark.driver.maxResultSize" in str(exc):
+            raise DriverResultLimit(next(line for line in str(exc).splitlines() if "maxResultSize" in line)) from None
+        raise
+    assert scoped.success and scoped.listing.get("plan") == "spark"  # the dataset plan, not the object path
+    assert plan(scoped) == plan(scoped_threads.summary)
 
 
 # --- a daily run -------------------------------------------------------------------------------------------------

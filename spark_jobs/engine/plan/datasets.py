@@ -1,25 +1,28 @@
-"""A run's mark as datasets (the full listing, without path policies and keep_versions, where an entry's fate is
-its range's): reach ∪ staged, subtracted from the listing under the safety rules, the plan written in parts, the
+"""A run's mark as datasets (the full listing, without keep_versions: an entry's fate is its range's, or with path
+policies its range's in its path's scope): reach ∪ staged, subtracted from the listing under the safety rules, the plan written in parts, the
 kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
 every key stays in the backend's datasets (``engine/backends/``: Arrow in process, Spark on executors)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_jobs.core import kept_index
-from spark_jobs.core.cleaning import ScopedRetention
+from spark_jobs.core.cleaning import CleaningPolicy, Scope, ScopedRetention
 from spark_jobs.core.columns import PLAN_SCHEMA
 from spark_jobs.core.incremental import (
     CARRIED_STAGED_MOST,
     State,
+    Unit,
     carried_staged,
     dead_ranges,
     metarange_indices,
     units_of,
 )
+from spark_jobs.core.mark import MOST_MASKED_POLICIES, scope_of_mask, unit_alive
 from spark_jobs.core.plan import PlanSummary, StoredObject
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
@@ -42,6 +45,9 @@ class Backend(Protocol):
     name: str
 
     def reach(self, range_ids: list[str]) -> Any: ...
+    def reach_scoped(self, range_ids: list[str], path_policies: tuple[CleaningPolicy, ...]) -> Any: ...
+    def scope_pairs(self, scoped: Any) -> list[tuple[int, int]]: ...
+    def kept_of(self, scoped: Any, live: list[tuple[int, int]]) -> Any: ...
     def staged(self, files: list[str]) -> Any: ...
     def listing(self, slices: list[str]) -> Any: ...
     def inventory(self, report: Report) -> Any: ...
@@ -63,10 +69,29 @@ class Backend(Protocol):
 
 def eligible(request: RunRequest, retention: ScopedRetention, graph: Graph, *, full_listing: bool) -> bool:
     """Whether the dataset steps can make this run's plan: a full listing of the namespace (or an inventory report
-    of it), every entry's fate its range's (no path policy, no keep_versions), no logical by-path naming (it reads
-    the expired history)."""
-    return (full_listing and not request.by_path and not retention.by_path
-            and not any(p.keep_versions for p in graph.cleaning))
+    of it), every entry's fate its range's or, with path policies, its (range, scope)'s (no keep_versions: it walks
+    each path's history), no logical by-path naming (it reads the expired history)."""
+    return (full_listing and not request.by_path and not any(p.keep_versions for p in graph.cleaning)
+            and len(path_policies(graph)) <= MOST_MASKED_POLICIES)
+
+
+def path_policies(graph: Graph) -> tuple[CleaningPolicy, ...]:
+    return tuple(p for p in graph.cleaning if p.paths)
+
+
+def scoped_reach(backend: Backend, range_ids: list[str], *, retention: ScopedRetention, graph: Graph,
+                 holding: Mapping[str, Iterable[str]]) -> tuple[Any, frozenset[Unit]]:
+    """What the retained commits keep under path policies: every entry with its range and path scope, the distinct
+    (range, scope) pairs judged on the driver as the object path judges them (``core.mark.unit_alive``: a commit
+    the scope retains holds the range; ``holding``: the retained commits holding each range), the kept keys those
+    of the live pairs. Also the live pairs as the state's units."""
+    policies = path_policies(graph)
+    scoped = backend.reach_scoped(range_ids, policies)
+    retention.of(Scope())  # the branch-level decision is always part of the record (as on the object path)
+    live = [(at, mask) for at, mask in backend.scope_pairs(scoped)
+            if unit_alive(range_ids[at], scope_of_mask(mask, policies), range_commits=holding, retention=retention)]
+    return backend.kept_of(scoped, live), units_of((range_ids[at], scope_of_mask(mask, policies))
+                                                   for at, mask in live)
 
 
 class View:
@@ -103,13 +128,18 @@ class View:
 def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, request: RunRequest, graph: Graph,
                   retention: ScopedRetention, metaranges: list[str], range_ids: list[str],
                   previous: incremental.Previous, cutoff: datetime, min_age: timedelta, seconds: dict[str, float],
-                  progress: Progress, record: bool, inventory: Report | None = None) -> tuple[Summary, View]:
+                  progress: Progress, record: bool, inventory: Report | None = None,
+                  holding: Mapping[str, Iterable[str]] | None = None) -> tuple[Summary, View]:
     """The plan of a full run (written unless ``record`` is false) and its summary. ``inventory``: an inventory report
     whose manifest the driver read, listed instead of the namespace (``cutoff`` already the report's,
-    ``Report.cutoff``): its data files are read where the backend reads units."""
+    ``Report.cutoff``): its data files are read where the backend reads units. ``holding``: with path policies,
+    the retained commits holding each range (``core.mark.range_commits``)."""
     t = time.monotonic()
-    bound = retention.bound()
-    reached = backend.reach(range_ids)
+    if retention.by_path:
+        reached, live_units = scoped_reach(backend, range_ids, retention=retention, graph=graph,
+                                           holding=holding or {})
+    else:
+        reached, live_units = backend.reach(range_ids), units_of((r, ()) for r in range_ids)
     progress("ranges", len(range_ids))
     staged = backend.staged(uncommitted_files(ctx.ns, graph.uncommitted_locations or []))
     seconds["mark"] = time.monotonic() - t
@@ -137,10 +167,10 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         # would have checked (the dead ranges' and those the state carries) are the backend's to hold or stream
         recent = set(recent_units(backend.slices_of(deleted), state.horizon))
         listing["missed_by_incremental"] = backend.missed(
-            deleted, recent=recent, dead=dead_ranges(state.units, units_of((r, ()) for r in range_ids)),
+            deleted, recent=recent, dead=dead_ranges(state.units, live_units),
             carried=sorted(state.carried()))
     seconds["plan"] = time.monotonic() - t
-    decision = bound
+    decision = retention.union() if retention.by_path else retention.bound()
     summary = Summary(
         run_id=request.run_id, repository_id=request.repository_id, success=True,
         start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
@@ -164,14 +194,15 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
             units.write_part(ctx, request.run_id, part=0, table=PLAN_SCHEMA.empty_table())]
         summary.plan_parts = [[p["part"], p["rows"]] for p in parts]
         if not request.dry_run:
-            # the next run's kept index (as the mark cache's run builds it; --no-cache uses neither), in parts
-            # written where the keys are (an upper bound of its keys: the entries reached)
+            # the next run's kept index (as the mark cache's run builds it; --no-cache uses neither; path policies
+            # neither: an entry's fate is not its range's), in parts written where the keys are (an upper bound of
+            # its keys: the entries reached)
             index = backend.write_index(reached, request.run_id, kept_index.part_bits(backend.count(reached))) \
-                if request.cache else None
+                if request.cache and not retention.by_path else None
             incremental.write_pending(ctx.ns, request.run_id, State(
                 repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
                 horizon=cutoff, listed_at=request.now, full_listing_at=request.now,
-                units=units_of((r, ()) for r in range_ids), versions=frozenset(),
+                units=live_units, versions=frozenset(),
                 staged=only_staged, staged_over=staged_over, key_prefixes=tuple(ctx.prefixes),
                 index_keys=0 if index is None else sum(p["keys"] for p in index),
                 metaranges=metarange_indices(retained_ranges(ctx, metaranges), sorted(range_ids))

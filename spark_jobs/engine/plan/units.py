@@ -9,11 +9,14 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from spark_jobs.core import columns, kept_index, parquet_bytes
 from spark_jobs.core import report as core_report
 from spark_jobs.core.addresses import FULL, RELATIVE
+from spark_jobs.core.cleaning import CleaningPolicy
+from spark_jobs.core.mark import scope_mask
 from spark_jobs.core.range_arrow import range_batch_groups
 from spark_jobs.engine.runtime.context import GCError, OpenContext
 
@@ -41,11 +44,41 @@ def range_keys(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([keys], schema=columns.KEYS_SCHEMA)
 
 
+# A path-scoped reach's rows: the key, its range (the unit's ordinal in the run's range list: a number, not the
+# 64-character id, in every row) and the scope of its path (``core.mark.scope_mask``).
+SCOPED_SCHEMA = pa.schema([pa.field("key", pa.string(), nullable=False),
+                           pa.field("range", pa.int64(), nullable=False),
+                           pa.field("scope", pa.int64(), nullable=False)])
+
+
+def scoped_unit(ordinal: int, range_id: str) -> str:
+    """The name of a scoped reach's unit: a range and its ordinal (a unit is one string on Spark)."""
+    return f"{ordinal}:{range_id}"
+
+
+def range_scoped_keys(ctx: OpenContext, unit: str, *, path_policies: tuple[CleaningPolicy, ...]) -> pa.RecordBatch:
+    """``range_keys`` of the range ``unit`` names (``scoped_unit``), each key with the unit's ordinal and the scope
+    mask of its entry's path over ``path_policies``."""
+    ordinal, range_id = unit.split(":", 1)
+    keys_parts, masks_parts = [], []
+    for batch in range_batch_groups(ctx.read_range(range_id)):
+        keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
+        valid = keys.is_valid()
+        paths = batch.column("path").filter(valid).to_pylist()
+        masks_parts.append(pa.array([scope_mask(p.decode(errors="replace"), path_policies) for p in paths],
+                                    pa.int64()))
+        keys_parts.append(keys.filter(valid))
+        del batch, keys, paths
+    keys = pa.concat_arrays(keys_parts, memory_pool=pa.system_memory_pool()) if keys_parts else \
+        pa.array([], pa.string())
+    masks = pa.concat_arrays(masks_parts) if masks_parts else pa.array([], pa.int64())
+    return pa.RecordBatch.from_arrays([keys, pa.array(np.full(len(keys), int(ordinal), np.int64)), masks],
+                                      schema=SCOPED_SCHEMA)
+
+
 def key_counts(keys: pa.Array) -> pa.RecordBatch:
     """The kept index's records of ``keys``: hash -> how many of them (``kept_index.key_hash``). The keys become
     Python strings ``HASH_STEP`` at a time, never all at once."""
-    import numpy as np  # noqa: PLC0415
-
     hashes = np.empty(len(keys), np.uint64)
     for at in range(0, len(keys), HASH_STEP):
         part = keys.slice(at, HASH_STEP).to_pylist()

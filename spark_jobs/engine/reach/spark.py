@@ -3,16 +3,39 @@ straight into Arrow batches, kept as a persisted DataFrame (``reach/arrow.py``: 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from spark_jobs.core import columns
-from spark_jobs.engine.backends.spark_base import SparkSteps
+from spark_jobs.core.cleaning import CleaningPolicy
+from spark_jobs.engine.backends.spark_base import SparkSteps, translated
 from spark_jobs.engine.plan import units
 
 
 class SparkReach(SparkSteps):
     def reach(self, range_ids: Sequence[str]):
         return self._keep(self._map(range_ids, units.range_keys, columns.KEYS_SCHEMA))
+
+    def reach_scoped(self, range_ids: Sequence[str], path_policies: tuple[CleaningPolicy, ...]):
+        """``reach`` with each key's range ordinal and path scope (``units.range_scoped_keys``), persisted: the
+        distinct pairs and the kept keys both read it."""
+        step = functools.partial(units.range_scoped_keys, path_policies=path_policies)
+        return self._keep(self._map([units.scoped_unit(i, r) for i, r in enumerate(range_ids)], step,
+                                    units.SCOPED_SCHEMA))
+
+    @translated
+    def scope_pairs(self, scoped) -> list[tuple[int, int]]:
+        """The distinct (range ordinal, scope mask) pairs, made distinct on executors: what reaches the driver grows
+        with ranges and the scopes their paths fall in, never with objects."""
+        return [(r["range"], r["scope"]) for r in scoped.select("range", "scope").distinct().collect()]
+
+    def kept_of(self, scoped, live: Sequence[tuple[int, int]]):
+        """The keys of the rows whose (range, scope) is ``live``: a semi-join with the live pairs, broadcast (a
+        row per range and scope)."""
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        wanted = self.spark.createDataFrame(list(live), "range bigint, scope bigint")
+        return scoped.join(F.broadcast(wanted), ["range", "scope"], "left_semi").select("key")
 
     def staged(self, files: Sequence[str]):
         # read once: the judge, the staged-only keys and their count read the persisted rows

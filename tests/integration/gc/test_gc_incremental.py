@@ -223,11 +223,17 @@ POLICIES = {"none": None,
             "scoped": [{"id": "t0", "patterns": ["*"], "paths": ["tables/t0/**"], "keep_commits": 1,
                         "override_gc_rules": True},
                        {"id": "t1", "patterns": ["main", "b1"], "paths": ["tables/t1/**"], "keep_commits": 1,
-                        "keep_versions": 2, "override_gc_rules": True}]}
+                        "keep_versions": 2, "override_gc_rules": True}],
+            # path policies alone (no keep_versions): the dataset plan takes the full runs (Spark's; the thread
+            # runner's above its size threshold), its live (range, scope) pairs the state's units
+            "paths": [{"id": "t0", "patterns": ["*"], "paths": ["tables/t0/**"], "keep_commits": 1,
+                       "override_gc_rules": True},
+                      {"id": "t1", "patterns": ["main", "b1"], "paths": ["tables/t1/**", "!tables/t1/part-001.*"],
+                       "keep_for": "2d", "override_gc_rules": True}]}
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-@pytest.mark.parametrize(("seed", "policies"), [(1, "none"), (2, "none"), (3, "scoped")])
+@pytest.mark.parametrize(("seed", "policies"), [(1, "none"), (2, "none"), (3, "scoped"), (4, "paths")])
 def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies, request, monkeypatch, tmp_path):
     # with the range cache, as deployed: each day's dead ranges are the copies the day before kept
     gc = replace(collector(world, runner, request), range_cache=RangeCacheSettings(str(tmp_path / "ranges"), 64))
@@ -242,7 +248,7 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
         lake.lakefs.call("metadata", lake.lakefs.internal.set_repository_metadata, lake.repo,
                          lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: json.dumps(
                              {"policies": POLICIES[policies]})}))
-    lake.scoped = policies == "scoped"
+    lake.scoped = policies in ("scoped", "paths")
     lake.history()
     first, _ = gc.run(lake.repo)
     assert first.listing["kind"] == "full" and "no previous run" in first.listing["reason"], first.listing
@@ -256,6 +262,8 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
         lake.one_day(days_ago=days - day + 0.5)
         now = datetime.now(UTC)
         _, full = gc.run(lake.repo, dry_run=True, listing="full", now=now)
+        if policies == "paths" and runner == "spark":  # path policies on the dataset plan
+            assert full.summary.listing.get("plan") == "spark", full.summary.listing
         marked = gc.mark(lake.repo, now=now)
         listing = marked.summary.listing
         assert listing["kind"] == "incremental", listing
@@ -444,6 +452,8 @@ def test_a_damaged_copy_in_the_range_cache_is_dropped_and_the_store_read(world, 
                                "cut": lambda b: b[:len(b) - 100], "empty": lambda b: b""}[damage](raw))
         now = datetime.now(UTC)
         _, full = gc.run(lake.repo, dry_run=True, listing="full", now=now)
+        if policies == "paths" and runner == "spark":  # path policies on the dataset plan
+            assert full.summary.listing.get("plan") == "spark", full.summary.listing
         marked = gc.mark(lake.repo, now=now)
         listing = marked.summary.listing
         assert listing["kind"] == "incremental" and "kept_index" in listing, listing

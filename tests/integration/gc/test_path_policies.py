@@ -1,7 +1,9 @@
 """Cleaning per table (``paths:`` in a cleaning policy) on a real lakeFS, on both runners: generated histories where
 the expected kept set is computed apart from the engine, entry by entry — every commit's objects listed through
 lakeFS's API (not read from SSTables), the policies deciding for a path found by the tests' own glob matcher, and
-each such set of policies' retained commits from the pure retention rules plus lakeFS's own retained set."""
+each such set of policies' retained commits from the pure retention rules plus lakeFS's own retained set. Each on
+the object path (threads with the mark cache) and on the dataset plan (threads without it: Arrow; Spark), which
+takes every run without keep_versions."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 
 from spark_jobs.core.cleaning import METADATA_KEY, parse_cleaning_policies, retained_set
 from spark_jobs.core.retention import GCRules, commit_from_api
+from tests.gc_engine import Collector, runner_of
 from tests.integration.conftest import commit, create_branch, upload
 from tests.integration.gc.test_gc_against_lakefs import lakefs_own_retained, rules
 from tests.unit.gc.test_path_policies import covers
@@ -99,10 +102,19 @@ def expected_kept(lakefs, repo, local_root, policies, now) -> set[str]:
     return kept
 
 
+@pytest.fixture(params=["threads", "threads-datasets", pytest.param("spark", marks=pytest.mark.spark)])
+def path_gc(request, lakefs_server) -> Collector:
+    """The object path (threads, the mark cache on), Arrow datasets (threads, --no-cache), Spark's datasets."""
+    name = "spark" if request.param == "spark" else "threads"
+    runner, recorded = runner_of(name, request)
+    return Collector(lakefs_server.endpoint, runner=runner, runner_name=recorded,
+                     cache=request.param == "threads")
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("name", sorted(POLICY_SETS))
 def test_path_policies_keep_exactly_what_each_path_s_policies_keep(lakefs, repo, local_root, namespace,
-                                                                   any_runner_gc, name, seed):
+                                                                   path_gc, name, seed):
     generate(lakefs, repo, random.Random(seed))
     rules(lakefs, repo, 10, main=15)
     document = {"policies": POLICY_SETS[name]}
@@ -110,14 +122,20 @@ def test_path_policies_keep_exactly_what_each_path_s_policies_keep(lakefs, repo,
     lakefs.call("metadata", lakefs.internal.set_repository_metadata, repo, lakefs_sdk.RepositoryMetadataSet(
         metadata={METADATA_KEY: json.dumps(document)}))
     now = datetime.now(UTC)
-    marked = any_runner_gc.mark(repo, now=now, min_age=timedelta(0), dry_run=True)
+    marked = path_gc.mark(repo, now=now, min_age=timedelta(0), dry_run=True)
     kept = expected_kept(lakefs, repo, local_root, policies, now)
     listed = {o.key for o in namespace.list_data() if o.key.startswith("data/")}
     assert {o.key for o in marked.deleted} == listed - kept
     assert listed - kept and kept  # neither nothing nor everything goes
+    # which plan made it: the dataset backend's name, or none (the object path: keep_versions). With the mark cache
+    # the thread runner chooses by size (these histories reach more ranges than its threshold)
+    if not path_gc.cache:
+        assert marked.summary.listing.get("plan") == (
+            None if any(p.keep_versions for p in policies) else {"threads": "arrow", "spark": "spark"}[
+                path_gc.runner_name])
 
 
-def test_an_override_path_policy_cleans_its_paths_and_leaves_the_rest_to_lakefs_rules(lakefs, repo, gc):
+def test_an_override_path_policy_cleans_its_paths_and_leaves_the_rest_to_lakefs_rules(lakefs, repo, path_gc):
     """tmp/ keeps one day on main while tables/ keeps lakeFS's 30 days; a table file moved to tmp/ keeps its old
     version under its old path's retention."""
     now = int(time.time())
@@ -135,7 +153,7 @@ def test_an_override_path_policy_cleans_its_paths_and_leaves_the_rest_to_lakefs_
                               "override_gc_rules": True}]}
     lakefs.call("metadata", lakefs.internal.set_repository_metadata, repo, lakefs_sdk.RepositoryMetadataSet(
         metadata={METADATA_KEY: json.dumps(document)}))
-    summary, _ = gc.run(repo, min_age=timedelta(0))
+    summary, _ = path_gc.run(repo, min_age=timedelta(0))
     assert summary.success
 
     def status(ref, path):
