@@ -55,6 +55,7 @@ class State:
     staged: frozenset[str] = frozenset()  # keys only staged entries kept
     leftover: frozenset[str] = frozenset()  # keys planned for deletion and not deleted
     staged_over: bool = False  # more keys than CARRIED_STAGED_MOST only staged entries kept: ``staged`` holds none
+    versions_over: bool = False  # more keys than CARRIED_STAGED_MOST only keep_versions kept: ``versions`` holds none
     # How the run mapped addresses to keys (the namespace's prefixes): another mapping, another set of keys
     key_prefixes: tuple[str, ...] = ()
     # With a kept index (core.kept_index; only without path policies and keep_versions): the SHA-256 of its base's
@@ -108,7 +109,8 @@ def encode(state: State) -> bytes:
         "full_listing_at": state.full_listing_at.isoformat(),
         "units": sorted([r, list(s)] for r, s in state.units),
         "versions": sorted(state.versions), "staged": sorted(state.staged), "leftover": sorted(state.leftover),
-        "staged_over": state.staged_over, "key_prefixes": list(state.key_prefixes),
+        "staged_over": state.staged_over, "versions_over": state.versions_over,
+        "key_prefixes": list(state.key_prefixes),
         "index_sha256": state.index_sha256, "index_keys": state.index_keys,
         "index_slot": state.index_slot, "delta_sha256": state.delta_sha256, "delta_slot": state.delta_slot,
         "index_parts": list(state.index_parts), "index_run": state.index_run,
@@ -140,6 +142,7 @@ def decode(data: bytes) -> State:
             units=frozenset((str(r), tuple(str(p) for p in s)) for r, s in body["units"]),
             versions=_keys(body["versions"]), staged=_keys(body["staged"]), leftover=_keys(body["leftover"]),
             staged_over=_flag(body.get("staged_over", False)),  # absent from older states
+            versions_over=_flag(body.get("versions_over", False)),
             key_prefixes=tuple(str(p) for p in body["key_prefixes"]),
             index_sha256=None if body["index_sha256"] is None else str(body["index_sha256"]),
             index_keys=int(body["index_keys"]), index_slot=str(body["index_slot"]),
@@ -161,7 +164,8 @@ def _flag(value: object) -> bool:
 
 def carried_staged(keys: set[str] | frozenset[str] | None) -> tuple[frozenset[str], bool]:
     """``State.staged`` and ``State.staged_over`` from the keys only staged entries keep (None: more than a state
-    carries, not counted further)."""
+    carries, not counted further); ``State.versions`` and ``versions_over`` alike from those only keep_versions
+    keeps."""
     if keys is None or len(keys) > CARRIED_STAGED_MOST:
         return frozenset(), True
     return frozenset(keys), False
@@ -219,9 +223,10 @@ def why_full(state: State | None, problem: str | None, *, repository_id: str, na
     if key_prefixes is not None and state.key_prefixes != tuple(key_prefixes):
         return (f"the previous run mapped addresses to keys under {list(state.key_prefixes)}, this one under "
                 f"{list(key_prefixes)} (the local blockstore's folder changed?)")
-    if state.staged_over:
-        return (f"the previous run ({state.run_id}) found more than {CARRIED_STAGED_MOST:,} keys that only staged "
-                "entries keep: a state does not carry that many, a full listing judges them")
+    if state.staged_over or state.versions_over:
+        which = "staged entries keep" if state.staged_over else "keep_versions keeps"
+        return (f"the previous run ({state.run_id}) found more than {CARRIED_STAGED_MOST:,} keys that only {which}: "
+                "a state does not carry that many, a full listing judges them")
     if state.horizon > now or state.listed_at > now:
         return (f"the previous run ({state.run_id}) is dated after this one ({state.listed_at.isoformat()}): a "
                 "clock went back, or this run is dated in the past")

@@ -148,6 +148,38 @@ def versions_kept(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, s
     return kept
 
 
+def version_lines(*, commits: Mapping[str, Commit], branch_heads: Mapping[str, str],
+                  policies: Iterable[CleaningPolicy]) -> list[tuple[tuple[CleaningPolicy, ...], list[str]]]:
+    """KEEP_LATEST_FILE_VERSIONS as datasets, first half: each branch some keep_versions policy matches (in branch
+    order), its matching policies and its first-parent line, newest first."""
+    policies = list(policies)
+    out = []
+    for branch_id, head in sorted(branch_heads.items()):
+        matching = tuple(p for p in policies if p.matches(branch_id) and p.keep_versions)
+        if matching:
+            out.append((matching, first_parent_line(commits, head)))
+    return out
+
+
+def first_positions(line: Iterable[str], *, commits: Mapping[str, Commit],
+                    range_ids_of: Callable[[str], Iterable[str]]) -> dict[str, int]:
+    """Each range of a line with the position (0: the newest commit) of the newest commit holding it. An entry's
+    first position on the line is the least of its ranges': a path's distinct versions, newest first, are its
+    keys by that position (no two versions of a path share one: a commit holds one entry per path), which is
+    ``latest_versions``'s order."""
+    first: dict[str, int] = {}
+    for at, commit_id in enumerate(line):
+        if meta := commits[commit_id].meta_range_id:
+            for range_id in range_ids_of(meta):
+                first.setdefault(range_id, at)
+    return first
+
+
+def versions_limit(path: str, matching: Iterable[CleaningPolicy]) -> int:
+    """How many versions of ``path`` the matching keep_versions policies keep (``_versions_for``'s rule)."""
+    return max((p.keep_versions or 0 for p in matching if p.covers(path)), default=0)
+
+
 def _versions_for(matching: list[CleaningPolicy]) -> int | Callable[[str], int]:
     """How many versions of a path the matching policies keep: the most any policy covering the path keeps."""
     if not any(p.paths for p in matching):

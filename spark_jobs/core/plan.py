@@ -89,13 +89,15 @@ def by_path_prefix(deleted: Iterable[StoredObject], paths: Mapping[str, str], de
     committed, or the version of a commit no longer listed) counts under ``(in no commit)``."""
     out: dict[str, list[int]] = {}
     for obj in deleted:
-        path = paths.get(obj.key)
-        if path is None:
-            prefix = NO_COMMIT
-        else:
-            folders = path.split("/")[:-1]
-            prefix = "/".join(folders[:depth]) + "/" if folders else "(top level)"
-        counts = out.setdefault(prefix, [0, 0])
+        counts = out.setdefault(path_prefix(paths.get(obj.key), depth), [0, 0])
         counts[0] += 1
         counts[1] += obj.size
     return out
+
+
+def path_prefix(path: str | None, depth: int) -> str:
+    """The first ``depth`` folders of ``path`` (``by_path_prefix``'s name for it; None: in no commit)."""
+    if path is None:
+        return NO_COMMIT
+    folders = path.split("/")[:-1]
+    return "/".join(folders[:depth]) + "/" if folders else "(top level)"

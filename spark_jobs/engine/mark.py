@@ -21,7 +21,6 @@ from typing import Any
 from spark_jobs.core import kept_index
 from spark_jobs.core.cleaning import ScopedRetention
 from spark_jobs.core.incremental import State, carried_staged, metarange_indices
-from spark_jobs.core.mark import range_commits
 from spark_jobs.core.plan import PlanSummary, StoredObject, by_path_prefix, plan_deletions
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
@@ -33,7 +32,7 @@ from spark_jobs.engine.plan.by_path import paths_of
 from spark_jobs.engine.reach import mark_cache
 from spark_jobs.engine.reach.lean_mark import LeanMark, lean_mark
 from spark_jobs.engine.reach.mark_source import Cached, Files, Source
-from spark_jobs.engine.reach.retained import Reached, in_key_order, reached, versions, write_cache
+from spark_jobs.engine.reach.retained import Reached, reached, versions, write_cache
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.runtime.context import GCError, JobConfig, OpenContext, Progress
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiError
@@ -198,25 +197,20 @@ def _begin(api: LakeFSApi, runner: Runner, config: JobConfig, ctx: OpenContext, 
                    retention, metaranges, previous, seconds, since)
 
 
-def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], dict[str, set[str]] | None] | None:
-    """The retained ranges in key order when the dataset steps plan this run (a full listing, every entry's fate
-    its range's or its (range, scope)'s, and a runner that wants them at this size), with path policies the
-    retained commits holding each; None: the mark goes through the steps below."""
-    if not datasets.eligible(run.request, run.retention, run.graph, full_listing=not run.previous.incremental):
+def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], datasets.Cleaning] | None:
+    """The retained ranges in key order, and what the cleaning policies need, when the dataset steps plan this run
+    (``datasets.eligible``, and a runner that wants them at this size); None: the mark goes through the steps
+    below."""
+    if not datasets.eligible(run.request, run.graph, full_listing=not run.previous.incremental):
         return None
     files = run.files()
-    holding = None
-    if run.retention.by_path:
-        members = files.members(run.metaranges)
-        range_ids = in_key_order({(key, range_id) for _, key, range_id in members})
-        holding = range_commits(members, run.retention.bound().commits, metarange_of=run.graph.metarange_of)
-    else:
-        range_ids = in_key_order(files.spans(run.metaranges))
-    return (range_ids, holding) if wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
-                                                  entries=lambda: files.entries(run.metaranges, range_ids)) else None
+    range_ids, cleaning = datasets.plan_inputs(files, graph=run.graph, retention=run.retention,
+                                               metaranges=run.metaranges)
+    return (range_ids, cleaning) if wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
+                                                   entries=lambda: files.entries(run.metaranges, range_ids)) else None
 
 
-def _mark_datasets(run: MarkRun, range_ids: list[str], holding: dict[str, set[str]] | None) -> Marked:
+def _mark_datasets(run: MarkRun, range_ids: list[str], cleaning: datasets.Cleaning) -> Marked:
     """A full run planned by the runner's dataset backend (``plan.datasets``): its keys never become Python
     objects. With an inventory report, the driver reads its manifest (the run's cutoff moves to the report's), and
     the backend its data files."""
@@ -229,7 +223,7 @@ def _mark_datasets(run: MarkRun, range_ids: list[str], holding: dict[str, set[st
                                            retention=run.retention, metaranges=run.metaranges, range_ids=range_ids,
                                            previous=run.previous, cutoff=run.cutoff, min_age=run.min_age,
                                            seconds=run.seconds, progress=run.progress, record=run.record,
-                                           inventory=report, holding=holding)
+                                           inventory=report, cleaning=cleaning)
     decision = run.decision()
     return Marked(summary, run.graph, decision.commits, dict(decision.why), cutoff=run.cutoff.timestamp(),
                   ranges=range_ids, view=view)

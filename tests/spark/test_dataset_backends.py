@@ -89,3 +89,23 @@ def test_spark_scoped_reach_equals_arrow(spark_context, seed: int) -> None:
             assert got == sorted(arrow.kept_of(scoped, live)["key"].to_pylist())
     finally:
         spark.release()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_spark_latest_versions_equal_arrow(spark_context, seed: int) -> None:
+    """keep_versions on the dataset plan: the first distinct versions of each (line, path), a window on executors."""
+    from spark_jobs.engine.plan import units  # noqa: PLC0415
+    from tests.unit.gc.test_versions_datasets import case  # noqa: PLC0415
+
+    rows, expected = case(seed)
+    arrow = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
+    spark = SparkBackend(spark_context, config=None, partitions=2)  # type: ignore[arg-type]
+    try:
+        frame = spark.spark.createDataFrame([(r["line"], bytearray(r["path"]), r["key"], r["at"], r["keep"])
+                                             for r in rows], "line bigint, path binary, key string, at bigint, "
+                                                             "keep bigint")
+        got = [r["key"] for r in spark.latest(frame).collect()]
+        assert set(got) == expected == set(arrow.latest(pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA))
+                                           ["key"].to_pylist())
+    finally:
+        spark.release()

@@ -1,5 +1,5 @@
-"""A run's mark as datasets (the full listing, without keep_versions: an entry's fate is its range's, or with path
-policies its range's in its path's scope): reach ∪ staged, subtracted from the listing under the safety rules, the plan written in parts, the
+"""A run's mark as datasets (a full listing: an entry's fate is its range's, with path policies its range's in
+its path's scope, with keep_versions also its rank among its path's versions): reach ∪ versions ∪ staged, subtracted from the listing under the safety rules, the plan written in parts, the
 kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
 every key stays in the backend's datasets (``engine/backends/``: Arrow in process, Spark on executors)."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,12 +23,21 @@ from spark_jobs.core.incremental import (
     metarange_indices,
     units_of,
 )
-from spark_jobs.core.mark import MOST_MASKED_POLICIES, scope_of_mask, unit_alive
+from spark_jobs.core.mark import (
+    MOST_MASKED_POLICIES,
+    first_positions,
+    range_commits,
+    scope_of_mask,
+    unit_alive,
+    version_lines,
+)
 from spark_jobs.core.plan import PlanSummary, StoredObject
 from spark_jobs.core.report import Summary
 from spark_jobs.core.retention import oldest_retained
 from spark_jobs.engine.listing.incremental import recent_units
 from spark_jobs.engine.plan import units
+from spark_jobs.engine.reach.mark_source import Files
+from spark_jobs.engine.reach.retained import in_key_order
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.runtime.context import JobConfig, OpenContext, Progress
 from spark_jobs.engine.runtime.repository import Graph, uncommitted_files
@@ -48,6 +58,7 @@ class Backend(Protocol):
     def reach_scoped(self, range_ids: list[str], path_policies: tuple[CleaningPolicy, ...]) -> Any: ...
     def scope_pairs(self, scoped: Any) -> list[tuple[int, int]]: ...
     def kept_of(self, scoped: Any, live: list[tuple[int, int]]) -> Any: ...
+    def versions(self, version_units: list[str], lines: tuple[tuple[CleaningPolicy, ...], ...]) -> Any: ...
     def staged(self, files: list[str]) -> Any: ...
     def listing(self, slices: list[str]) -> Any: ...
     def inventory(self, report: Report) -> Any: ...
@@ -67,12 +78,44 @@ class Backend(Protocol):
     def release(self, *datasets: Any) -> None: ...
 
 
-def eligible(request: RunRequest, retention: ScopedRetention, graph: Graph, *, full_listing: bool) -> bool:
+def eligible(request: RunRequest, graph: Graph, *, full_listing: bool) -> bool:
     """Whether the dataset steps can make this run's plan: a full listing of the namespace (or an inventory report
-    of it), every entry's fate its range's or, with path policies, its (range, scope)'s (no keep_versions: it walks
-    each path's history), no logical by-path naming (it reads the expired history)."""
-    return (full_listing and not request.by_path and not any(p.keep_versions for p in graph.cleaning)
-            and len(path_policies(graph)) <= MOST_MASKED_POLICIES)
+    of it), no logical by-path naming (it reads the expired history), path policies few enough for a scope mask."""
+    return full_listing and not request.by_path and len(path_policies(graph)) <= MOST_MASKED_POLICIES
+
+
+@dataclass(frozen=True)
+class Cleaning:
+    """What the cleaning policies need of the metaranges, read on the driver's side before the plan: with path
+    policies, the retained commits holding each range; with keep_versions, each matching branch's policies (a line)
+    and the units of its line's ranges (``units.version_unit``: a range, its line, where the line first holds it)."""
+
+    holding: Mapping[str, Iterable[str]] = field(default_factory=dict)
+    lines: tuple[tuple[CleaningPolicy, ...], ...] = ()
+    version_units: tuple[str, ...] = ()
+
+
+def plan_inputs(files: Files, *, graph: Graph, retention: ScopedRetention,
+                metaranges: list[str]) -> tuple[list[str], Cleaning]:
+    """The retained ranges in key order, and what the cleaning policies need (``Cleaning``): the metaranges of the
+    retained commits and of the keep_versions lines, each read once (by the runner), ranges and commits only."""
+    lines = version_lines(commits=graph.commits, branch_heads=graph.heads, policies=graph.cleaning)
+    if not retention.by_path and not lines:
+        return in_key_order(files.spans(metaranges)), Cleaning()
+    line_metaranges = {m for _, line in lines for c in line if (m := graph.commits[c].meta_range_id)}
+    members = files.members(sorted(set(metaranges) | line_metaranges))
+    retained = set(metaranges)
+    ranges_of: dict[str, list[str]] = {}
+    for metarange_id, _, range_id in members:
+        ranges_of.setdefault(metarange_id, []).append(range_id)
+    kept = [m for m in members if m[0] in retained]
+    range_ids = in_key_order({(key, range_id) for _, key, range_id in kept})
+    holding = range_commits(kept, retention.bound().commits, metarange_of=graph.metarange_of) \
+        if retention.by_path else {}
+    version_units = tuple(units.version_unit(at_line, at, range_id) for at_line, (_, line) in enumerate(lines)
+                          for range_id, at in first_positions(line, commits=graph.commits,
+                                                              range_ids_of=ranges_of.__getitem__).items())
+    return range_ids, Cleaning(holding, tuple(matching for matching, _ in lines), version_units)
 
 
 def path_policies(graph: Graph) -> tuple[CleaningPolicy, ...]:
@@ -129,17 +172,19 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
                   retention: ScopedRetention, metaranges: list[str], range_ids: list[str],
                   previous: incremental.Previous, cutoff: datetime, min_age: timedelta, seconds: dict[str, float],
                   progress: Progress, record: bool, inventory: Report | None = None,
-                  holding: Mapping[str, Iterable[str]] | None = None) -> tuple[Summary, View]:
+                  cleaning: Cleaning = Cleaning()) -> tuple[Summary, View]:
     """The plan of a full run (written unless ``record`` is false) and its summary. ``inventory``: an inventory report
     whose manifest the driver read, listed instead of the namespace (``cutoff`` already the report's,
-    ``Report.cutoff``): its data files are read where the backend reads units. ``holding``: with path policies,
-    the retained commits holding each range (``core.mark.range_commits``)."""
+    ``Report.cutoff``): its data files are read where the backend reads units. ``cleaning``: what path policies
+    and keep_versions need (``plan_inputs``)."""
     t = time.monotonic()
     if retention.by_path:
         reached, live_units = scoped_reach(backend, range_ids, retention=retention, graph=graph,
-                                           holding=holding or {})
+                                           holding=cleaning.holding)
     else:
         reached, live_units = backend.reach(range_ids), units_of((r, ()) for r in range_ids)
+    by_versions = backend.versions(list(cleaning.version_units), cleaning.lines) if cleaning.lines else None
+    committed = reached if by_versions is None else backend.union([reached, by_versions])
     progress("ranges", len(range_ids))
     staged = backend.staged(uncommitted_files(ctx.ns, graph.uncommitted_locations or []))
     seconds["mark"] = time.monotonic() - t
@@ -151,7 +196,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         listed = backend.inventory(inventory)
     seconds["list"] = time.monotonic() - t
     t = time.monotonic()
-    deleted, plan = backend.judge(listed, [reached, staged], cutoff=cutoff.timestamp(),
+    deleted, plan = backend.judge(listed, [committed, staged], cutoff=cutoff.timestamp(),
                                   prefix_depth=request.prefix_depth)
     if inventory is None:
         listing = {"kind": "full", "slices": len(slices) - 1, "objects": backend.count(listed), "plan": backend.name}
@@ -185,7 +230,9 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         if request.cache else {"state": "off"},
         listing=listing)
     # what only staged entries keep, carried by the state up to a bound (past it, the next run lists everything)
-    only_staged, staged_over = carried_staged(backend.keys_not_in(staged, reached, most=CARRIED_STAGED_MOST))
+    only_staged, staged_over = carried_staged(backend.keys_not_in(staged, committed, most=CARRIED_STAGED_MOST))
+    only_versions, versions_over = (frozenset(), False) if by_versions is None else carried_staged(
+        backend.keys_not_in(by_versions, reached, most=CARRIED_STAGED_MOST))
     summary.uncommitted_addresses = backend.count_distinct(staged)
     if record:
         t = time.monotonic()
@@ -198,11 +245,11 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
             # neither: an entry's fate is not its range's), in parts written where the keys are (an upper bound of
             # its keys: the entries reached)
             index = backend.write_index(reached, request.run_id, kept_index.part_bits(backend.count(reached))) \
-                if request.cache and not retention.by_path else None
+                if request.cache and not retention.by_path and by_versions is None else None
             incremental.write_pending(ctx.ns, request.run_id, State(
                 repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
                 horizon=cutoff, listed_at=request.now, full_listing_at=request.now,
-                units=live_units, versions=frozenset(),
+                units=live_units, versions=only_versions, versions_over=versions_over,
                 staged=only_staged, staged_over=staged_over, key_prefixes=tuple(ctx.prefixes),
                 index_keys=0 if index is None else sum(p["keys"] for p in index),
                 metaranges=metarange_indices(retained_ranges(ctx, metaranges), sorted(range_ids))
@@ -212,7 +259,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         summary.seconds = {k: round(v, 3) for k, v in seconds.items()}
         report.write_plan_parts(ctx.ns, summary, ranges=range_ids, retained=decision.commits)
     summary.seconds = {k: round(v, 3) for k, v in seconds.items()}
-    return summary, View(backend, deleted=deleted, reached=reached, staged=staged, listed=listed,
+    return summary, View(backend, deleted=deleted, reached=committed, staged=staged, listed=listed,
                          written=(config, summary) if record else None)
 
 

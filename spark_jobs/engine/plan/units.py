@@ -16,7 +16,7 @@ from spark_jobs.core import columns, kept_index, parquet_bytes
 from spark_jobs.core import report as core_report
 from spark_jobs.core.addresses import FULL, RELATIVE
 from spark_jobs.core.cleaning import CleaningPolicy
-from spark_jobs.core.mark import scope_mask
+from spark_jobs.core.mark import scope_mask, versions_limit
 from spark_jobs.core.range_arrow import range_batch_groups
 from spark_jobs.engine.runtime.context import GCError, OpenContext
 
@@ -74,6 +74,47 @@ def range_scoped_keys(ctx: OpenContext, unit: str, *, path_policies: tuple[Clean
     masks = pa.concat_arrays(masks_parts) if masks_parts else pa.array([], pa.int64())
     return pa.RecordBatch.from_arrays([keys, pa.array(np.full(len(keys), int(ordinal), np.int64)), masks],
                                       schema=SCOPED_SCHEMA)
+
+
+# keep_versions' rows: the key of an entry and its path, the line (a matching branch's ordinal) and the position on
+# it where the line first holds the entry's range, and how many versions of the path the line keeps.
+VERSIONS_SCHEMA = pa.schema([pa.field("line", pa.int64(), nullable=False),
+                             pa.field("path", pa.binary(), nullable=False),
+                             pa.field("key", pa.string(), nullable=False),
+                             pa.field("at", pa.int64(), nullable=False),
+                             pa.field("keep", pa.int64(), nullable=False)])
+
+
+def version_unit(line: int, at: int, range_id: str) -> str:
+    return f"{line}:{at}:{range_id}"
+
+
+def range_versions(ctx: OpenContext, unit: str, *, lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.RecordBatch:
+    """The entries of the range ``unit`` names (``version_unit``) whose path the line's keep_versions policies
+    (``lines[line]``) keep versions of, each with its line, position and limit (``core.mark.versions_limit``)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    line, at, range_id = unit.split(":", 2)
+    matching = lines[int(line)]
+    same = None if any(p.paths for p in matching) else versions_limit("", matching)  # no path policy: one limit
+    parts = []
+    for batch in range_batch_groups(ctx.read_range(range_id)):
+        keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
+        valid = keys.is_valid()
+        paths = batch.column("path").filter(valid)
+        keys = keys.filter(valid)
+        if same is None:
+            limits = pa.array([versions_limit(p.decode(errors="replace"), matching) for p in paths.to_pylist()],
+                              pa.int64())
+        else:
+            limits = pa.array(np.full(len(keys), same, np.int64))
+        wanted = pc.greater(limits, 0)
+        n = len(keys)
+        parts.append(pa.RecordBatch.from_arrays(
+            [pa.array(np.full(n, int(line), np.int64)), paths, keys, pa.array(np.full(n, int(at), np.int64)),
+             limits], schema=VERSIONS_SCHEMA).filter(wanted))
+        del batch, keys, paths, limits
+    return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=VERSIONS_SCHEMA)
 
 
 def key_counts(keys: pa.Array) -> pa.RecordBatch:

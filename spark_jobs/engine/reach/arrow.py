@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.cleaning import CleaningPolicy
@@ -53,6 +54,42 @@ class ArrowReach(ArrowSteps):
                            "scope": pa.array([m for _, m in live], pa.int64())})
         return scoped.join(wanted, keys=["range", "scope"], join_type="left semi").select(["key"]) \
             .cast(columns.KEYS_SCHEMA)
+
+    def versions(self, version_units: Sequence[str], lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.Table:
+        """What keep_versions keeps (``units.range_versions`` of every unit): per line and path, its distinct keys
+        ranked by the position where the line first holds them, the first ``keep`` of each (``latest``)."""
+        decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
+        step = functools.partial(units.range_versions, lines=lines)
+        batches = decoders.map_units(list(version_units), lambda ctx, item: [step(ctx, item)], self.config.open,
+                                     partitions=0)
+        rows = table_of(batches, units.VERSIONS_SCHEMA)
+        del batches
+        kept = self.latest(rows)
+        released()
+        return kept
+
+    def latest(self, rows: pa.Table) -> pa.Table:
+        """The keys of ``units.VERSIONS_SCHEMA`` rows within their (line, path)'s first ``keep`` distinct versions,
+        ranked by the least position of each."""
+        import numpy as np  # noqa: PLC0415
+
+        if not rows.num_rows:
+            return columns.KEYS_SCHEMA.empty_table()
+        first = rows.group_by(["line", "path", "key"], use_threads=False).aggregate([("at", "min"), ("keep", "max")])
+        first = first.take(pc.sort_indices(first, sort_keys=[("line", "ascending"), ("path", "ascending"),
+                                                             ("at_min", "ascending")]))
+        line, path = first["line"].combine_chunks(), first["path"].combine_chunks()
+        position = first["at_min"].to_numpy()
+        starts = np.ones(len(first), bool)  # where a (line, path) group starts
+        starts[1:] = pc.or_(pc.not_equal(line[1:], line[:-1]), pc.not_equal(path[1:], path[:-1])).to_numpy(
+            zero_copy_only=False)
+        ties = starts.copy()  # where a run of equal positions starts (none in lakeFS's data: they share a rank)
+        ties[1:] |= position[1:] != position[:-1]
+        row = np.arange(len(first))
+        # SQL's rank(): 1 + the rows of the group before the first of its tie
+        rank = np.maximum.accumulate(np.where(ties, row, 0)) - np.maximum.accumulate(np.where(starts, row, 0)) + 1
+        kept = first.filter(pa.array(rank <= first["keep_max"].to_numpy()))
+        return pa.table({"key": kept["key"].combine_chunks()}, schema=columns.KEYS_SCHEMA)
 
     def staged(self, files: Sequence[str]) -> pa.Table:
         return self._map(files, units.staged_keys, columns.KEYS_SCHEMA)

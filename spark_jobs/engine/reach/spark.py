@@ -37,6 +37,24 @@ class SparkReach(SparkSteps):
         wanted = self.spark.createDataFrame(list(live), "range bigint, scope bigint")
         return scoped.join(F.broadcast(wanted), ["range", "scope"], "left_semi").select("key")
 
+    def versions(self, version_units: Sequence[str], lines: tuple[tuple[CleaningPolicy, ...], ...]):
+        """What keep_versions keeps (``units.range_versions`` on executors): per line and path, its distinct keys
+        ranked by the position where the line first holds them (a window on executors), the first ``keep`` of
+        each."""
+        step = functools.partial(units.range_versions, lines=lines)
+        return self._keep(self.latest(self._map(list(version_units), step, units.VERSIONS_SCHEMA)))
+
+    def latest(self, rows):
+        """The keys of ``units.VERSIONS_SCHEMA`` rows within their (line, path)'s first ``keep`` distinct versions,
+        ranked by the least position of each."""
+        from pyspark.sql import Window  # noqa: PLC0415
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        first = rows.groupBy("line", "path", "key").agg(F.min("at").alias("at"), F.max("keep").alias("keep"))
+        # rank(): two versions first held at one position (none in lakeFS's data) share a rank: never fewer kept
+        ranked = first.withColumn("rank", F.rank().over(Window.partitionBy("line", "path").orderBy("at")))
+        return ranked.where(F.col("rank") <= F.col("keep")).select("key")
+
     def staged(self, files: Sequence[str]):
         # read once: the judge, the staged-only keys and their count read the persisted rows
         return self._keep(self._map(files, units.staged_keys, columns.KEYS_SCHEMA))

@@ -452,8 +452,6 @@ def test_a_damaged_copy_in_the_range_cache_is_dropped_and_the_store_read(world, 
                                "cut": lambda b: b[:len(b) - 100], "empty": lambda b: b""}[damage](raw))
         now = datetime.now(UTC)
         _, full = gc.run(lake.repo, dry_run=True, listing="full", now=now)
-        if policies == "paths" and runner == "spark":  # path policies on the dataset plan
-            assert full.summary.listing.get("plan") == "spark", full.summary.listing
         marked = gc.mark(lake.repo, now=now)
         listing = marked.summary.listing
         assert listing["kind"] == "incremental" and "kept_index" in listing, listing

@@ -2,8 +2,8 @@
 the expected kept set is computed apart from the engine, entry by entry — every commit's objects listed through
 lakeFS's API (not read from SSTables), the policies deciding for a path found by the tests' own glob matcher, and
 each such set of policies' retained commits from the pure retention rules plus lakeFS's own retained set. Each on
-the object path (threads with the mark cache) and on the dataset plan (threads without it: Arrow; Spark), which
-takes every run without keep_versions."""
+the object path (threads with the mark cache, below its size threshold) and on the dataset plan (threads without it:
+Arrow; Spark)."""
 
 from __future__ import annotations
 
@@ -127,12 +127,9 @@ def test_path_policies_keep_exactly_what_each_path_s_policies_keep(lakefs, repo,
     listed = {o.key for o in namespace.list_data() if o.key.startswith("data/")}
     assert {o.key for o in marked.deleted} == listed - kept
     assert listed - kept and kept  # neither nothing nor everything goes
-    # which plan made it: the dataset backend's name, or none (the object path: keep_versions). With the mark cache
-    # the thread runner chooses by size (these histories reach more ranges than its threshold)
+    # which plan made it: the dataset backend's (with the mark cache the thread runner chooses by size)
     if not path_gc.cache:
-        assert marked.summary.listing.get("plan") == (
-            None if any(p.keep_versions for p in policies) else {"threads": "arrow", "spark": "spark"}[
-                path_gc.runner_name])
+        assert marked.summary.listing.get("plan") == {"threads": "arrow", "spark": "spark"}[path_gc.runner_name]
 
 
 def test_an_override_path_policy_cleans_its_paths_and_leaves_the_rest_to_lakefs_rules(lakefs, repo, path_gc):

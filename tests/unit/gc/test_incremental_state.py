@@ -49,13 +49,15 @@ def test_a_state_reads_back_as_written():
     assert decode(encode(original.with_leftover(["x"]))).leftover == {"x"}
     over = state(staged=frozenset(), staged_over=True)
     assert decode(encode(over)) == over and decode(encode(original)).staged_over is False
+    over = state(versions=frozenset(), versions_over=True)
+    assert decode(encode(over)) == over and decode(encode(original)).versions_over is False
 
 
 def test_an_older_state_without_the_staged_flag_reads_as_carrying_its_staged_keys():
     import hashlib  # noqa: PLC0415
 
     body = json.loads(json.loads(gzip.decompress(encode(state())))["state"])
-    del body["staged_over"]
+    del body["staged_over"], body["versions_over"]
     text = json.dumps(body)
     older = gzip.compress(json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "state": text}).encode())
     assert decode(older) == state()
@@ -131,6 +133,8 @@ def test_when_a_full_listing_is_due():
     assert due(state(), every=timedelta(0)) is not None  # 0: every run lists everything
     # a state that could not carry every key only staged entries keep: the next run judges them by a full listing
     assert "more than 100,000 keys that only staged entries keep" in due(state(staged=frozenset(), staged_over=True))
+    assert "more than 100,000 keys that only keep_versions keeps" in due(state(versions=frozenset(),
+                                                                               versions_over=True))
 
 
 def test_a_unit_dead_in_one_scope_names_its_range():

@@ -1,0 +1,104 @@
+"""keep_versions on the dataset plan: a line's ranges with the position where the line first holds them
+(``core.mark.first_positions``), their entries with the path's limit (``units.range_versions``' rows), and each
+(line, path)'s first distinct versions by that position (``ArrowReach.latest``) keep exactly what the object path's
+history walk keeps (``core.mark.latest_versions``) on random histories with reverts, deletions and shared ranges."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+
+from spark_jobs.core.cleaning import parse_cleaning_policies
+from spark_jobs.core.mark import first_positions, latest_versions, versions_limit
+from spark_jobs.engine.backends.arrow import ArrowBackend
+from spark_jobs.engine.plan import units
+from spark_jobs.engine.runtime.parallel import ThreadRunner
+
+PATHS = [f"{table}/p{i}" for table in ("a", "b", "c") for i in range(4)]
+
+
+def random_line(rnd: random.Random, start: dict[str, str]) -> list[dict[str, str]]:
+    """A line of commits (path -> key), oldest first: overwrites, deletions, now and then a revert."""
+    states, state = [dict(start)], dict(start)
+    for step in range(rnd.randint(1, 12)):
+        if len(states) > 2 and rnd.random() < 0.15:
+            state = dict(rnd.choice(states[:-1]))  # a revert: an earlier commit's ranges again
+        else:
+            for path in rnd.sample(PATHS, rnd.randint(1, 3)):
+                state[path] = f"data/s/{path.replace('/', '-')}-{step}-{rnd.randint(0, 10**6)}"
+            if rnd.random() < 0.3:
+                state.pop(rnd.choice(PATHS), None)
+        states.append(dict(state))
+    return states
+
+
+def ranges_of(commit: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """The commit's ranges: a table's entries each (the same entries: the same range id, as lakeFS's)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for table in ("a", "b", "c"):
+        entries = sorted((p, k) for p, k in commit.items() if p.startswith(table + "/"))
+        if entries:
+            out[hashlib.sha256(repr(entries).encode()).hexdigest()] = entries
+    return out
+
+
+def rows_of(line_index: int, first: dict[str, int], ranges: dict[str, list[tuple[str, str]]], matching) -> list[dict]:
+    return [{"line": line_index, "path": p.encode(), "key": k, "at": at, "keep": n}
+            for range_id, at in first.items() for p, k in ranges[range_id]
+            if (n := versions_limit(p, matching)) > 0]
+
+
+def random_policies(rnd: random.Random):
+    chosen = [{"id": f"v{i}", "patterns": ["*"], "keep_versions": rnd.randint(1, 4),
+               **({"paths": [rnd.choice(["a/**", "b/**", "a/p1", "c/*"])]} if rnd.random() < 0.6 else {})}
+              for i in range(rnd.randint(1, 3))]
+    return tuple(parse_cleaning_policies({"policies": chosen}))
+
+
+def case(seed: int):
+    """Two lines (branches) over one random history each, sharing their first commit; rows and the expected keys."""
+    rnd = random.Random(seed)
+    base = {p: f"data/s/base-{p.replace('/', '-')}" for p in PATHS}
+    ranges: dict[str, list[tuple[str, str]]] = {}
+    rows, expected = [], set()
+    for line_index in range(2):
+        matching = random_policies(rnd)
+        line = list(reversed(random_line(rnd, base)))  # newest first
+        commits = {f"c{line_index}-{i}": SimpleNamespace(meta_range_id=f"m{line_index}-{i}") for i in range(len(line))}
+        metaranges = {}
+        for i, state in enumerate(line):
+            held = ranges_of(state)
+            ranges.update(held)
+            metaranges[f"m{line_index}-{i}"] = list(held)
+        first = first_positions(list(commits), commits=commits, range_ids_of=metaranges.__getitem__)
+        rows += rows_of(line_index, first, ranges, matching)
+        expected |= latest_versions(([(p, k) for r in metaranges[f"m{line_index}-{i}"] for p, k in ranges[r]]
+                                     for i in range(len(line))), lambda path, m=matching: versions_limit(path, m))
+    return rows, expected
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_latest_versions_by_first_position_are_the_history_walk_s(seed: int) -> None:
+    rows, expected = case(seed)
+    table = pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA)
+    backend = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
+    got = backend.latest(table)
+    assert set(got["key"].to_pylist()) == expected  # (a key two lines keep is there twice, as reach's repeats)
+
+
+def test_versions_first_held_at_one_position_share_a_rank() -> None:
+    """Not lakeFS's data (a commit holds one entry per path): if it ever were, neither version is dropped."""
+    rows = [{"line": 0, "path": b"a", "key": k, "at": at, "keep": 1} for k, at in (("x", 0), ("y", 0), ("z", 1))]
+    got = ArrowBackend(ThreadRunner(2), config=None).latest(  # type: ignore[arg-type]
+        pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA))
+    assert sorted(got["key"].to_pylist()) == ["x", "y"]
+
+
+def test_the_random_histories_drop_versions() -> None:
+    """The cases above are not trivial: most drop some versions the history holds, and keep some."""
+    dropped = [bool({r["key"] for r in rows} - expected) and bool(expected) for rows, expected in map(case, range(40))]
+    assert sum(dropped) >= 20
