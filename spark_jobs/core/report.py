@@ -213,3 +213,11 @@ def read_deleted(data: bytes) -> tuple[list[str], list[int]]:
     table = parquet_bytes.read(data)
     sizes = table.column("size").to_pylist() if "size" in table.column_names else [0] * table.num_rows
     return table.column("address").to_pylist(), sizes
+
+
+def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:
+    """What both runners must agree on: the deleted set and the decision's fields (not the run id, the runner,
+    nor timings)."""
+    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache", "listing", "plan_parts"}
+    fields = summary.as_dict()
+    return {"deleted": sorted(deleted), **{k: fields[k] for k in sorted(fields) if k not in skip}}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -28,7 +28,7 @@ from spark_jobs.engine.listing.full import list_namespace
 from spark_jobs.engine.listing.incremental import find_changed, missed, would_check
 from spark_jobs.engine.listing.inventory import inventory_listing, open_report
 from spark_jobs.engine.plan import datasets
-from spark_jobs.engine.plan.by_path import paths_of
+from spark_jobs.engine.plan.by_path import history_metaranges, paths_of
 from spark_jobs.engine.reach import mark_cache
 from spark_jobs.engine.reach.lean_mark import LeanMark, lean_mark
 from spark_jobs.engine.reach.mark_source import Cached, Files, Source
@@ -201,13 +201,18 @@ def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], datasets.Cleaning] | 
     """The retained ranges in key order, and what the cleaning policies need, when the dataset steps plan this run
     (``datasets.eligible``, and a runner that wants them at this size); None: the mark goes through the steps
     below."""
-    if not datasets.eligible(run.request, run.graph, full_listing=not run.previous.incremental):
+    if not datasets.eligible(run.graph, full_listing=not run.previous.incremental):
         return None
     files = run.files()
     range_ids, cleaning = datasets.plan_inputs(files, graph=run.graph, retention=run.retention,
                                                metaranges=run.metaranges)
-    return (range_ids, cleaning) if wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
-                                                   entries=lambda: files.entries(run.metaranges, range_ids)) else None
+    if not wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
+                          entries=lambda: files.entries(run.metaranges, range_ids)):
+        return None
+    if run.request.by_path:  # the history's ranges, to name the plan's objects by their paths
+        history = history_metaranges(run.api, run.request.repository_id, run.graph)
+        cleaning = replace(cleaning, path_units=datasets.path_units(files, history))
+    return range_ids, cleaning
 
 
 def _mark_datasets(run: MarkRun, range_ids: list[str], cleaning: datasets.Cleaning) -> Marked:
@@ -383,11 +388,12 @@ def _write(run: MarkRun, reach: Reach, summary: Summary, *, deleted: list[Stored
         previous, pending_index = run.previous, reach.pending_index
         stored = previous.state
         staged, staged_over = carried_staged(reach.uncommitted - found.kept - reach.by_versions)
+        versions, versions_over = carried_staged(reach.by_versions - found.kept)
         incremental.write_pending(ctx.ns, request.run_id, State(
             repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
             horizon=run.cutoff, listed_at=request.now,
             full_listing_at=stored.full_listing_at if previous.incremental and stored else request.now,
-            units=found.units, versions=frozenset(reach.by_versions - found.kept),
+            units=found.units, versions=versions, versions_over=versions_over,
             staged=staged, staged_over=staged_over, key_prefixes=tuple(ctx.prefixes),
             index_keys=lean.index_keys if lean is not None else 0 if pending_index is None else len(pending_index),
             # a run that brought the stored index up to date names its base, and leaves a new delta
@@ -402,10 +408,3 @@ def _write(run: MarkRun, reach: Reach, summary: Summary, *, deleted: list[Stored
             delta=None if lean is None else kept_index.encode_delta(lean.delta))
     report.write_plan(ctx.ns, summary, deleted=deleted, ranges=found.range_ids, retained=decision_commits)
 
-
-def plan_fingerprint(summary: Summary, deleted: list[str]) -> dict:
-    """What both runners must agree on: the deleted set and the decision's fields (not the run id, the runner,
-    nor timings)."""
-    skip = {"run_id", "runner", "seconds", "by_path", "start_time", "cutoff_time", "cache", "listing", "plan_parts"}
-    fields = summary.as_dict()
-    return {"deleted": sorted(deleted), **{k: fields[k] for k in sorted(fields) if k not in skip}}

@@ -25,8 +25,8 @@ import lakefs_sdk
 import pytest
 
 from spark_jobs.core.cleaning import METADATA_KEY
+from spark_jobs.core.report import plan_fingerprint
 from spark_jobs.core.slices import slice_name
-from spark_jobs.engine.mark import plan_fingerprint
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.runtime.context import GCError
 from spark_jobs.engine.state import report

@@ -16,8 +16,7 @@ import lakefs_sdk
 import pytest
 import redis
 
-from spark_jobs.core.report import Summary
-from spark_jobs.engine.mark import plan_fingerprint
+from spark_jobs.core.report import Summary, plan_fingerprint
 from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.run import run_marked
 from spark_jobs.engine.runtime.context import GCError

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
-from spark_jobs.engine.backends.arrow_base import ArrowSteps
+from spark_jobs.engine.backends.arrow_base import ArrowSteps, table_of
 from spark_jobs.engine.listing.arrow import Listing, by_unit
 from spark_jobs.engine.plan import units
 from spark_jobs.engine.runtime.memory import released
@@ -94,3 +94,40 @@ class ArrowPlan(ArrowSteps):
     def objects(self, deleted: pa.Table) -> list[StoredObject]:
         return [StoredObject(k, s, 0.0) for k, s in zip(deleted["address"].to_pylist(), deleted["size"].to_pylist(),
                                                           strict=True)]
+
+    def by_path(self, deleted: pa.Table, path_units: Sequence[str], depth: int) -> dict[str, list[int]]:
+        """--by-path: the plan's objects and bytes per logical path prefix (``core.plan.by_path_prefix``), each
+        object named by its entry of least (range ordinal, path) among the history's ranges (``by_path.paths_of``'s
+        choice). Only the plan's keys are kept of each range; the prefixes are counted a batch at a time."""
+        import numpy as np  # noqa: PLC0415
+
+        if not deleted.num_rows:
+            return {}
+        asked = pc.unique(deleted["address"].combine_chunks())
+
+        def hits(ctx, unit: str) -> list[pa.RecordBatch]:
+            batch = units.range_paths(ctx, unit)
+            return [batch.filter(pc.is_in(batch.column("key"), value_set=asked))]
+
+        decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
+        rows = table_of(decoders.map_units(list(path_units), hits, self.config.open, partitions=0),
+                        units.PATHS_SCHEMA)
+        rows = rows.take(pc.sort_indices(rows, sort_keys=[("key", "ascending"), ("range", "ascending"),
+                                                          ("path", "ascending")]))
+        keys = rows["key"].combine_chunks()
+        first = np.ones(len(keys), bool)
+        if len(keys) > 1:
+            first[1:] = pc.not_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)
+        named = rows.filter(pa.array(first)).select(["key", "path"])
+        joined = deleted.select(["address", "size"]).join(named, keys="address", right_keys="key",
+                                                          join_type="left outer")
+        out: dict[str, list[int]] = {}
+        for batch in joined.to_batches(max_chunksize=8192):
+            counted = units.path_prefixes(batch, depth)
+            for prefix, size in zip(counted.column("prefix").to_pylist(), counted.column("size").to_pylist(),
+                                    strict=True):
+                totals = out.setdefault(prefix, [0, 0])
+                totals[0] += 1
+                totals[1] += size
+        released()
+        return out

@@ -59,6 +59,7 @@ class Backend(Protocol):
     def scope_pairs(self, scoped: Any) -> list[tuple[int, int]]: ...
     def kept_of(self, scoped: Any, live: list[tuple[int, int]]) -> Any: ...
     def versions(self, version_units: list[str], lines: tuple[tuple[CleaningPolicy, ...], ...]) -> Any: ...
+    def by_path(self, deleted: Any, path_units: list[str], depth: int) -> dict[str, list[int]]: ...
     def staged(self, files: list[str]) -> Any: ...
     def listing(self, slices: list[str]) -> Any: ...
     def inventory(self, report: Report) -> Any: ...
@@ -78,21 +79,23 @@ class Backend(Protocol):
     def release(self, *datasets: Any) -> None: ...
 
 
-def eligible(request: RunRequest, graph: Graph, *, full_listing: bool) -> bool:
+def eligible(graph: Graph, *, full_listing: bool) -> bool:
     """Whether the dataset steps can make this run's plan: a full listing of the namespace (or an inventory report
-    of it), no logical by-path naming (it reads the expired history), path policies few enough for a scope mask."""
-    return full_listing and not request.by_path and len(path_policies(graph)) <= MOST_MASKED_POLICIES
+    of it), path policies few enough for a scope mask."""
+    return full_listing and len(path_policies(graph)) <= MOST_MASKED_POLICIES
 
 
 @dataclass(frozen=True)
 class Cleaning:
     """What the cleaning policies need of the metaranges, read on the driver's side before the plan: with path
     policies, the retained commits holding each range; with keep_versions, each matching branch's policies (a line)
-    and the units of its line's ranges (``units.version_unit``: a range, its line, where the line first holds it)."""
+    and the units of its line's ranges (``units.version_unit``: a range, its line, where the line first holds it);
+    with --by-path, the history's ranges in id order (``units.scoped_unit``: a range and its ordinal)."""
 
     holding: Mapping[str, Iterable[str]] = field(default_factory=dict)
     lines: tuple[tuple[CleaningPolicy, ...], ...] = ()
     version_units: tuple[str, ...] = ()
+    path_units: tuple[str, ...] | None = None
 
 
 def plan_inputs(files: Files, *, graph: Graph, retention: ScopedRetention,
@@ -116,6 +119,11 @@ def plan_inputs(files: Files, *, graph: Graph, retention: ScopedRetention,
                           for range_id, at in first_positions(line, commits=graph.commits,
                                                               range_ids_of=ranges_of.__getitem__).items())
     return range_ids, Cleaning(holding, tuple(matching for matching, _ in lines), version_units)
+
+
+def path_units(files: Files, history: list[str]) -> tuple[str, ...]:
+    """``Cleaning.path_units`` of the history's metaranges (``by_path.history_metaranges``), read by the runner."""
+    return tuple(units.scoped_unit(i, r) for i, r in enumerate(sorted({r for _, _, r in files.members(history)})))
 
 
 def path_policies(graph: Graph) -> tuple[CleaningPolicy, ...]:
@@ -214,6 +222,9 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         listing["missed_by_incremental"] = backend.missed(
             deleted, recent=recent, dead=dead_ranges(state.units, live_units),
             carried=sorted(state.carried()))
+    # --by-path: the plan's objects per logical path prefix, named from the history's ranges where they are
+    by_path = backend.by_path(deleted, list(cleaning.path_units), request.prefix_depth) \
+        if request.by_path and cleaning.path_units is not None else {}
     seconds["plan"] = time.monotonic() - t
     decision = retention.union() if retention.by_path else retention.bound()
     summary = Summary(
@@ -221,6 +232,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
         deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits), kept_objects=plan.kept,
         candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
+        by_path=by_path,
         oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
         policies=["gc rules", *(p.id for p in graph.cleaning)], marked=True, runner=request.runner,
         storage_namespace=graph.namespace, local_root=graph.local_root, min_age_seconds=min_age.total_seconds(),

@@ -104,3 +104,25 @@ class SparkPlan(SparkSteps):
     def objects(self, deleted) -> list[StoredObject]:
         """The deleted objects as Python objects: only for a caller that asks (an impact view, a test)."""
         return [StoredObject(r["address"], int(r["size"]), 0.0) for r in deleted.orderBy("address").toLocalIterator()]
+
+    @translated
+    def by_path(self, deleted, path_units: Sequence[str], depth: int) -> dict[str, list[int]]:
+        """--by-path on executors: the history's entries of the plan's keys (a semi-join), each key's entry of least
+        (range ordinal, path), its prefix (``units.path_prefixes``), counted per prefix: a row per prefix comes
+        back."""
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        rows = self._map(list(path_units), units.range_paths, units.PATHS_SCHEMA)
+        asked = deleted.select(F.col("address").alias("key"))
+        named = rows.join(asked, "key", "left_semi").groupBy("key") \
+            .agg(F.min(F.struct("range", "path")).alias("first")).select("key", F.col("first.path").alias("path"))
+        joined = deleted.select("address", "size").join(named, deleted["address"] == named["key"], "left") \
+            .select("path", "size")
+
+        def prefixes(batches):
+            for batch in batches:
+                yield units.path_prefixes(batch, depth)
+
+        counted = joined.mapInArrow(prefixes, spark_schema(units.PREFIX_SCHEMA)).groupBy("prefix") \
+            .agg(F.count(F.lit(1)).alias("objects"), F.sum("size").alias("bytes")).collect()
+        return {r["prefix"]: [r["objects"], r["bytes"]] for r in counted}

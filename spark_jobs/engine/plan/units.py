@@ -17,6 +17,7 @@ from spark_jobs.core import report as core_report
 from spark_jobs.core.addresses import FULL, RELATIVE
 from spark_jobs.core.cleaning import CleaningPolicy
 from spark_jobs.core.mark import scope_mask, versions_limit
+from spark_jobs.core.plan import path_prefix
 from spark_jobs.core.range_arrow import range_batch_groups
 from spark_jobs.engine.runtime.context import GCError, OpenContext
 
@@ -74,6 +75,37 @@ def range_scoped_keys(ctx: OpenContext, unit: str, *, path_policies: tuple[Clean
     masks = pa.concat_arrays(masks_parts) if masks_parts else pa.array([], pa.int64())
     return pa.RecordBatch.from_arrays([keys, pa.array(np.full(len(keys), int(ordinal), np.int64)), masks],
                                       schema=SCOPED_SCHEMA)
+
+
+# --by-path's rows: an entry's key, its range's ordinal among the history's ranges (sorted), its path.
+PATHS_SCHEMA = pa.schema([pa.field("key", pa.string(), nullable=False),
+                          pa.field("range", pa.int64(), nullable=False),
+                          pa.field("path", pa.binary(), nullable=False)])
+PREFIX_SCHEMA = pa.schema([pa.field("prefix", pa.string(), nullable=False),
+                           pa.field("size", pa.int64(), nullable=False)])
+
+
+def range_paths(ctx: OpenContext, unit: str) -> pa.RecordBatch:
+    """Every entry of the range ``unit`` names (``scoped_unit``) inside the namespace: key, ordinal, path."""
+    ordinal, range_id = unit.split(":", 1)
+    parts = []
+    for batch in range_batch_groups(ctx.read_range(range_id)):
+        keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
+        valid = keys.is_valid()
+        keys = keys.filter(valid)
+        parts.append(pa.RecordBatch.from_arrays(
+            [keys, pa.array(np.full(len(keys), int(ordinal), np.int64)), batch.column("path").filter(valid)],
+            schema=PATHS_SCHEMA))
+        del batch, keys
+    return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=PATHS_SCHEMA)
+
+
+def path_prefixes(batch: pa.RecordBatch, depth: int) -> pa.RecordBatch:
+    """(path or null, size) rows of deleted objects as (prefix, size): ``core.plan.path_prefix`` of each path."""
+    prefixes = [path_prefix(None if p is None else p.decode(errors="replace"), depth)
+                for p in batch.column("path").to_pylist()]
+    return pa.RecordBatch.from_arrays([pa.array(prefixes, pa.string()), batch.column("size")],
+                                      schema=PREFIX_SCHEMA)
 
 
 # keep_versions' rows: the key of an entry and its path, the line (a matching branch's ordinal) and the position on

@@ -152,10 +152,10 @@ def test_both_paths_plan_the_same_from_a_report(s3_world, runner, request):
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_cleaning_policies_read_the_report_where_the_datasets_do_and_by_path_on_the_driver(s3_world, runner, request):
-    """Path policies and keep_versions on the dataset plan read the report's files where the backend reads units
-    (executors, threads); a --by-path run (it names objects by their path: the object path) reads it whole on the
-    driver, as before. Each plans what a listing plans under the same policies."""
+def test_cleaning_policies_read_the_report_where_the_datasets_do(s3_world, runner, request):
+    """Path policies, keep_versions and --by-path on the dataset plan read the report's files where the backend
+    reads units (executors, threads); the thread runner's object path (a small lake, the mark cache on) reads it
+    whole on the driver. Each plans and names what a listing plans and names under the same policies."""
     import lakefs_sdk  # noqa: PLC0415
 
     from spark_jobs.core.cleaning import METADATA_KEY  # noqa: PLC0415
@@ -169,18 +169,23 @@ def test_cleaning_policies_read_the_report_where_the_datasets_do_and_by_path_on_
         metadata={METADATA_KEY: json.dumps({"policies": policies})}))
     gc = collector(server, store, runner, request)
     listed, by_listing = gc._go(repo, "dry-run", min_age=timedelta(0), by_path=True)
+    assert listed.listing["kind"] == "full" and listed.listing["plan"] == {"threads": "arrow"}.get(runner, runner)
+    assert h["s1"] in {o.key for o in by_listing.deleted} and listed.by_path, listed.by_path
     summary, marked = gc._go(repo, "dry-run", min_age=timedelta(0), inventory=write_report(store), by_path=True)
-    assert listed.listing["kind"] == "full" and "plan" not in listed.listing, listed.listing
-    assert (summary.listing["kind"], summary.listing["read_on"]) == ("inventory", "driver"), summary.listing
-    assert {o.key for o in marked.deleted} == {o.key for o in by_listing.deleted}
-    assert h["s1"] in {o.key for o in marked.deleted}
-    summary, marked = gc._go(repo, "dry-run", min_age=timedelta(0), inventory=write_report(store))
     assert summary.listing["read_on"] == ("executors" if runner == "spark" else "threads"), summary.listing
     assert {o.key for o in marked.deleted} == {o.key for o in by_listing.deleted}
+    assert summary.by_path == listed.by_path
+    if runner == "threads":
+        cached = collector(server, store, runner, request, cache=True)
+        summary, marked = cached._go(repo, "dry-run", min_age=timedelta(0), inventory=write_report(store),
+                                     by_path=True)
+        assert (summary.listing["kind"], summary.listing["read_on"]) == ("inventory", "driver"), summary.listing
+        assert {o.key for o in marked.deleted} == {o.key for o in by_listing.deleted}
+        assert summary.by_path == listed.by_path
 
 
 def gc_plan(gc: Collector, repo: str, url: str):
-    from spark_jobs.engine.mark import plan_fingerprint  # noqa: PLC0415
+    from spark_jobs.core.report import plan_fingerprint  # noqa: PLC0415
 
     summary, marked = gc._go(repo, "dry-run", min_age=timedelta(0), inventory=url)
     return summary, plan_fingerprint(summary, [o.key for o in marked.deleted])

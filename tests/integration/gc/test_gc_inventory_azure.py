@@ -235,7 +235,7 @@ def test_both_paths_plan_the_same_from_a_report(azure_world, runner, request):
 
 
 def gc_plan(gc: Collector, repo: str, url: str):
-    from spark_jobs.engine.mark import plan_fingerprint  # noqa: PLC0415
+    from spark_jobs.core.report import plan_fingerprint  # noqa: PLC0415
 
     summary, marked = gc._go(repo, "dry-run", min_age=timedelta(0), inventory=url)
     return summary, plan_fingerprint(summary, [o.key for o in marked.deleted])

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import lakefs_sdk
 import pytest
 
-from spark_jobs.engine.mark import plan_fingerprint
+from spark_jobs.core.report import plan_fingerprint
 from spark_jobs.engine.runtime.context import GCError
 from tests.gc_engine import RUNNERS, Collector, runner_of
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY, STORES, LakeFSServer, Store

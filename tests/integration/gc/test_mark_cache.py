@@ -22,8 +22,7 @@ import pyarrow.parquet as pq
 from spark_jobs.core.cache_segments import described, packed, unpacked
 from spark_jobs.core.cleaning import parse_cleaning_policies
 from spark_jobs.core.mark_cache import DEAD_SHARE, MAX_SEGMENTS, Memory, encode
-from spark_jobs.core.report import describe_cache
-from spark_jobs.engine.mark import plan_fingerprint
+from spark_jobs.core.report import describe_cache, plan_fingerprint
 from spark_jobs.engine.reach import mark_cache, mark_source
 from spark_jobs.engine.reach.mark_cache import PREFIX, load, save
 from spark_jobs.engine.stores import StorageConfig, open_namespace

@@ -165,3 +165,28 @@ def test_an_override_path_policy_cleans_its_paths_and_leaves_the_rest_to_lakefs_
     # tables/ keeps its 30 days, including the version later moved to tmp/
     assert [status(c, "tables/t/part") for c in ids[:3]] == [200, 200, 200]
     assert status(ids[3], "tmp/moved") == 200
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_by_path_names_the_plan_as_the_object_path_does(lakefs, repo, path_gc, monkeypatch, depth):
+    """--by-path on the dataset plan (the history's entries of the plan's keys, each named by its entry of least
+    range and path) counts per path prefix what the object path's ``paths_of`` counts, objects moved between paths
+    (a copy and a delete) included."""
+    from spark_jobs.engine.plan import datasets  # noqa: PLC0415
+
+    generate(lakefs, repo, random.Random(5))
+    rules(lakefs, repo, 10, main=15)
+    document = {"policies": POLICY_SETS["override"]}
+    lakefs.call("metadata", lakefs.internal.set_repository_metadata, repo, lakefs_sdk.RepositoryMetadataSet(
+        metadata={METADATA_KEY: json.dumps(document)}))
+    now = datetime.now(UTC)
+    marked = path_gc.mark(repo, now=now, min_age=timedelta(0), dry_run=True, by_path=True, prefix_depth=depth)
+    with monkeypatch.context() as patch:
+        patch.setattr(datasets, "eligible", lambda *_, **__: False)  # the object path, whatever the size
+        reference = Collector(path_gc.endpoint).mark(repo, now=now, min_age=timedelta(0), dry_run=True,
+                                                     by_path=True, prefix_depth=depth)
+    assert "plan" not in reference.summary.listing
+    assert {o.key for o in marked.deleted} == {o.key for o in reference.deleted}
+    assert marked.summary.by_path == reference.summary.by_path
+    assert sum(n for n, _ in marked.summary.by_path.values()) == len(marked.deleted) > 0
+    assert len(marked.summary.by_path) > 1, marked.summary.by_path
