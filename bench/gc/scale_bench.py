@@ -5,7 +5,7 @@ bytes that came back to the driver.
 
     .venv/bin/python bench/gc/scale_bench.py [--stores local,s3] [--sizes 100000,1000000]
         [--s3-sizes 100000] [--runners threads,spark] [--clusters local[2],standalone-1,standalone-2]
-        [--modes full,daily]
+        [--modes full,daily] [--cleaning bench/gc/cleaning-scale.json]
         [--partitions 8] [--driver-memory 2g] [--output PATH]
     .venv/bin/python bench/gc/scale_bench.py --quick   # 2,000 objects, local disk: the checks only, writes nothing
     make bench-scale                                    # the defaults above
@@ -74,9 +74,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import lakefs_sdk  # noqa: E402
 from common import ROOT, CheckFailed, World, check, machine  # noqa: E402
 from generate import BulkMetadataOnly, _base_path, _commit, stage_many, staged_base  # noqa: E402
 
+from spark_jobs.core.cleaning import METADATA_KEY, parse_cleaning_policies  # noqa: E402
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY  # noqa: E402
 
 QUICK = {"stores": "local", "sizes": "2000", "clusters": "local[2],standalone-1", "day_commits": 2}
@@ -368,12 +370,22 @@ def record(base: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
                                                              if isinstance(v, (int, float, str, bool))}}
 
 
-def check_plan(r: dict[str, Any], garbage: set[str], what: str, kind: str) -> None:
+def check_plan(r: dict[str, Any], garbage: set[str], what: str, kind: str, *,
+               same_as: dict[str, set[str]] | None = None) -> None:
+    """The run planned exactly the day's garbage; with cleaning policies (``same_as``: the first plan of each mode,
+    filled in) only garbage, and what every other run planned (keep_versions keeps a deleted path's
+    last versions: which of the day's garbage stays is the policies' to say, the same for every runner)."""
     s = r["summary"]
     check(s["success"], f"{what}: the run failed: {s.get('error')}")
     got = (s.get("listing") or {}).get("kind")
     check(got == kind, f"{what}: listing kind {got!r}, expected {kind!r} ({s.get('listing')})")
     deleted = set(r["deleted_keys"])
+    if same_as is not None:
+        first = same_as.setdefault("plan", deleted)  # a daily run plans what a full one does
+        check(deleted <= garbage and deleted == first,
+              f"{what}: planned {len(deleted)} deletions: {len(deleted - garbage)} not garbage (e.g. "
+              f"{sorted(deleted - garbage)[:3]}), {len(deleted ^ first)} differ from the first run's")
+        return
     check(deleted == garbage, f"{what}: planned {len(deleted)} deletions for {len(garbage)} garbage objects; "
                               f"{len(deleted - garbage)} are not garbage (e.g. {sorted(deleted - garbage)[:3]}), "
                               f"{len(garbage - deleted)} missed (e.g. {sorted(garbage - deleted)[:3]})")
@@ -382,6 +394,10 @@ def check_plan(r: dict[str, Any], garbage: set[str], what: str, kind: str) -> No
 def bench_size(world: World, clusters: Clusters, day, size: int, a: argparse.Namespace, base: dict[str, Any],
                save: Callable[[dict[str, Any]], None]) -> None:
     tag = f"{world.kind} {size:,}"
+    if a.cleaning:  # cleaning policies on the repository, as `gc policy set` stores them
+        world.lakefs.call("metadata", world.lakefs.internal.set_repository_metadata, REPO,
+                          lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: a.cleaning.read_text()}))
+        base = base | {"cleaning": a.cleaning.stem}
     setup = threads_run(world, mode="full", listing="full", now=day.now())
     check(setup["summary"]["success"], f"{tag} setup: {setup['summary'].get('error')}")
     print(f"  {tag} setup (real, full, threads): {setup['seconds']:.1f} s, swept {setup['summary']['swept']}",
@@ -390,6 +406,7 @@ def bench_size(world: World, clusters: Clusters, day, size: int, a: argparse.Nam
     garbage = made["garbage"]
     print(f"  {tag} a day: {len(garbage)} garbage objects ({made['seconds']:.0f} s)", flush=True)
     modes = {"full": "full", "daily": "auto"}
+    plans: dict[str, set[str]] | None = {} if a.cleaning else None  # the first plan, with cleaning policies
     for mode in a.modes:
         kind = "full" if mode == "full" else "incremental"
         for runner in a.runners:
@@ -399,7 +416,7 @@ def bench_size(world: World, clusters: Clusters, day, size: int, a: argparse.Nam
                         "mode": mode, "garbage": len(garbage)}
                 if runner == "threads":
                     r = threads_run(world, mode="dry-run", listing=modes[mode], now=day.now())
-                    check_plan(r, garbage, what, kind)
+                    check_plan(r, garbage, what, kind, same_as=plans)
                     out = record(head, r) | {
                         "peak_mib": round(r["peak_mib"], 1), "idle_mib": round(r["idle_mib"], 1),
                         "idle_before_deferred_mib": round(r["idle_before_deferred_mib"], 1),
@@ -409,7 +426,7 @@ def bench_size(world: World, clusters: Clusters, day, size: int, a: argparse.Nam
                           f"({out['peak_bytes_per_object']} B/object)", flush=True)
                 else:
                     r = spark_run(world, clusters, cluster, a, listing=modes[mode], now=day.now())
-                    check_plan(r, garbage, what, kind)
+                    check_plan(r, garbage, what, kind, same_as=plans)
                     p = r["peaks"]
                     out = record(head, r) | {
                         "driver_peak_mib": round(p.get("driver", 0.0), 1),
@@ -440,7 +457,7 @@ def merge_rows(earlier: list[dict[str, Any]], rows: list[dict[str, Any]]) -> lis
     """The results file after a run: its earlier rows, each replaced by this run's row of the same store, size,
     mode, runner and cluster (a run of some sizes or clusters keeps the others' figures, each with its git)."""
     def key(r: dict[str, Any]) -> tuple:
-        return r["store"], r["objects"], r["mode"], r["runner"], r["cluster"]
+        return r["store"], r["objects"], r["mode"], r["runner"], r["cluster"], r.get("cleaning", "")
 
     merged = {key(r): r for r in earlier} | {key(r): r for r in rows}
     return sorted(merged.values(), key=lambda r: (r["store"] != "local", r["store"], r["objects"], r["mode"],
@@ -452,7 +469,8 @@ def lines_of(rows: list[dict[str, Any]]) -> list[str]:
            "(Spark: JVM + Python) | B per object (threads) | bytes to driver | max task result | executor Python "
            "peak MiB | git |", "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
-        head = (f"| {r['store']} | {r['objects']:,} | {r['mode']} | {r['runner']} | {r['cluster']} | "
+        mode = r["mode"] + (f" ({r['cleaning']})" if r.get("cleaning") else "")
+        head = (f"| {r['store']} | {r['objects']:,} | {mode} | {r['runner']} | {r['cluster']} | "
                 f"{r['wall_s']:.1f} | {r['engine_s']:.1f} | ")
         if r["runner"] == "spark":
             out.append(head + f"{r['driver_peak_mib']:.0f} ({r['driver_jvm_peak_mib']:.0f} + "
@@ -482,6 +500,10 @@ def main() -> int:
                                                                    "20 and deleting 5 paths; plus 10 uploads)")
     parser.add_argument("--quick", action="store_true", help="2,000 objects on local disk, local[2] and "
                                                              "standalone-1: the checks only, writes nothing")
+    parser.add_argument("--cleaning", type=Path, default=None, help="a cleaning policy document (JSON, as `gc policy "
+                                                                    "set` takes) set on the repository; its rows "
+                                                                    "name it (bench/gc/cleaning-scale.json keeps "
+                                                                    "the garbage the rules make)")
     parser.add_argument("--output", type=Path, default=None, help="default bench/results/scale.json")
     args = parser.parse_args()
     if args.child:
@@ -493,6 +515,12 @@ def main() -> int:
     args.stores, args.runners, args.clusters, args.modes = (
         [x for x in v.split(",") if x] for v in (args.stores, args.runners, args.clusters, args.modes))
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.cleaning:  # refused here, before an hour of setup, if it is not a document `gc policy set` takes
+        try:
+            parse_cleaning_policies(json.loads(args.cleaning.read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"--cleaning {args.cleaning}: {exc}", file=sys.stderr)
+            return 2
     s3_sizes = [int(s) for s in args.s3_sizes.split(",") if s] if args.s3_sizes else sizes
     for cluster in args.clusters:
         check(cluster.startswith("local[") or cluster in ("standalone-1", "standalone-2", "standalone-3"),

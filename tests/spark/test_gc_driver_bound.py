@@ -173,6 +173,26 @@ def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_r
     assert scoped.success and scoped.listing.get("plan") == "spark"  # the dataset plan, not the object path
     assert plan(scoped) == plan(scoped_threads.summary)
 
+    # keep_versions (each path's history ranked on executors) and --by-path (the plan named by its paths, counted
+    # per prefix): 2 versions of tables/t2/ kept (their overwritten versions stay), the plan named per table
+    document["policies"].append({"id": "t2", "patterns": ["main"], "paths": ["tables/t2/**"], "keep_versions": 2})
+    lakefs.call("metadata", lakefs.internal.set_repository_metadata, big_repository,
+                lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: json.dumps(document)}))
+    named_threads = gc.mark(big_repository, now=now, min_age=timedelta(0), by_path=True)
+    assert len(named_threads.deleted) == len(scoped_threads.deleted) - sum(
+        i % 7 == 2 for i in range(0, OBJECTS, OBJECTS // 100))
+    try:
+        named = run_gc(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
+                       request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark",
+                                          by_path=True))
+    except GCError as exc:
+        if "spark.driver.maxResultSize" in str(exc):
+            raise DriverResultLimit(next(line for line in str(exc).splitlines() if "maxResultSize" in line)) from None
+        raise
+    assert named.success and named.listing.get("plan") == "spark"
+    assert plan(named) == plan(named_threads.summary)
+    assert named.by_path == named_threads.summary.by_path and len(named.by_path) > 1, named.by_path
+
 
 # --- a daily run -------------------------------------------------------------------------------------------------
 

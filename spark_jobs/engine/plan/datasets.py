@@ -1,5 +1,6 @@
 """A run's mark as datasets (a full listing: an entry's fate is its range's, with path policies its range's in
-its path's scope, with keep_versions also its rank among its path's versions): reach ∪ versions ∪ staged, subtracted from the listing under the safety rules, the plan written in parts, the
+its path's scope, with keep_versions also its rank among its path's versions): reach ∪ versions ∪ staged,
+subtracted from the listing under the safety rules, the plan written in parts (named by path with --by-path), the
 kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
 every key stays in the backend's datasets (``engine/backends/``: Arrow in process, Spark on executors)."""
 
