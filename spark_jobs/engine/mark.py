@@ -41,6 +41,9 @@ from spark_jobs.engine.runtime.repository import Graph, read_uncommitted
 from spark_jobs.engine.state import incremental, report
 from spark_jobs.engine.stores import StorageError
 
+SCOPED_DAILY = ("cleaning policies (paths or keep_versions) on a repository the runner plans as datasets: their "
+                "incremental rule would hold every kept key on the driver, a full listing does not")
+
 
 class Marked:
     """A mark's plan, and what it saw (the impact view and the sweep's re-check use it). A mark made by the dataset
@@ -200,15 +203,19 @@ def _begin(api: LakeFSApi, runner: Runner, config: JobConfig, ctx: OpenContext, 
 def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], datasets.Cleaning] | None:
     """The retained ranges in key order, and what the cleaning policies need, when the dataset steps plan this run
     (``datasets.eligible``, and a runner that wants them at this size); None: the mark goes through the steps
-    below."""
-    if not datasets.eligible(run.graph, full_listing=not run.previous.incremental):
-        return None
+    below. A daily run with cleaning policies that the runner would plan as datasets lists everything instead (and
+    says why): their incremental rule is the object path's, which holds every kept key."""
+    daily = run.previous.incremental
+    if not datasets.eligible(run.graph, full_listing=True) or (daily and run.unscoped):
+        return None  # (an unscoped daily run: the kept index's lean mark, bounded by what changed)
     files = run.files()
     range_ids, cleaning = datasets.plan_inputs(files, graph=run.graph, retention=run.retention,
                                                metaranges=run.metaranges)
     if not wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
                           entries=lambda: files.entries(run.metaranges, range_ids)):
         return None
+    if daily:
+        run.previous = replace(run.previous, full_because=SCOPED_DAILY)
     if run.request.by_path:  # the history's ranges, to name the plan's objects by their paths
         history = history_metaranges(run.api, run.request.repository_id, run.graph)
         cleaning = replace(cleaning, path_units=datasets.path_units(files, history))
