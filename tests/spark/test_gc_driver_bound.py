@@ -132,6 +132,16 @@ class DriverResultLimit(AssertionError):
     driver (any other failure of the run stays a plain failure)."""
 
 
+def bounded(**submit):
+    """``run_gc(**submit)``; a run that failed on the driver's result limit raises ``DriverResultLimit``."""
+    try:
+        return run_gc(**submit)
+    except GCError as exc:
+        if "spark.driver.maxResultSize" in str(exc):
+            raise DriverResultLimit(next(line for line in str(exc).splitlines() if "maxResultSize" in line)) from None
+        raise
+
+
 def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_repository, lakefs, lakefs_server,
                                                                          lakefs_conn, cluster_spark, submit_env):
     now = datetime.now(UTC)
@@ -140,13 +150,8 @@ def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_r
     assert len(threads.deleted) == 150  # the 100 overwritten versions and the 50 files never staged
 
     spark = cluster_spark.model_copy(update={"conf": {**cluster_spark.conf, "spark.driver.maxResultSize": "2m"}})
-    try:
-        summary = run_gc(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
-                         request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark"))
-    except GCError as exc:
-        if "spark.driver.maxResultSize" in str(exc):
-            raise DriverResultLimit(next(line for line in str(exc).splitlines() if "maxResultSize" in line)) from None
-        raise
+    summary = bounded(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
+                      request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark"))
 
     def plan(s):
         ns = open_namespace(StorageConfig(s.storage_namespace, s.local_root))
@@ -163,13 +168,8 @@ def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_r
                 lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: json.dumps(document)}))
     scoped_threads = gc.mark(big_repository, now=now, min_age=timedelta(0))
     assert len(scoped_threads.deleted) == 150 - sum(i % 7 == 1 for i in range(0, OBJECTS, OBJECTS // 100))
-    try:
-        scoped = run_gc(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
-                        request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark"))
-    except GCError as exc:
-        if "spark.driver.maxResultSize" in str(exc):
-            raise DriverResultLimit(next(line for line in str(exc).splitlines() if "maxResultSize" in line)) from None
-        raise
+    scoped = bounded(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
+                     request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark"))
     assert scoped.success and scoped.listing.get("plan") == "spark"  # the dataset plan, not the object path
     assert plan(scoped) == plan(scoped_threads.summary)
 
@@ -181,14 +181,9 @@ def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_r
     named_threads = gc.mark(big_repository, now=now, min_age=timedelta(0), by_path=True)
     assert len(named_threads.deleted) == len(scoped_threads.deleted) - sum(
         i % 7 == 2 for i in range(0, OBJECTS, OBJECTS // 100))
-    try:
-        named = run_gc(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
-                       request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark",
-                                          by_path=True))
-    except GCError as exc:
-        if "spark.driver.maxResultSize" in str(exc):
-            raise DriverResultLimit(next(line for line in str(exc).splitlines() if "maxResultSize" in line)) from None
-        raise
+    named = bounded(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
+                    request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark",
+                                       by_path=True))
     assert named.success and named.listing.get("plan") == "spark"
     assert plan(named) == plan(named_threads.summary)
     assert named.by_path == named_threads.summary.by_path and len(named.by_path) > 1, named.by_path
@@ -225,12 +220,7 @@ def _submit(spark_settings, server, gc: Collector, request: RunRequest, env: dic
     spark = spark_settings.model_copy(update={"conf": {**spark_settings.conf, **conf}})
     conn = LakeFSConnection(endpoint_url=server.endpoint, access_key_id=ADMIN_ACCESS_KEY,
                             secret_access_key=ADMIN_SECRET_KEY)
-    try:
-        return run_gc(spark=spark, lakefs=conn, storage=gc.storage, env=env, request=request)
-    except GCError as exc:
-        if "spark.driver.maxResultSize" in str(exc):
-            raise DriverResultLimit(next(line for line in str(exc).splitlines() if "maxResultSize" in line)) from None
-        raise
+    return bounded(spark=spark, lakefs=conn, storage=gc.storage, env=env, request=request)
 
 
 def _plan(summary):
