@@ -79,7 +79,6 @@ from common import ROOT, CheckFailed, World, check, machine  # noqa: E402
 from generate import BulkMetadataOnly, _base_path, _commit, stage_many, staged_base  # noqa: E402
 
 from spark_jobs.core.cleaning import METADATA_KEY, parse_cleaning_policies  # noqa: E402
-from spark_jobs.engine.mark import SCOPED_DAILY  # noqa: E402
 from tests.services import ADMIN_ACCESS_KEY, ADMIN_SECRET_KEY  # noqa: E402
 
 QUICK = {"stores": "local", "sizes": "2000", "clusters": "local[2],standalone-1", "day_commits": 2}
@@ -379,8 +378,7 @@ def check_plan(r: dict[str, Any], garbage: set[str], what: str, kind: str, *,
     s = r["summary"]
     check(s["success"], f"{what}: the run failed: {s.get('error')}")
     got = (s.get("listing") or {}).get("kind")
-    # (a daily run with cleaning policies that its runner plans as datasets lists fully, and says why)
-    check(got == kind or same_as is not None and (s.get("listing") or {}).get("reason") == SCOPED_DAILY,
+    check(got == kind,
           f"{what}: listing kind {got!r}, expected {kind!r} ({s.get('listing')})")
     deleted = set(r["deleted_keys"])
     if same_as is not None:

@@ -41,9 +41,6 @@ from spark_jobs.engine.runtime.repository import Graph, read_uncommitted
 from spark_jobs.engine.state import incremental, report
 from spark_jobs.engine.stores import StorageError
 
-SCOPED_DAILY = ("cleaning policies (paths or keep_versions) on a repository the runner plans as datasets: their "
-                "incremental rule would hold every kept key on the driver, a full listing does not")
-
 
 class Marked:
     """A mark's plan, and what it saw (the impact view and the sweep's re-check use it). A mark made by the dataset
@@ -203,19 +200,16 @@ def _begin(api: LakeFSApi, runner: Runner, config: JobConfig, ctx: OpenContext, 
 def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], datasets.Cleaning] | None:
     """The retained ranges in key order, and what the cleaning policies need, when the dataset steps plan this run
     (``datasets.eligible``, and a runner that wants them at this size); None: the mark goes through the steps
-    below. A daily run with cleaning policies that the runner would plan as datasets lists everything instead (and
-    says why): their incremental rule is the object path's, which holds every kept key."""
-    daily = run.previous.incremental
-    if not datasets.eligible(run.graph, full_listing=True) or (daily and run.unscoped):
-        return None  # (an unscoped daily run: the kept index's lean mark, bounded by what changed)
+    below. A daily run that can bring the previous run's kept index up to date takes the lean mark instead: it
+    reads only the ranges that changed."""
+    if not datasets.eligible(run.graph) or _index_usable(run):
+        return None
     files = run.files()
     range_ids, cleaning = datasets.plan_inputs(files, graph=run.graph, retention=run.retention,
                                                metaranges=run.metaranges)
     if not wants_datasets(run.runner, ranges=len(range_ids), cache=run.request.cache,
                           entries=lambda: files.entries(run.metaranges, range_ids)):
         return None
-    if daily:
-        run.previous = replace(run.previous, full_because=SCOPED_DAILY)
     if run.request.by_path:  # the history's ranges, to name the plan's objects by their paths
         history = history_metaranges(run.api, run.request.repository_id, run.graph)
         cleaning = replace(cleaning, path_units=datasets.path_units(files, history))
@@ -223,11 +217,12 @@ def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], datasets.Cleaning] | 
 
 
 def _mark_datasets(run: MarkRun, range_ids: list[str], cleaning: datasets.Cleaning) -> Marked:
-    """A full run planned by the runner's dataset backend (``plan.datasets``): its keys never become Python
-    objects. With an inventory report, the driver reads its manifest (the run's cutoff moves to the report's), and
+    """A run planned by the runner's dataset backend (``plan.datasets``): its keys never become Python objects. A
+    full run with an inventory report: the driver reads its manifest (the run's cutoff moves to the report's), and
     the backend its data files."""
     report = None
-    if run.request.inventory:  # only its manifest is read here: each data file is a unit the backend reads
+    # only its manifest is read here: each data file is a unit the backend reads (a daily run lists what changed)
+    if run.request.inventory and not run.previous.incremental:
         report = open_report(run.request.inventory, run.ctx.ns)
         run.cutoff = report.cutoff(run.cutoff, run.min_age)
     backend = run.runner.datasets(run.config, partitions=run.request.range_partitions)
@@ -264,11 +259,13 @@ class Reach:
 def _usable_index(run: MarkRun) -> tuple[incremental.StoredIndex | None, str | None]:
     """The previous run's kept index when this run may use it (incremental, unscoped, with the cache: the index is
     a cache too, --no-cache reads every file), or why it is refused."""
+    return incremental.read_index(run.ctx.ns, run.previous.state) if _index_usable(run) else (None, None)
+
+
+def _index_usable(run: MarkRun) -> bool:
     previous = run.previous
-    if previous.incremental and previous.state is not None and previous.state.index_sha256 and run.unscoped \
-            and run.request.cache:
-        return incremental.read_index(run.ctx.ns, previous.state)
-    return None, None
+    return bool(previous.incremental and previous.state is not None and previous.state.index_sha256
+                and run.unscoped and run.request.cache)
 
 
 def _reach_by_index(run: MarkRun, index: incremental.StoredIndex) -> tuple[Reach | None, str | None]:

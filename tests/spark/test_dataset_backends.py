@@ -109,3 +109,46 @@ def test_spark_latest_versions_equal_arrow(spark_context, seed: int) -> None:
                                            ["key"].to_pylist())
     finally:
         spark.release()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_spark_asked_equals_arrow(spark_context, tmp_path, seed: int) -> None:
+    """A daily run's keys that may have become garbage: of the checked keys (a range's entries and carried keys,
+    repeats among them), those not kept and outside the listed slices are asked for, and the objects still in the
+    store come back with their sizes — alike on both backends, and as the rule says."""
+    from spark_jobs.engine.runtime.context import JobConfig  # noqa: PLC0415
+    from spark_jobs.engine.stores import StorageConfig  # noqa: PLC0415
+
+    rnd = random.Random(seed)
+    keys = sorted({f"data/s{rnd.randint(0, 4)}/k{rnd.randint(0, 400)}" for _ in range(300)} | {"root-object"})
+    stored = {k: rnd.randint(0, 50) for k in keys if rnd.random() < 0.7}
+    for key, size in stored.items():
+        path = tmp_path / "ns" / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+    (tmp_path / "ns" / "_lakefs").mkdir()
+    (tmp_path / "ns" / "_lakefs" / "k").write_bytes(b"metadata")  # never a candidate, even when asked for
+    config = JobConfig(None, StorageConfig("local://ns", str(tmp_path)), "repo")  # type: ignore[arg-type]
+    checked = pa.table({"key": pa.array([k for k in keys if rnd.random() < 0.6] * 2 + ["_lakefs/k"], pa.string())})
+    kept = [pa.table({"key": pa.array([k for k in keys if rnd.random() < 0.3], pa.string())}),
+            pa.table({"key": pa.array([k for k in keys if rnd.random() < 0.1], pa.string())})]
+    skip = ["", "data/s1/"]  # the recent slices (and the root), listed whole
+    arrow = ArrowBackend(ThreadRunner(3), config)
+    spark = SparkBackend(spark_context, config, partitions=3)
+    wanted = set(checked["key"].to_pylist()) - {k for t in kept for k in t["key"].to_pylist()}
+    wanted = {k for k in wanted if k.startswith("data/") and not k.startswith("data/s1/")}
+    try:
+        table, count = arrow.asked(checked, kept=kept, skip=skip)
+        frame_, spark_count = spark.asked(frame(spark.spark, checked), kept=[frame(spark.spark, t) for t in kept],
+                                          skip=skip)
+        assert count == spark_count == len(wanted) > 0
+        expected = sorted((k, stored[k]) for k in wanted if k in stored)
+        assert sorted(zip(table["key"].to_pylist(), table["size"].to_pylist(), strict=True)) == expected
+        assert sorted((r["key"], r["size"]) for r in frame_.collect()) == expected
+        assert spark.count(frame_) == len(expected)
+        # the checked keys of dead ranges and carried keys alike: no range here, only carried keys
+        carried = sorted(wanted)[:5]
+        assert sorted(arrow.checked([], carried)["key"].to_pylist()) == carried
+        assert sorted(r["key"] for r in spark.checked([], carried).collect()) == carried
+    finally:
+        spark.release()

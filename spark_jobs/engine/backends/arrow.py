@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_jobs.core import columns
+from spark_jobs.engine.backends.arrow_base import absent_from
 from spark_jobs.engine.listing.arrow import ArrowListing
 from spark_jobs.engine.plan.arrow import ArrowPlan
 from spark_jobs.engine.reach.arrow import ArrowReach
@@ -33,10 +34,7 @@ class ArrowBackend(ArrowReach, ArrowListing, ArrowPlan, ArrowState):
         than ``most``: not made into Python strings."""
         if not keys.num_rows:
             return set()
-        few = pc.unique(keys["key"].combine_chunks())
-        found = [chunk.filter(pc.is_in(chunk, value_set=few)) for chunk in other["key"].chunks if len(chunk)]
-        if found:
-            few = few.filter(pc.invert(pc.is_in(few, value_set=pa.concat_arrays(found))))
+        few = absent_from(pc.unique(keys["key"].combine_chunks()), [other])
         return None if len(few) > most else set(few.to_pylist())
 
     def from_keys(self, keys: list[str]) -> pa.Table:

@@ -17,6 +17,18 @@ def table_of(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches(list(batches), schema=schema) if batches else schema.empty_table()
 
 
+def absent_from(few: pa.Array, tables: Sequence[pa.Table]) -> pa.Array:
+    """Those of ``few`` (distinct keys) that no ``key`` column of ``tables`` holds: each table probed a chunk at a
+    time against ``few``, never a hash table of the tables' keys (every kept key, on a large lake)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    found = [chunk.filter(pc.is_in(chunk, value_set=few)) for table in tables for chunk in table["key"].chunks
+             if len(chunk)]
+    if not found or not len(few):
+        return few
+    return few.filter(pc.invert(pc.is_in(few, value_set=pa.concat_arrays([f.cast(pa.string()) for f in found]))))
+
+
 class ArrowSteps:
     """A run's datasets as Arrow tables in this process: the base of each step's Arrow half."""
 

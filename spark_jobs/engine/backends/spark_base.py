@@ -31,6 +31,21 @@ def over_units(config: JobConfig, fn: Callable[[OpenContext, str], pa.RecordBatc
     return run
 
 
+def over_batches(config: JobConfig, fn: Callable[[OpenContext, pa.RecordBatch], pa.RecordBatch]):
+    """A mapInArrow function: one context per task, ``fn`` of every batch of its rows."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = config.open()
+        try:
+            for batch in batches:
+                out = fn(ctx, batch)
+                if out.num_rows:
+                    yield out
+        finally:
+            ctx.close()
+
+    return run
+
+
 def task_table(config: JobConfig, fn: Callable[[OpenContext, pa.Table], list[dict]], schema: pa.Schema):
     """A mapInArrow function that writes files: a task's rows as one table, given with a context to ``fn``; the rows
     it returns (one per file written) are what the driver gets."""

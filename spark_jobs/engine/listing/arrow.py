@@ -14,17 +14,20 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import StoredObject
-from spark_jobs.engine.backends.arrow_base import ArrowSteps
+from spark_jobs.engine.backends.arrow_base import ArrowSteps, absent_from
+from spark_jobs.engine.listing.incremental import STAT_BATCH
 from spark_jobs.engine.listing.inventory import Report, file_batch
 from spark_jobs.engine.plan import units
 
 
 class Listing:
-    """The namespace's slices (``Namespace.list_units``), listed when the run judges them, one slice a thread."""
+    """The namespace's slices (``Namespace.list_units``), listed when the run judges them, one slice a thread; on
+    an incremental run the recent slices, and ``asked``: the objects found by asking for them (``asked``)."""
 
-    def __init__(self, slices: Sequence[str]) -> None:
+    def __init__(self, slices: Sequence[str], asked: pa.Table | None = None) -> None:
         self.slices = list(slices)
-        self.objects: int | None = None  # how many the judge saw listed
+        self.asked = asked
+        self.objects: int | None = None  # how many the judge saw listed (the slices' objects)
 
 
 class Buckets(Mapping):
@@ -97,8 +100,24 @@ def newest_per_key(table: pa.Table) -> pa.Table:
 
 
 class ArrowListing(ArrowSteps):
-    def listing(self, slices: Sequence[str]) -> Listing:
-        return Listing(slices)
+    def listing(self, slices: Sequence[str], asked: pa.Table | None = None) -> Listing:
+        return Listing(slices, asked)
+
+    def checked(self, dead: Sequence[str], carried: Sequence[str]) -> pa.Table:
+        """The keys an incremental run checks (``listing.incremental.would_check``): the dead ranges' entries'
+        (decoded as the reach decodes) and the carried ones."""
+        return pa.concat_tables([self.reach(dead), self.from_keys(list(carried))])
+
+    def asked(self, checked: pa.Table, *, kept: Sequence[pa.Table], skip: Sequence[str]) -> tuple[pa.Table, int]:
+        """Of ``checked``, the keys no ``kept`` table holds and outside the slices ``skip`` (listed whole), asked for
+        (a request each, ``STAT_BATCH`` keys a unit of the pool): the objects still in the store, and how many keys
+        were asked for."""
+        few = pc.unique(checked["key"].combine_chunks()) if checked.num_rows else pa.array([], pa.string())
+        if len(few) and skip:
+            few = few.filter(pc.invert(pc.is_in(columns.units_of(few), value_set=pa.array(sorted(skip), pa.string()))))
+        few = absent_from(few, kept)
+        batches = [few.slice(at, STAT_BATCH).to_pylist() for at in range(0, len(few), STAT_BATCH)]
+        return self._map(batches, units.stat_keys, columns.LISTING_SCHEMA), len(few)
 
     def inventory(self, report: Report) -> pa.Table:
         """An inventory report's data files, each read, checked and filtered by a thread of the pool into Arrow
@@ -108,14 +127,17 @@ class ArrowListing(ArrowSteps):
 
     def count(self, dataset: pa.Table | Listing) -> int:
         if isinstance(dataset, Listing):
+            asked = 0 if dataset.asked is None else dataset.asked.num_rows
             if dataset.objects is None:
-                dataset.objects = len(self.listed_objects(dataset))
-            return dataset.objects
+                dataset.objects = len(self.listed_objects(dataset)) - asked
+            return dataset.objects + asked
         return dataset.num_rows
 
     def listed_objects(self, listed: Listing | pa.Table) -> list[StoredObject]:
         """What the store holds now (listed again: the run kept no copy of it), or what a report said it held."""
         table = listed if isinstance(listed, pa.Table) else self._map(listed.slices, units.listing,
                                                                        columns.LISTING_SCHEMA)
+        if isinstance(listed, Listing) and listed.asked is not None:
+            table = pa.concat_tables([table, listed.asked])
         return [StoredObject(*row) for row in zip(table["key"].to_pylist(), table["size"].to_pylist(),
                                                   table["mtime"].to_pylist(), strict=True)]

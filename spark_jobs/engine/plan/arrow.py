@@ -52,6 +52,14 @@ class ArrowPlan(ArrowSteps):
         listers = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 1)))
         judged = listers.map_units(listed.slices, judge_slice, self.config.open, partitions=0)
         listed.objects = sum(n for _, _, n in judged)
+        if listed.asked is not None and listed.asked.num_rows:
+            # the objects an incremental run asked for (few), each slice's against that slice's kept keys
+            asked = listed.asked
+            slices = columns.units_of(asked["key"].combine_chunks())
+            for unit in pc.unique(slices).to_pylist():
+                judged.append((*columns.judge(asked.filter(pc.equal(slices, unit)),
+                                              pa.table({"key": buckets.get(unit, empty)}), cutoff,
+                                              prefix_depth=prefix_depth), 0))
         deleted = pa.concat_tables([d for d, _, _ in judged]) if judged else columns.PLAN_SCHEMA.empty_table()
         released()
         return deleted.sort_by("address") if deleted.num_rows else deleted, merge_summaries(s for _, s, _ in judged)

@@ -1,6 +1,6 @@
-"""A run's mark as datasets (a full listing: an entry's fate is its range's, with path policies its range's in
-its path's scope, with keep_versions also its rank among its path's versions): reach ∪ versions ∪ staged,
-subtracted from the listing under the safety rules, the plan written in parts (named by path with --by-path), the
+"""A run's mark as datasets (an entry's fate is its range's, with path policies its range's in its path's scope,
+with keep_versions also its rank among its path's versions): reach ∪ versions ∪ staged, subtracted from the listing
+(the whole namespace, an inventory report, or on a daily run what changed: ``changed_since``) under the safety rules, the plan written in parts (named by path with --by-path), the
 kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
 every key stays in the backend's datasets (``engine/backends/``: Arrow in process, Spark on executors)."""
 
@@ -62,7 +62,9 @@ class Backend(Protocol):
     def versions(self, version_units: list[str], lines: tuple[tuple[CleaningPolicy, ...], ...]) -> Any: ...
     def by_path(self, deleted: Any, path_units: list[str], depth: int) -> dict[str, list[int]]: ...
     def staged(self, files: list[str]) -> Any: ...
-    def listing(self, slices: list[str]) -> Any: ...
+    def listing(self, slices: list[str], asked: Any = None) -> Any: ...
+    def checked(self, dead: list[str], carried: list[str]) -> Any: ...
+    def asked(self, checked: Any, *, kept: list, skip: list[str]) -> tuple[Any, int]: ...
     def inventory(self, report: Report) -> Any: ...
     def judge(self, listed: Any, kept: list, *, cutoff: float, prefix_depth: int) -> tuple[Any, PlanSummary]: ...
     def write_plan(self, deleted: Any, run_id: str) -> list[dict[str, int]]: ...
@@ -80,10 +82,10 @@ class Backend(Protocol):
     def release(self, *datasets: Any) -> None: ...
 
 
-def eligible(graph: Graph, *, full_listing: bool) -> bool:
-    """Whether the dataset steps can make this run's plan: a full listing of the namespace (or an inventory report
-    of it), path policies few enough for a scope mask."""
-    return full_listing and len(path_policies(graph)) <= MOST_MASKED_POLICIES
+def eligible(graph: Graph) -> bool:
+    """Whether the dataset steps can make this run's plan (full or incremental): path policies few enough for a
+    scope mask."""
+    return len(path_policies(graph)) <= MOST_MASKED_POLICIES
 
 
 @dataclass(frozen=True)
@@ -182,8 +184,9 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
                   previous: incremental.Previous, cutoff: datetime, min_age: timedelta, seconds: dict[str, float],
                   progress: Progress, record: bool, inventory: Report | None = None,
                   cleaning: Cleaning = Cleaning()) -> tuple[Summary, View]:
-    """The plan of a full run (written unless ``record`` is false) and its summary. ``inventory``: an inventory report
-    whose manifest the driver read, listed instead of the namespace (``cutoff`` already the report's,
+    """The plan of a run (written unless ``record`` is false) and its summary: a daily one when ``previous`` is
+    incremental (``changed_since``), else a full one. ``inventory``: an inventory report whose manifest the driver
+    read, listed instead of the namespace (``cutoff`` already the report's,
     ``Report.cutoff``): its data files are read where the backend reads units. ``cleaning``: what path policies
     and keep_versions need (``plan_inputs``)."""
     t = time.monotonic()
@@ -193,12 +196,25 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     else:
         reached, live_units = backend.reach(range_ids), units_of((r, ()) for r in range_ids)
     by_versions = backend.versions(list(cleaning.version_units), cleaning.lines) if cleaning.lines else None
-    committed = reached if by_versions is None else backend.union([reached, by_versions])
+    # the keys only keep_versions keeps (most versions kept are the heads' entries, reached already): when few, they
+    # alone join the reached keys (the judge then holds each kept key about once), and the state carries them
+    only_versions = None if by_versions is None else backend.keys_not_in(by_versions, reached,
+                                                                         most=CARRIED_STAGED_MOST)
+    if by_versions is None:
+        committed = reached
+    else:
+        committed = backend.union([reached, by_versions if only_versions is None else
+                                   backend.from_keys(sorted(only_versions))])
     progress("ranges", len(range_ids))
     staged = backend.staged(uncommitted_files(ctx.ns, graph.uncommitted_locations or []))
     seconds["mark"] = time.monotonic() - t
     t = time.monotonic()
-    if inventory is None:
+    state = previous.state
+    daily = previous.incremental and state is not None
+    if daily:  # (an inventory report is for full runs: a daily run lists what changed, as on the object path)
+        slices = ctx.ns.list_units()
+        listed, asked = changed_since(backend, state, slices=slices, kept=[committed, staged], live_units=live_units)
+    elif inventory is None:
         slices = ctx.ns.list_units()
         listed = backend.listing(slices)
     else:
@@ -207,7 +223,13 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     t = time.monotonic()
     deleted, plan = backend.judge(listed, [committed, staged], cutoff=cutoff.timestamp(),
                                   prefix_depth=request.prefix_depth)
-    if inventory is None:
+    if daily:
+        found = backend.count(asked[0])
+        listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
+                   "slices": len(recent_units(slices, state.horizon)) - 1, "slices_total": len(slices) - 1,
+                   "objects": backend.count(listed) - found, "checked": asked[1], "found_without_listing": found,
+                   "plan": backend.name}
+    elif inventory is None:
         listing = {"kind": "full", "slices": len(slices) - 1, "objects": backend.count(listed), "plan": backend.name}
     else:  # where its data files were read: by executors (spark), by the driver's threads (arrow)
         listing = {**inventory.record(backend.count(listed)), "plan": backend.name,
@@ -215,8 +237,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     progress("objects listed", plan.candidates)
     if previous.full_because:
         listing["reason"] = previous.full_because
-    state = previous.state
-    if state is not None:
+    if state is not None and not daily:
         # what the incremental rule would have missed since the previous run: the proof it holds (0). The keys it
         # would have checked (the dead ranges' and those the state carries) are the backend's to hold or stream
         recent = set(recent_units(backend.slices_of(deleted), state.horizon))
@@ -231,7 +252,9 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     summary = Summary(
         run_id=request.run_id, repository_id=request.repository_id, success=True,
         start_time=request.now.isoformat(), cutoff_time=cutoff.isoformat(), num_deleted_objects=plan.deleted,
-        deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits), kept_objects=plan.kept,
+        deleted_bytes=plan.deleted_bytes, retained_commits=len(decision.commits),
+        # a daily run does not list every kept object: it counts the keys kept (as the object path does)
+        kept_objects=backend.count_distinct(backend.union([committed, staged])) if daily else plan.kept,
         candidates=plan.candidates, too_new=plan.too_new, dry_run=request.dry_run, by_prefix=plan.by_prefix,
         by_path=by_path,
         oldest_retained=oldest_retained(graph.commits, graph.heads, decision.commits),
@@ -244,8 +267,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         listing=listing)
     # what only staged entries keep, carried by the state up to a bound (past it, the next run lists everything)
     only_staged, staged_over = carried_staged(backend.keys_not_in(staged, committed, most=CARRIED_STAGED_MOST))
-    only_versions, versions_over = (frozenset(), False) if by_versions is None else carried_staged(
-        backend.keys_not_in(by_versions, reached, most=CARRIED_STAGED_MOST))
+    versions_carried, versions_over = (frozenset(), False) if by_versions is None else carried_staged(only_versions)
     summary.uncommitted_addresses = backend.count_distinct(staged)
     if record:
         t = time.monotonic()
@@ -261,8 +283,8 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
                 if request.cache and not retention.by_path and by_versions is None else None
             incremental.write_pending(ctx.ns, request.run_id, State(
                 repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
-                horizon=cutoff, listed_at=request.now, full_listing_at=request.now,
-                units=live_units, versions=only_versions, versions_over=versions_over,
+                horizon=cutoff, listed_at=request.now, full_listing_at=state.full_listing_at if daily else request.now,
+                units=live_units, versions=versions_carried, versions_over=versions_over,
                 staged=only_staged, staged_over=staged_over, key_prefixes=tuple(ctx.prefixes),
                 index_keys=0 if index is None else sum(p["keys"] for p in index),
                 metaranges=metarange_indices(retained_ranges(ctx, metaranges), sorted(range_ids))
@@ -274,6 +296,18 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     summary.seconds = {k: round(v, 3) for k, v in seconds.items()}
     return summary, View(backend, deleted=deleted, reached=committed, staged=staged, listed=listed,
                          written=(config, summary) if record else None)
+
+
+def changed_since(backend: Backend, state: State, *, slices: list[str], kept: list,
+                  live_units: frozenset[Unit]) -> tuple[Any, tuple[Any, int]]:
+    """A daily run's listing (``listing/incremental.py``'s rule on datasets): the slices that can hold an object
+    written since ``state``'s horizon (and the root) listed, and of the keys that may have become garbage (the dead
+    units' ranges' entries and the keys the state carries) those not kept now, outside those slices, asked for.
+    The listing (the recent slices' and the asked-for objects), and the objects asked for with their number."""
+    recent = recent_units(slices, state.horizon)
+    checked = backend.checked(dead_ranges(state.units, live_units), sorted(state.carried()))
+    asked = backend.asked(checked, kept=kept, skip=recent)
+    return backend.listing(recent, asked[0]), asked
 
 
 def retained_ranges(ctx: OpenContext, metaranges: list[str]) -> dict[str, list[str]]:

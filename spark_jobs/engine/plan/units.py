@@ -16,7 +16,7 @@ from spark_jobs.core import columns, kept_index, parquet_bytes
 from spark_jobs.core import report as core_report
 from spark_jobs.core.addresses import FULL, RELATIVE
 from spark_jobs.core.cleaning import CleaningPolicy
-from spark_jobs.core.mark import scope_mask, versions_limit
+from spark_jobs.core.path_columns import scope_masks, versions_limits
 from spark_jobs.core.plan import path_prefix
 from spark_jobs.core.range_arrow import range_batch_groups
 from spark_jobs.engine.runtime.context import GCError, OpenContext
@@ -59,17 +59,16 @@ def scoped_unit(ordinal: int, range_id: str) -> str:
 
 def range_scoped_keys(ctx: OpenContext, unit: str, *, path_policies: tuple[CleaningPolicy, ...]) -> pa.RecordBatch:
     """``range_keys`` of the range ``unit`` names (``scoped_unit``), each key with the unit's ordinal and the scope
-    mask of its entry's path over ``path_policies``."""
+    mask of its entry's path over ``path_policies`` (``core.mark.scope_mask``, a batch at a time:
+    ``core.path_columns``)."""
     ordinal, range_id = unit.split(":", 1)
     keys_parts, masks_parts = [], []
     for batch in range_batch_groups(ctx.read_range(range_id)):
         keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
         valid = keys.is_valid()
-        paths = batch.column("path").filter(valid).to_pylist()
-        masks_parts.append(pa.array([scope_mask(p.decode(errors="replace"), path_policies) for p in paths],
-                                    pa.int64()))
+        masks_parts.append(scope_masks(batch.column("path").filter(valid), path_policies))
         keys_parts.append(keys.filter(valid))
-        del batch, keys, paths
+        del batch, keys
     keys = pa.concat_arrays(keys_parts, memory_pool=pa.system_memory_pool()) if keys_parts else \
         pa.array([], pa.string())
     masks = pa.concat_arrays(masks_parts) if masks_parts else pa.array([], pa.int64())
@@ -128,18 +127,13 @@ def range_versions(ctx: OpenContext, unit: str, *, lines: tuple[tuple[CleaningPo
 
     line, at, range_id = unit.split(":", 2)
     matching = lines[int(line)]
-    same = None if any(p.paths for p in matching) else versions_limit("", matching)  # no path policy: one limit
     parts = []
     for batch in range_batch_groups(ctx.read_range(range_id)):
         keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
         valid = keys.is_valid()
         paths = batch.column("path").filter(valid)
         keys = keys.filter(valid)
-        if same is None:
-            limits = pa.array([versions_limit(p.decode(errors="replace"), matching) for p in paths.to_pylist()],
-                              pa.int64())
-        else:
-            limits = pa.array(np.full(len(keys), same, np.int64))
+        limits = versions_limits(paths, matching)
         wanted = pc.greater(limits, 0)
         n = len(keys)
         parts.append(pa.RecordBatch.from_arrays(
@@ -168,6 +162,16 @@ def listing(ctx: OpenContext, unit: str) -> pa.RecordBatch:
     if not batches:
         return pa.RecordBatch.from_pylist([], schema=columns.LISTING_SCHEMA)
     return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
+def stat_keys(ctx: OpenContext, keys: list[str]) -> pa.RecordBatch:
+    """Of ``keys``, the objects still in the store, with their sizes and times (a request each: an incremental run's
+    keys that may have become garbage outside the slices it lists)."""
+    found = ctx.ns.stat(keys)
+    return pa.RecordBatch.from_arrays([pa.array([o.key for o in found], pa.string()),
+                                       pa.array([o.size for o in found], pa.int64()),
+                                       pa.array([o.mtime for o in found], pa.float64())],
+                                      schema=columns.LISTING_SCHEMA)
 
 
 def listing_tables(ctx: OpenContext, unit: str, rows: int) -> Iterator[pa.Table]:
