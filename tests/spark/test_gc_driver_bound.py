@@ -261,5 +261,33 @@ def test_a_daily_run_touching_many_ranges_compares_them_on_executors(small_range
     assert _plan(summary) == _plan(daily.summary)
     assert {o.key for o in full.deleted} == set(_plan(summary)["deleted"]) == {key(i) for i in
                                                                               range(0, DAILY_OBJECTS, step)}
+
+    # Cleaning policies: no kept index to bring up to date, the daily run is planned as datasets on executors (the
+    # entries of the ranges whose (range, scope) units died decoded and anti-joined there, the rest asked for
+    # there). tables/t1/ keeps 30 days (its replaced versions stay); main keeps each path's latest version.
+    document = {"policies": [{"id": "t1", "patterns": ["*"], "paths": ["tables/t1/**"], "keep_for": "30d"},
+                             {"id": "latest", "patterns": ["main"], "keep_versions": 1}]}
+    lakefs.call("metadata", lakefs.internal.set_repository_metadata, repo,
+                lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: json.dumps(document)}))
+    swept, _ = gc.run(repo, now=now)  # a real run with the policies: the state the next day starts from
+    assert swept.success, swept
+    again = {paths[i]: key(i, "v3-") for i in range(1, DAILY_OBJECTS, step)}
+    _files(folder, list(again.values()), 5 * DAY)
+    _stage_all(server.endpoint, repo, [(p, f"local://{folder}/{k}") for p, k in again.items()])
+    lakefs.commits.commit(repo, "main", lakefs_sdk.CommitCreation(message="day 2", var_date=int(time.time() - DAY)))
+    now = datetime.now(UTC)
+    scoped = _submit(cluster_spark, server, gc, RunRequest(repo, "mark", now=now, min_age=timedelta(0),
+                                                           runner="spark"), submit_env)
+    listing = scoped.listing
+    assert scoped.success and (listing["kind"], listing["plan"]) == ("incremental", "spark"), listing
+    # the dead ranges' entries (paths and 250-character addresses), had they come to the driver, would have
+    # exceeded the limit twice over
+    assert listing["ranges_dead"] * RAGGEDNESS * 250 > 2 * MAX_RESULT, listing
+    daily = gc.mark(repo, now=now)  # the thread runner's daily run, from the same state
+    full = gc.mark(repo, now=now, dry_run=True, listing="full")
+    assert daily.summary.listing["kind"] == "incremental"
+    assert _plan(scoped) == _plan(daily.summary)
+    assert {o.key for o in full.deleted} == set(_plan(scoped)["deleted"]) == {
+        key(i) for i in range(1, DAILY_OBJECTS, step) if i % 7 != 1}
     lakefs.repositories.delete_repository(repo, force=True)
     lakefs.close()

@@ -213,7 +213,8 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     daily = previous.incremental and state is not None
     if daily:  # (an inventory report is for full runs: a daily run lists what changed, as on the object path)
         slices = ctx.ns.list_units()
-        listed, asked = changed_since(backend, state, slices=slices, kept=[committed, staged], live_units=live_units)
+        dead = dead_ranges(state.units, live_units)
+        listed, asked = changed_since(backend, state, slices=slices, kept=[committed, staged], dead=dead)
     elif inventory is None:
         slices = ctx.ns.list_units()
         listed = backend.listing(slices)
@@ -228,7 +229,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
                    "slices": len(recent_units(slices, state.horizon)) - 1, "slices_total": len(slices) - 1,
                    "objects": backend.count(listed) - found, "checked": asked[1], "found_without_listing": found,
-                   "plan": backend.name}
+                   "ranges_dead": len(dead), "plan": backend.name}
     elif inventory is None:
         listing = {"kind": "full", "slices": len(slices) - 1, "objects": backend.count(listed), "plan": backend.name}
     else:  # where its data files were read: by executors (spark), by the driver's threads (arrow)
@@ -299,13 +300,14 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
 
 
 def changed_since(backend: Backend, state: State, *, slices: list[str], kept: list,
-                  live_units: frozenset[Unit]) -> tuple[Any, tuple[Any, int]]:
+                  dead: list[str]) -> tuple[Any, tuple[Any, int]]:
     """A daily run's listing (``listing/incremental.py``'s rule on datasets): the slices that can hold an object
-    written since ``state``'s horizon (and the root) listed, and of the keys that may have become garbage (the dead
-    units' ranges' entries and the keys the state carries) those not kept now, outside those slices, asked for.
-    The listing (the recent slices' and the asked-for objects), and the objects asked for with their number."""
+    written since ``state``'s horizon (and the root) listed, and of the keys that may have become garbage (the
+    entries of the ranges whose units died, ``dead``, and the keys the state carries) those not kept now, outside
+    those slices, asked for. The listing (the recent slices' and the asked-for objects), and the objects asked for
+    with their number."""
     recent = recent_units(slices, state.horizon)
-    checked = backend.checked(dead_ranges(state.units, live_units), sorted(state.carried()))
+    checked = backend.checked(dead, sorted(state.carried()))
     asked = backend.asked(checked, kept=kept, skip=recent)
     return backend.listing(recent, asked[0]), asked
 
