@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from spark_jobs.core.durations import format_duration, parse_duration
+from spark_jobs.core.path_globs import path_glob
 from spark_jobs.core.retention import Commit, GCRules, Retained, retained_commits, walk
 
 ID = re.compile(r"^\S{1,32}$")
@@ -88,38 +88,6 @@ class CleaningPolicyError(ValueError):
 
     def __str__(self) -> str:
         return "\n".join(f"policies[{i}].{f}: {m}" if i is not None else f"{f}: {m}" for i, f, m in self.errors)
-
-
-@functools.lru_cache(maxsize=1024)
-def path_glob(glob: str) -> re.Pattern[str]:
-    """A path glob as a regular expression: ``*`` and ``?`` stay within one folder, ``**`` (a whole segment) spans
-    any number of folders, ``[...]`` as in fnmatch. ``tables/events/**`` matches everything under tables/events/."""
-    out, segments = [], glob.split("/")
-    for i, segment in enumerate(segments):
-        last = i == len(segments) - 1
-        if segment == "**":
-            out.append(".*" if last else "(?:[^/]*/)*")
-            continue
-        out.append(_segment(segment) + ("" if last else "/"))
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
-
-
-def _segment(segment: str) -> str:
-    out, i = [], 0
-    while i < len(segment):
-        c = segment[i]
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := segment.find("]", i + 2)) != -1:
-            body = segment[i + 1:end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
 
 
 def _literal_prefix(glob: str) -> str:

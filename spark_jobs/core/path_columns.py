@@ -1,14 +1,12 @@
 """Path policies over Arrow columns of paths (pure): which policies cover each entry's path, a batch at a time in
 compiled code instead of a Python call per entry (``CleaningPolicy.covers`` costs ≈ 2.7 µs an entry, ≈ 20 times
 decoding it). Each glob is translated to the RE2 syntax Arrow's regex kernels take, only where the translation
-matches exactly what ``cleaning.path_glob`` matches: literals as code points, ``*``/``?``/``**`` as there, and
+matches exactly what ``path_globs.path_glob`` matches: literals as code points, ``*``/``?``/``**`` as there, and
 character classes of letters, digits and ranges between them. A glob outside that, or a batch of paths that is not
 UTF-8, is judged by ``covers`` itself, entry by entry: the answer is the same either way."""
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,47 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_jobs.core.cleaning import CleaningPolicy
-
-_CLASS_BODY = re.compile(r"(?:[\w.](?:-[\w.])?)+\Z", re.ASCII)  # what RE2 and Python read alike in [...]
-
-
-@functools.lru_cache(maxsize=1024)
-def re2_glob(glob: str) -> str | None:
-    """``cleaning.path_glob(glob)`` as an anchored RE2 pattern, or None when this translation cannot promise the
-    same matches (a character class of anything but letters, digits and ranges between them)."""
-    out, segments = [], glob.split("/")
-    for i, segment in enumerate(segments):
-        last = i == len(segments) - 1
-        if segment == "**":
-            out.append(".*" if last else "(?:[^/]*/)*")
-            continue
-        translated = _segment(segment)
-        if translated is None:
-            return None
-        out.append(translated + ("" if last else "/"))
-    return "^(?s)" + "".join(out) + r"\z"
-
-
-def _segment(segment: str) -> str | None:
-    out, i = [], 0
-    while i < len(segment):
-        c = segment[i]
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := segment.find("]", i + 2)) != -1:
-            body = segment[i + 1:end]
-            negated = body.startswith("!")
-            members = body[1:] if negated else body
-            if not _CLASS_BODY.match(members) or any(a > b for a, b in re.findall(r"(.)-(.)", members)):
-                return None  # (a reversed range is an error to both: covers raises it)
-            out.append("[" + ("^" if negated else "") + (body[1:] if negated else body) + "]")
-            i = end
-        else:
-            out.append(c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):x}}}")
-        i += 1
-    return "".join(out)
+from spark_jobs.core.path_globs import re2_glob
 
 
 def covered(paths: pa.Array, policies: Sequence[CleaningPolicy]) -> list[np.ndarray]:

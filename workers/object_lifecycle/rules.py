@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from spark_jobs.core.cleaning import path_glob
 from spark_jobs.core.durations import DurationError, format_duration, parse_duration
+from spark_jobs.core.path_globs import path_glob
 from workers.shared.document_text import kind_of, quote_value
 from workers.shared.lakefs.documents import etag_of
 

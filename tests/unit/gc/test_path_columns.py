@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.core.cleaning import CleaningPolicy, path_glob
+from spark_jobs.core.cleaning import CleaningPolicy
 from spark_jobs.core.mark import scope_mask, versions_limit
-from spark_jobs.core.path_columns import re2_glob, scope_masks, versions_limits
+from spark_jobs.core.path_columns import scope_masks, versions_limits
+from spark_jobs.core.path_globs import path_glob, re2_glob
 
 GLOB_PARTS = ["*", "**", "?", "a", "b", "é", ".", "-", " ", "\n", "+", "(", "$", "\\", "[ab]", "[!a]", "[a-c]",
               "[0-9]", "[._]", "[!_]", "[.-_]", "[", "]", "[^a]", "[a-]", "[]a]", "[c-a]", "{x}", "|"]
