@@ -18,13 +18,16 @@ def table_of(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
 
 
 def absent_from(few: pa.Array, tables: Sequence[pa.Table]) -> pa.Array:
-    """Those of ``few`` (distinct keys) that no ``key`` column of ``tables`` holds: each table probed a chunk at a
-    time against ``few``, never a hash table of the tables' keys (every kept key, on a large lake)."""
+    """Those of ``few`` (distinct keys) that no ``key`` column of ``tables`` holds. Each table's keys are probed
+    against ``few`` (one hash set of ``few`` per table: Arrow builds a value set anew at every call, so never a
+    call per chunk), the hits then against ``few``: never a hash table of a table's keys beyond its hits."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    found = [chunk.filter(pc.is_in(chunk, value_set=few)) for table in tables for chunk in table["key"].chunks
-             if len(chunk)]
-    if not found or not len(few):
+    if not len(few):
+        return few
+    found = [chunk for table in tables if table.num_rows
+             for chunk in table["key"].filter(pc.is_in(table["key"], value_set=few)).chunks if len(chunk)]
+    if not found:
         return few
     return few.filter(pc.invert(pc.is_in(few, value_set=pa.concat_arrays([f.cast(pa.string()) for f in found]))))
 

@@ -202,9 +202,12 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
                                                                          most=CARRIED_STAGED_MOST)
     if by_versions is None:
         committed = reached
+    elif only_versions is None:
+        committed = backend.union([reached, by_versions])
     else:
-        committed = backend.union([reached, by_versions if only_versions is None else
-                                   backend.from_keys(sorted(only_versions))])
+        committed = backend.union([reached, backend.from_keys(sorted(only_versions))])
+    versions_carried, versions_over = (frozenset(), False) if not cleaning.lines else carried_staged(only_versions)
+    del by_versions  # (its keys are in committed, or the few only it keeps are)
     progress("ranges", len(range_ids))
     staged = backend.staged(uncommitted_files(ctx.ns, graph.uncommitted_locations or []))
     seconds["mark"] = time.monotonic() - t
@@ -268,7 +271,6 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
         listing=listing)
     # what only staged entries keep, carried by the state up to a bound (past it, the next run lists everything)
     only_staged, staged_over = carried_staged(backend.keys_not_in(staged, committed, most=CARRIED_STAGED_MOST))
-    versions_carried, versions_over = (frozenset(), False) if by_versions is None else carried_staged(only_versions)
     summary.uncommitted_addresses = backend.count_distinct(staged)
     if record:
         t = time.monotonic()
@@ -281,7 +283,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
             # neither: an entry's fate is not its range's), in parts written where the keys are (an upper bound of
             # its keys: the entries reached)
             index = backend.write_index(reached, request.run_id, kept_index.part_bits(backend.count(reached))) \
-                if request.cache and not retention.by_path and by_versions is None else None
+                if request.cache and not retention.by_path and not cleaning.lines else None
             incremental.write_pending(ctx.ns, request.run_id, State(
                 repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
                 horizon=cutoff, listed_at=request.now, full_listing_at=state.full_listing_at if daily else request.now,
