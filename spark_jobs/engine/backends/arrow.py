@@ -19,6 +19,7 @@ from spark_jobs.engine.listing.arrow import ArrowListing
 from spark_jobs.engine.plan.arrow import ArrowPlan
 from spark_jobs.engine.reach.arrow import ArrowReach
 from spark_jobs.engine.runtime.context import JobConfig
+from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 from spark_jobs.engine.state.arrow import ArrowState
 
@@ -35,6 +36,7 @@ class ArrowBackend(ArrowReach, ArrowListing, ArrowPlan, ArrowState):
         if not keys.num_rows:
             return set()
         few = absent_from(pc.unique(keys["key"].combine_chunks()), [other])
+        released()  # (the distinct keys and their hits: a copy of every kept key at 1M objects)
         return None if len(few) > most else set(few.to_pylist())
 
     def from_keys(self, keys: list[str]) -> pa.Table:
