@@ -1,7 +1,7 @@
 """A run's mark as datasets (an entry's fate is its range's, with path policies its range's in its path's scope,
 with keep_versions also its rank among its path's versions): reach ∪ versions ∪ staged, subtracted from the listing
-(the whole namespace, an inventory report, or on a daily run what changed: ``changed_since``) under the safety rules, the plan written in parts (named by path with --by-path), the
-kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
+(the whole namespace, an inventory report, or on a daily run what changed: ``changed_since``) under the safety
+rules, the plan written in parts (named by path with --by-path), the kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
 every key stays in the backend's datasets (``engine/backends/``: Arrow in process, Spark on executors)."""
 
 from __future__ import annotations
@@ -286,7 +286,8 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
                 if request.cache and not retention.by_path and not cleaning.lines else None
             incremental.write_pending(ctx.ns, request.run_id, State(
                 repository_id=request.repository_id, namespace=graph.namespace, run_id=request.run_id,
-                horizon=cutoff, listed_at=request.now, full_listing_at=state.full_listing_at if daily else request.now,
+                horizon=cutoff, listed_at=request.now,
+                full_listing_at=state.full_listing_at if daily else request.now,
                 units=live_units, versions=versions_carried, versions_over=versions_over,
                 staged=only_staged, staged_over=staged_over, key_prefixes=tuple(ctx.prefixes),
                 index_keys=0 if index is None else sum(p["keys"] for p in index),
