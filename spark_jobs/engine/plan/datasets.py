@@ -1,8 +1,9 @@
 """A run's mark as datasets (an entry's fate is its range's, with path policies its range's in its path's scope,
 with keep_versions also its rank among its path's versions): reach ∪ versions ∪ staged, subtracted from the listing
 (the whole namespace, an inventory report, or on a daily run what changed: ``changed_since``) under the safety
-rules, the plan written in parts (named by path with --by-path), the kept index and state for the next run. The driver holds the commit graph, range ids, slice names and counters;
-every key stays in the backend's datasets (``engine/backends/``: Arrow in process, Spark on executors)."""
+rules, the plan written in parts (named by path with --by-path), the kept index and state for the next run. The
+driver holds the commit graph, range ids, slice names and counters; every key stays in the backend's datasets
+(``engine/backends/``: Arrow in process, Spark on executors)."""
 
 from __future__ import annotations
 
