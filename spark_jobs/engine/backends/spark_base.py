@@ -6,7 +6,7 @@ functions, only when a Spark runner asks for this backend."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -17,29 +17,24 @@ UNIT_SCHEMA = "unit string"
 
 def over_units(config: JobConfig, fn: Callable[[OpenContext, str], pa.RecordBatch]):
     """A mapInArrow function: one context per task, ``fn`` of every unit named in its batches."""
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ctx = config.open()
-        try:
-            for batch in batches:
-                for unit in batch.column(0).to_pylist():
-                    out = fn(ctx, unit)
-                    if out.num_rows:
-                        yield out
-        finally:
-            ctx.close()
-
-    return run
+    return _per_task(config, lambda ctx, batch: (fn(ctx, unit) for unit in batch.column(0).to_pylist()))
 
 
 def over_batches(config: JobConfig, fn: Callable[[OpenContext, pa.RecordBatch], pa.RecordBatch]):
     """A mapInArrow function: one context per task, ``fn`` of every batch of its rows."""
+    return _per_task(config, lambda ctx, batch: (fn(ctx, batch),))
+
+
+def _per_task(config: JobConfig, outputs: Callable[[OpenContext, pa.RecordBatch], Iterable[pa.RecordBatch]]):
+    """A mapInArrow function: one context per task (closed when the task ends), the non-empty batches ``outputs``
+    gives for each batch of the task's rows, each made when the one before has been taken."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = config.open()
         try:
             for batch in batches:
-                out = fn(ctx, batch)
-                if out.num_rows:
-                    yield out
+                for out in outputs(ctx, batch):
+                    if out.num_rows:
+                        yield out
         finally:
             ctx.close()
 
