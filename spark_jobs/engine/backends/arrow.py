@@ -31,7 +31,7 @@ class ArrowBackend(ArrowReach, ArrowListing, ArrowPlan, ArrowState):
 
     def keys_not_in(self, keys: pa.Table, other: pa.Table, *, most: int) -> set[str] | None:
         """The distinct keys of ``keys`` not in ``other`` (what only staged entries keep), ``other`` (every reached
-        key) probed a chunk at a time against those few: never a hash table of ``other``. None when there are more
+        key) probed against those few (``absent_from``): never a hash table of ``other``. None when there are more
         than ``most``: not made into Python strings."""
         if not keys.num_rows:
             return set()

@@ -215,12 +215,12 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     t = time.monotonic()
     state = previous.state
     daily = previous.incremental and state is not None
-    if daily:  # (an inventory report is for full runs: a daily run lists what changed, as on the object path)
-        slices = ctx.ns.list_units()
-        dead = dead_ranges(state.units, live_units)
-        listed, asked = changed_since(backend, state, slices=slices, kept=[committed, staged], dead=dead)
+    # (an inventory report is for full runs: a daily run lists what changed, as on the object path)
+    slices = ctx.ns.list_units() if daily or inventory is None else []
+    if daily:
+        recent, dead = recent_units(slices, state.horizon), dead_ranges(state.units, live_units)
+        listed, asked = changed_since(backend, state, recent=recent, kept=[committed, staged], dead=dead)
     elif inventory is None:
-        slices = ctx.ns.list_units()
         listed = backend.listing(slices)
     else:
         listed = backend.inventory(inventory)
@@ -231,7 +231,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     if daily:
         found = backend.count(asked[0])
         listing = {"kind": "incremental", "previous_run": state.run_id, "since": state.horizon.isoformat(),
-                   "slices": len(recent_units(slices, state.horizon)) - 1, "slices_total": len(slices) - 1,
+                   "slices": len(recent) - 1, "slices_total": len(slices) - 1,
                    "objects": backend.count(listed) - found, "checked": asked[1], "found_without_listing": found,
                    "ranges_dead": len(dead), "plan": backend.name}
     elif inventory is None:
@@ -303,14 +303,13 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
                          written=(config, summary) if record else None)
 
 
-def changed_since(backend: Backend, state: State, *, slices: list[str], kept: list,
+def changed_since(backend: Backend, state: State, *, recent: list[str], kept: list,
                   dead: list[str]) -> tuple[Any, tuple[Any, int]]:
     """A daily run's listing (``listing/incremental.py``'s rule on datasets): the slices that can hold an object
-    written since ``state``'s horizon (and the root) listed, and of the keys that may have become garbage (the
-    entries of the ranges whose units died, ``dead``, and the keys the state carries) those not kept now, outside
-    those slices, asked for. The listing (the recent slices' and the asked-for objects), and the objects asked for
-    with their number."""
-    recent = recent_units(slices, state.horizon)
+    written since ``state``'s horizon and the root (``recent``: ``recent_units``) listed, and of the keys that may
+    have become garbage (the entries of the ranges whose units died, ``dead``, and the keys the state carries) those
+    not kept now, outside those slices, asked for. The listing (the recent slices' and the asked-for objects), and
+    the objects asked for with their number."""
     checked = backend.checked(dead, sorted(state.carried()))
     asked = backend.asked(checked, kept=kept, skip=recent)
     return backend.listing(recent, asked[0]), asked
