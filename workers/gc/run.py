@@ -23,6 +23,7 @@ from spark_jobs.engine.runtime.context import GCError, JobConfig
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiConfig, LakeFSApiError
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 from spark_jobs.engine.runtime.range_cache import RangeCacheSettings
+from spark_jobs.engine.runtime.repository import cleaning_of
 from spark_jobs.engine.stores import StorageConfig, StorageError, open_namespace
 from spark_jobs.engine.sweep.lease_watch import LeaseRef
 from workers.gc.history import GCRuns
@@ -124,7 +125,8 @@ def doctor(gc: GCSettings, connection: LakeFSConnection, repository_id: str) -> 
 def choose_runner(api: LakeFSApiConfig, gc: GCSettings, request: GCRequest, *,
                   spark: SparkSettings | None) -> tuple[str, str]:
     """The runner a request runs on, and why. ``auto`` takes Spark for a repository whose branch HEADs reach more
-    than ``auto_spark_above_ranges`` distinct ranges, when Spark is configured. It never picks a runner that
+    than ``auto_spark_above_ranges`` distinct ranges (``auto_threshold``: fewer with heavy cleaning policies), when
+    Spark is configured. It never picks a runner that
     cannot reach the store: when this process cannot, and Spark is not configured, it fails and says why."""
     if request.runner != "auto":
         return request.runner, "asked for"
@@ -138,12 +140,29 @@ def choose_runner(api: LakeFSApiConfig, gc: GCSettings, request: GCRequest, *,
     if request.mode == "sweep":
         return "threads", "a sweep reads only the plan and the HEADs"
     ranges = head_range_count(api, request.repository_id)
-    if ranges <= gc.auto_spark_above_ranges:
-        return "threads", f"{ranges} ranges at the branch HEADs (<= {gc.auto_spark_above_ranges})"
+    limit, weighed = auto_threshold(api, gc, request.repository_id)
+    if ranges <= limit:
+        return "threads", f"{ranges} ranges at the branch HEADs (<= {limit}{weighed})"
     if not spark_ready(spark):
-        return "threads", (f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges}), but Spark is "
+        return "threads", (f"{ranges} ranges at the branch HEADs (> {limit}{weighed}), but Spark is "
                            "not configured (spark.master) or pyspark is not installed")
-    return "spark", f"{ranges} ranges at the branch HEADs (> {gc.auto_spark_above_ranges})"
+    return "spark", f"{ranges} ranges at the branch HEADs (> {limit}{weighed})"
+
+
+def auto_threshold(api: LakeFSApiConfig, gc: GCSettings, repository_id: str) -> tuple[int, str]:
+    """The ranges above which ``auto`` takes Spark, and why when it is not the plain one: cleaning policies that keep
+    versions or scope paths make an in-process run hold per object what their rows need (every version of the
+    paths kept, a scope per entry): ≈ 1.1 KiB an object at 1M, 6× a plain run's, measured (bench/results/scale.md)."""
+    client = LakeFSApi(api)
+    try:
+        policies = cleaning_of(client, repository_id)
+    finally:
+        client.close()
+    heavy = sorted({p.id for p in policies if p.keep_versions is not None or p.paths})
+    if not heavy:
+        return gc.auto_spark_above_ranges, ""
+    limit = min(gc.auto_spark_above_ranges, gc.auto_spark_above_ranges_with_cleaning)
+    return limit, f": cleaning policies {', '.join(heavy)} keep versions or scope paths"
 
 
 def _on_spark(gc: GCSettings, spark: SparkSettings, connection: LakeFSConnection, run: RunRequest,

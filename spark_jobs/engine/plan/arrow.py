@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.plan import PlanSummary, StoredObject, merge_summaries
-from spark_jobs.engine.backends.arrow_base import ArrowSteps, table_of
+from spark_jobs.engine.backends.arrow_base import ArrowSteps, rows_in
 from spark_jobs.engine.listing.arrow import Listing, by_unit
 from spark_jobs.engine.plan import units
 from spark_jobs.engine.runtime.memory import released
@@ -82,14 +82,11 @@ class ArrowPlan(ArrowSteps):
         if not len(probe) or not (dead or carried):
             return len(probe)
 
-        def found_in(ctx, range_id: str) -> list[pa.Array]:
-            keys = units.range_keys(ctx, range_id).column(0)
-            return [keys.filter(pc.is_in(keys, value_set=probe))]
-
         found: list[pa.Array] = []
         if dead:
             decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
-            found = decoders.map_units(list(dead), found_in, self.config.open, partitions=0)
+            found = [c for t in rows_in(decoders, dead, units.range_keys, asked=probe, make_context=self.config.open)
+                     for c in t["key"].chunks]
             released()
         found.append(pa.array(list(carried), pa.string()))
         checked = pa.concat_arrays([f.cast(pa.string()) for f in found])
@@ -112,14 +109,9 @@ class ArrowPlan(ArrowSteps):
         if not deleted.num_rows:
             return {}
         asked = pc.unique(deleted["address"].combine_chunks())
-
-        def hits(ctx, unit: str) -> list[pa.RecordBatch]:
-            batch = units.range_paths(ctx, unit)
-            return [batch.filter(pc.is_in(batch.column("key"), value_set=asked))]
-
         decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
-        rows = table_of(decoders.map_units(list(path_units), hits, self.config.open, partitions=0),
-                        units.PATHS_SCHEMA)
+        found = rows_in(decoders, path_units, units.range_paths, asked=asked, make_context=self.config.open)
+        rows = pa.concat_tables(found) if found else units.PATHS_SCHEMA.empty_table()
         rows = rows.take(pc.sort_indices(rows, sort_keys=[("key", "ascending"), ("range", "ascending"),
                                                           ("path", "ascending")]))
         keys = rows["key"].combine_chunks()

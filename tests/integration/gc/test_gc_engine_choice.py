@@ -115,6 +115,27 @@ def test_auto_sends_a_repository_with_cleaning_policies_to_spark_too(lakefs, rep
                          GCRequest(repo, runner="auto"), spark=SparkSettings())[0] == "spark"
 
 
+@pytest.mark.parametrize(("policy", "heavy"), [
+    ({"id": "versions", "patterns": ["main"], "keep_versions": 2}, True),
+    ({"id": "tables", "patterns": ["main"], "keep_commits": 2, "paths": ["tables/**"]}, True),
+    ({"id": "commits", "patterns": ["main"], "keep_commits": 2}, False),
+])
+def test_auto_weighs_cleaning_policies_that_hold_rows_per_object(lakefs, repo, connection, policy, heavy):
+    # keep_versions and path scopes hold about 4x a plain run's bytes an object in process: a lower threshold
+    history(lakefs, repo)  # two ranges at the HEADs
+    set_cleaning(lakefs, repo, parse_cleaning_policies({"policies": [policy]}))
+    gc = GCSettings(auto_spark_above_ranges=5, auto_spark_above_ranges_with_cleaning=1)
+    runner, why = choose_runner(api_config(connection), gc, GCRequest(repo, runner="auto"), spark=SparkSettings())
+    if heavy:
+        assert (runner, why) == ("spark", f"2 ranges at the branch HEADs (> 1: cleaning policies {policy['id']} keep "
+                                          "versions or scope paths)")
+    else:
+        assert (runner, why) == ("threads", "2 ranges at the branch HEADs (<= 5)")
+    # the lower of the two thresholds: a plain one set below it wins
+    assert choose_runner(api_config(connection), GCSettings(auto_spark_above_ranges=1),
+                         GCRequest(repo, runner="auto"), spark=SparkSettings())[0] == "spark"
+
+
 def test_a_missing_repository_is_a_recorded_and_counted_failure(connection, runs, redis_client):
     missing = f"missing-{uuid.uuid4().hex[:8]}"
     redis_script.run(redis_client, [runs.commit_step(missing, "c1")])  # a commit the hooks reported
