@@ -29,6 +29,7 @@ from spark_jobs.engine.listing.incremental import find_changed, missed, would_ch
 from spark_jobs.engine.listing.inventory import inventory_listing, open_report
 from spark_jobs.engine.plan import datasets
 from spark_jobs.engine.plan.by_path import history_metaranges, paths_of
+from spark_jobs.engine.reach import lean_mark as lean_marks
 from spark_jobs.engine.reach import mark_cache
 from spark_jobs.engine.reach.lean_mark import LeanMark, lean_mark
 from spark_jobs.engine.reach.mark_source import Cached, Files, Source
@@ -37,7 +38,7 @@ from spark_jobs.engine.request import RunRequest
 from spark_jobs.engine.runtime.context import GCError, JobConfig, OpenContext, Progress
 from spark_jobs.engine.runtime.lakefs_api import LakeFSApi, LakeFSApiError
 from spark_jobs.engine.runtime.parallel import Runner, in_background, wants_datasets
-from spark_jobs.engine.runtime.repository import Graph, read_uncommitted
+from spark_jobs.engine.runtime.repository import Graph, read_few_uncommitted, read_uncommitted
 from spark_jobs.engine.state import incremental, report
 from spark_jobs.engine.stores import StorageError
 
@@ -155,6 +156,8 @@ class MarkRun:
     previous: incremental.Previous
     seconds: dict[str, float]
     since: float  # when the step being timed started
+    staged: set[str] | None = None  # the staged keys, when read for the lean mark (few enough to hold)
+    index_refused: str | None = None  # why the lean mark was refused before choosing the plan
 
     @property
     def unscoped(self) -> bool:
@@ -202,8 +205,16 @@ def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], datasets.Cleaning] | 
     (``datasets.eligible``, and a runner that wants them at this size); None: the mark goes through the steps
     below. A daily run that can bring the previous run's kept index up to date takes the lean mark instead: it
     reads only the ranges that changed."""
-    if not datasets.eligible(run.graph) or _index_usable(run):
+    if not datasets.eligible(run.graph):
         return None
+    if _index_usable(run):
+        # the lean mark holds the staged keys on the driver: only a few of them (past the bound the datasets take the
+        # day, whose staged keys stay on executors)
+        run.staged = read_few_uncommitted(run.ctx.ns, run.graph.uncommitted_locations or [], most=lean_marks.STAGED_MOST)
+        if run.staged is not None:
+            return None
+        run.index_refused = (f"more than {lean_marks.STAGED_MOST:,} staged entries: the lean mark would hold their keys on "
+                             "the driver")
     files = run.files()
     range_ids, cleaning = datasets.plan_inputs(files, graph=run.graph, retention=run.retention,
                                                metaranges=run.metaranges)
@@ -230,7 +241,7 @@ def _mark_datasets(run: MarkRun, range_ids: list[str], cleaning: datasets.Cleani
                                            retention=run.retention, metaranges=run.metaranges, range_ids=range_ids,
                                            previous=run.previous, cutoff=run.cutoff, min_age=run.min_age,
                                            seconds=run.seconds, progress=run.progress, record=run.record,
-                                           inventory=report, cleaning=cleaning)
+                                           inventory=report, cleaning=cleaning, index_refused=run.index_refused)
     decision = run.decision()
     return Marked(summary, run.graph, decision.commits, dict(decision.why), cutoff=run.cutoff.timestamp(),
                   ranges=range_ids, view=view)
@@ -272,7 +283,8 @@ def _reach_by_index(run: MarkRun, index: incremental.StoredIndex) -> tuple[Reach
     """The reach of a daily run: the kept index brought up to date with the ranges that changed (``lean_mark``),
     which lists the recent slices too. None, and why, when the index is damaged or disagrees with the ranges."""
     run.lap("index read", restart=False)
-    uncommitted = read_uncommitted(run.ctx.ns, run.graph.uncommitted_locations)
+    uncommitted = run.staged if run.staged is not None else read_uncommitted(run.ctx.ns,
+                                                                             run.graph.uncommitted_locations)
     run.seconds["uncommitted"] = time.monotonic() - run.since - run.seconds["index read"]
     try:
         lean = lean_mark(run.previous.state, index, runner=run.runner, config=run.config, ctx=run.ctx,

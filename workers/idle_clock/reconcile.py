@@ -173,6 +173,10 @@ def _reconcile(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datet
                max_stats: int, metrics: Metrics | None) -> ReconcileReport:
     report = ReconcileReport(repository_id)
     cursor = clock.reconcile_cursor(repository_id)
+    # What the clock knew before the listing: only those can be missing from it. A branch recorded while the pass
+    # looks at the others was created after the listing began (or restored, with its old creation time): the
+    # listing could not see it, and forgetting it would lose its creation time, never to be deleted by a policy.
+    known = clock.known_branches(repository_id) if not cursor else set()
     seen: set[str] = set()
     for branch_id, head in lakefs.branch_heads(repository_id, after=cursor, show_hidden=True):
         if report.branches_seen >= max_branches:
@@ -183,8 +187,8 @@ def _reconcile(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datet
         _reconcile_branch(lakefs, clock, repository_id, branch_id, head, now, max_stats, report, metrics)
     if report.complete:
         clock.set_reconcile_cursor(repository_id, None)
-        if not cursor:  # a whole pass from the start: anything not listed is gone
-            _forget_missing(clock, repository_id, seen, now, report)
+        if not cursor:  # a whole pass from the start: anything known before it and not listed is gone
+            _forget_missing(clock, repository_id, known - seen, now, report)
     else:
         clock.set_reconcile_cursor(repository_id, max(seen))
     return report
@@ -205,10 +209,10 @@ def _reconcile_branch(lakefs: LakeFS, clock: ClockStore, repository_id: str, bra
             metrics.reconcile_writes.labels(repository_id, write.kind).inc()
 
 
-def _forget_missing(clock: ClockStore, repository_id: str, seen: set[str], started: datetime,
+def _forget_missing(clock: ClockStore, repository_id: str, missing: set[str], started: datetime,
                     report: ReconcileReport) -> None:
     # The tombstone is dated at the start of the listing, so a branch created since keeps its record.
-    for branch_id in sorted(clock.known_branches(repository_id) - seen):
+    for branch_id in sorted(missing):
         if clock.record_deleted(repository_id, branch_id, started):
             report.forgotten.append(branch_id)
 

@@ -184,7 +184,7 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
                   retention: ScopedRetention, metaranges: list[str], range_ids: list[str],
                   previous: incremental.Previous, cutoff: datetime, min_age: timedelta, seconds: dict[str, float],
                   progress: Progress, record: bool, inventory: Report | None = None,
-                  cleaning: Cleaning = Cleaning()) -> tuple[Summary, View]:
+                  cleaning: Cleaning = Cleaning(), index_refused: str | None = None) -> tuple[Summary, View]:
     """The plan of a run (written unless ``record`` is false) and its summary: a daily one when ``previous`` is
     incremental (``changed_since``), else a full one. ``inventory``: an inventory report whose manifest the driver
     read, listed instead of the namespace (``cutoff`` already the report's,
@@ -242,6 +242,8 @@ def mark_datasets(backend: Backend, ctx: OpenContext, config: JobConfig, *, requ
     progress("objects listed", plan.candidates)
     if previous.full_because:
         listing["reason"] = previous.full_because
+    if index_refused:  # why a daily run that had a kept index did not bring it up to date (the lean mark)
+        listing["kept_index_refused"] = index_refused
     if state is not None and not daily:
         # what the incremental rule would have missed since the previous run: the proof it holds (0). The keys it
         # would have checked (the dead ranges' and those the state carries) are the backend's to hold or stream

@@ -37,6 +37,10 @@ _GROUP_THREADS = 4
 # spans"): a random-path day at 1M objects touches 40, at 10M ≈ 400. The thread runner compares every day's ranges
 # on its own threads, as the driver does. Set by spark.hadoop.lakefs.gc.daily.driver_ranges (jobs/config.py).
 DRIVER_RANGES = 128
+# The staged keys the lean mark holds on the driver (it looks each day's keys up in them): ≈ 10–20 MB. A day with more
+# staged entries is planned as datasets, its staged keys on executors (engine/mark.py); the bound matches what a
+# state carries of them (core.incremental.CARRIED_STAGED_MOST).
+STAGED_MOST = 100_000
 
 
 def on_driver(runner: Runner, ranges: int, most: int | None = None) -> bool:

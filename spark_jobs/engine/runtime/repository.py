@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -176,6 +176,23 @@ def uncommitted_files(ns: Namespace, locations: list[str]) -> list[str]:
 def read_uncommitted(ns: Namespace, locations: list[str]) -> set[str]:
     """The staged addresses lakeFS wrote at ``locations`` (``prepare_uncommitted``), relative to the namespace."""
     out: set[str] = set()
+    for keys in _uncommitted_keys(ns, locations):
+        out.update(keys)
+    return out
+
+
+def read_few_uncommitted(ns: Namespace, locations: list[str], *, most: int) -> set[str] | None:
+    """``read_uncommitted``'s addresses, or None as soon as they are more than ``most`` (read a file at a time:
+    never many more held)."""
+    out: set[str] = set()
+    for keys in _uncommitted_keys(ns, locations):
+        out.update(keys)
+        if len(out) > most:
+            return None
+    return out
+
+
+def _uncommitted_keys(ns: Namespace, locations: list[str]) -> Iterator[list[str]]:
     for key in uncommitted_files(ns, locations):
         data = ns.read(key)  # outside the try: a store that fails is not a corrupt file (its StorageError's reason)
         try:
@@ -183,8 +200,6 @@ def read_uncommitted(ns: Namespace, locations: list[str]) -> set[str]:
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors vary; without this list nothing is safe
             raise GCError(f"lakeFS's list of uncommitted addresses {key} is unreadable: {exc}",
                           "corrupt-metadata") from None
-        for address in table.column("physical_address").to_pylist():
-            rel = relative_key(address, FULL if "://" in address else RELATIVE, ns.prefixes)
-            if rel is not None:
-                out.add(rel)
-    return out
+        relative = (relative_key(a, FULL if "://" in a else RELATIVE, ns.prefixes)
+                    for a in table.column("physical_address").to_pylist())
+        yield [rel for rel in relative if rel is not None]

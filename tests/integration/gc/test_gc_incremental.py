@@ -393,6 +393,45 @@ def test_more_staged_keys_than_a_state_carries_make_the_next_run_full(world, run
     assert reachable <= lake.keys()
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_day_with_more_staged_entries_than_the_lean_mark_holds_is_planned_as_datasets(world, runner, request,
+                                                                                         monkeypatch):
+    """The lean mark (a day bringing the previous run's kept index up to date) holds the staged keys on the driver;
+    past a bound (100,000; 3 here, with 4 new objects staged on main) the day is planned as datasets, whose staged
+    keys stay where the backend holds them (Spark's executors, Arrow tables), and says why; its plan is the full
+    listing's and keeps every staged object. Under the bound again, the next day takes the lean mark."""
+    gc = collector(world, runner, request)
+    if runner == "threads":  # the thread runner plans this small lake as datasets too, as a large one
+        monkeypatch.setattr(parallel, "DATASETS_ABOVE_RANGES", 0)
+    lake = Lake(world, random.Random(11))
+    lake.history()
+    first, _ = gc.run(lake.repo)
+    assert first.listing["kind"] == "full", first.listing
+    on_datasets = {"spark": "spark", "threads": "arrow"}[runner]
+    for day, most in ((1, 3), (2, 100_000)):
+        monkeypatch.setattr(lean_mark, "STAGED_MOST", most)
+        lake.one_day(days_ago=1 - day * 0.4)  # (it commits what was staged the day before)
+        before = lake.reachable()
+        for i in range(4):
+            lake.upload("main", f"staged/day-{day}-{i}")
+        staged = lake.reachable() - before
+        assert len(staged) == 4
+        now = datetime.now(UTC)
+        _, full = gc.run(lake.repo, dry_run=True, listing="full", now=now)
+        marked = gc.mark(lake.repo, now=now)
+        listing = marked.summary.listing
+        assert listing["kind"] == "incremental", listing
+        if day == 1:
+            assert listing.get("plan") == on_datasets and "kept_index" not in listing, str(listing)
+            assert "more than 3 staged entries" in listing["kept_index_refused"], listing
+        else:
+            assert listing["kept_index"] > 0 and "plan" not in listing and "kept_index_refused" not in listing, listing
+        assert planned(marked) == planned(full), (day, planned(marked) ^ planned(full))
+        assert not planned(marked) & staged
+        gc.sweep(lake.repo, marked.summary.run_id)
+        assert staged <= lake.keys()
+
+
 def test_when_the_state_cannot_be_trusted_the_run_lists_everything(world, request):
     gc = collector(world, "threads", request)
     lake = Lake(world, random.Random(6))
