@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -195,6 +196,10 @@ def child(spec: dict[str, Any]) -> int:
     from tests.gc_engine import Collector  # noqa: PLC0415
 
     gc = Collector(spec["endpoint"], spec["options"], runner=ThreadRunner(8))
+    if os.environ.get("BENCH_STEP_TRACE"):  # each dataset step's seconds and memory (step_trace.py)
+        from step_trace import trace_steps  # noqa: PLC0415
+
+        trace_steps(os.environ["BENCH_STEP_TRACE"])
     print("READY", flush=True)
     sys.stdin.readline()  # the parent has the footprint after the engine's imports
     import pyarrow as pa  # noqa: PLC0415

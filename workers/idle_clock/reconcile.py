@@ -174,7 +174,7 @@ def _reconcile(lakefs: LakeFS, clock: ClockStore, repository_id: str, now: datet
     report = ReconcileReport(repository_id)
     cursor = clock.reconcile_cursor(repository_id)
     # What the clock knew before the listing: only those can be missing from it. A branch recorded while the pass
-    # looks at the others was created after the listing began (or restored, with its old creation time): the
+    # looks at the others was created after the listing began (even if recorded with an earlier creation time): the
     # listing could not see it, and forgetting it would lose its creation time, never to be deleted by a policy.
     known = clock.known_branches(repository_id) if not cursor else set()
     seen: set[str] = set()

@@ -109,7 +109,7 @@ def test_deleted_branch_is_forgotten_after_a_full_pass(lakefs, clock, repo):
 
 def test_a_branch_recorded_while_a_pass_runs_is_not_forgotten(lakefs, clock, repo, monkeypatch):
     """A pass forgets the branches it knew before listing and did not list. One created once the listing was taken
-    and recorded with a creation time before the pass began (a restore records the branch's old one) is news the
+    and recorded with a creation time before the pass began (as clocks imported from elsewhere are) is news the
     listing could not see: it keeps its creation time (forgotten, it would never be deleted by a policy)."""
     create_branch(lakefs, repo, "doomed")
     run(lakefs, clock, repo)
@@ -119,16 +119,16 @@ def test_a_branch_recorded_while_a_pass_runs_is_not_forgotten(lakefs, clock, rep
 
     def listing_then_a_new_branch(repository_id, **kwargs):
         yield from listed(repository_id, **kwargs)
-        create_branch(lakefs, repo, "restored")  # after the listing, before the pass ends
-        clock.record_created(repo, "restored", born, source="restored")
+        create_branch(lakefs, repo, "late")  # after the listing, before the pass ends
+        clock.record_created(repo, "late", born)
 
     monkeypatch.setattr(lakefs, "branch_heads", listing_then_a_new_branch)
     report = run(lakefs, clock, repo)
     assert report.forgotten == ["doomed"]
-    assert abs((clock.get(repo, "restored").created_at - born).total_seconds()) < 1
+    assert abs((clock.get(repo, "late").created_at - born).total_seconds()) < 1
     monkeypatch.undo()
     assert run(lakefs, clock, repo).forgotten == []  # the next pass lists it
-    assert clock.activity_many(repo, ["restored"])["restored"].created_at is not None
+    assert clock.activity_many(repo, ["late"])["late"].created_at is not None
 
 
 def test_bounded_runs_resume_where_they_stopped(lakefs, clock, repo):
