@@ -18,6 +18,19 @@ from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
+def worth_ranking(rows: pa.Table, reached: pa.Table) -> pa.Table:
+    """The versions rows (``units.VERSIONS_SCHEMA``) of the paths that have a version whose key ``reached`` lacks,
+    every row of each (so their ranks are exact). A path all of whose versions are reached keeps only reached keys,
+    whatever its ranks: ``versions`` minus what is reached, and its union with it, are the same without it."""
+    if not rows.num_rows or not reached.num_rows:
+        return rows
+    unreached = pc.invert(pc.is_in(rows["key"], value_set=reached["key"]))
+    paths = pc.unique(rows["path"].filter(unreached))
+    if not len(paths):
+        return rows.slice(0, 0)
+    return rows.filter(pc.is_in(rows["path"], value_set=paths))
+
+
 class ArrowReach(ArrowSteps):
     def reach(self, range_ids: Sequence[str]) -> pa.Table:
         """Every key the ranges' entries point at (one row per entry). Decoding is CPU work: as many ranges at
@@ -55,15 +68,21 @@ class ArrowReach(ArrowSteps):
         return scoped.join(wanted, keys=["range", "scope"], join_type="left semi").select(["key"]) \
             .cast(columns.KEYS_SCHEMA)
 
-    def versions(self, version_units: Sequence[str], lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.Table:
+    def versions(self, version_units: Sequence[str], lines: tuple[tuple[CleaningPolicy, ...], ...], *,
+                 reached: pa.Table | None = None) -> pa.Table:
         """What keep_versions keeps (``units.range_versions`` of every unit): per line and path, its distinct keys
-        ranked by the position where the line first holds them, the first ``keep`` of each (``latest``)."""
+        ranked by the position where the line first holds them, the first ``keep`` of each (``latest``). With
+        ``reached`` (the keys the retained commits reach), only the paths some version of which is not reached are
+        ranked: what the others keep is reached anyway, and ranking every path held the run's peak (at 1M objects
+        with keep_versions on main, +500–860 MiB for a result of 59 MiB)."""
         decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
         step = functools.partial(units.range_versions, lines=lines)
         batches = decoders.map_units(list(version_units), lambda ctx, item: [step(ctx, item)], self.config.open,
                                      partitions=0)
         rows = table_of(batches, units.VERSIONS_SCHEMA)
         del batches
+        if reached is not None:
+            rows = worth_ranking(rows, reached)
         kept = self.latest(rows)
         released()
         return kept

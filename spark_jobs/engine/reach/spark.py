@@ -37,10 +37,11 @@ class SparkReach(SparkSteps):
         wanted = self.spark.createDataFrame(list(live), "range bigint, scope bigint")
         return scoped.join(F.broadcast(wanted), ["range", "scope"], "left_semi").select("key")
 
-    def versions(self, version_units: Sequence[str], lines: tuple[tuple[CleaningPolicy, ...], ...]):
+    def versions(self, version_units: Sequence[str], lines: tuple[tuple[CleaningPolicy, ...], ...], *,
+                 reached=None):
         """What keep_versions keeps (``units.range_versions`` on executors): per line and path, its distinct keys
         ranked by the position where the line first holds them (a window on executors), the first ``keep`` of
-        each."""
+        each. Every path is ranked (``reached`` is for the Arrow half, whose ranking is held in one process)."""
         step = functools.partial(units.range_versions, lines=lines)
         return self._keep(self.latest(self._map(list(version_units), step, units.VERSIONS_SCHEMA)))
 

@@ -16,6 +16,7 @@ from spark_jobs.core.cleaning import parse_cleaning_policies
 from spark_jobs.core.mark import first_positions, latest_versions, versions_limit
 from spark_jobs.engine.backends.arrow import ArrowBackend
 from spark_jobs.engine.plan import units
+from spark_jobs.engine.reach.arrow import worth_ranking
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 PATHS = [f"{table}/p{i}" for table in ("a", "b", "c") for i in range(4)]
@@ -102,3 +103,23 @@ def test_the_random_histories_drop_versions() -> None:
     """The cases above are not trivial: most drop some versions the history holds, and keep some."""
     dropped = [bool({r["key"] for r in rows} - expected) and bool(expected) for rows, expected in map(case, range(40))]
     assert sum(dropped) >= 20
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_reach(seed: int) -> None:
+    """``worth_ranking`` drops the paths all of whose versions are reached: what the rest keep beyond the reached
+    keys, and their union with them, are what ranking every path gives, whatever is reached."""
+    rows, _ = case(seed)
+    rnd = random.Random(seed)
+    table = pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA)
+    keys = sorted({r["key"] for r in rows})
+    backend = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
+    every = set(backend.latest(table)["key"].to_pylist())
+    for share in (0.0, 0.3, 0.7, 0.95, 1.0):
+        reached = set(rnd.sample(keys, int(len(keys) * share)))
+        pruned = worth_ranking(table, pa.table({"key": pa.array(sorted(reached), pa.string())}))
+        assert pruned.num_rows <= table.num_rows
+        got = set(backend.latest(pruned)["key"].to_pylist())
+        assert got - reached == every - reached and got | reached == every | reached, (share, got ^ every)
+        if share == 1.0:
+            assert pruned.num_rows == 0
