@@ -210,11 +210,11 @@ def _dataset_plan_ranges(run: MarkRun) -> tuple[list[str], datasets.Cleaning] | 
     if _index_usable(run):
         # the lean mark holds the staged keys on the driver: only a few of them (past the bound the datasets take the
         # day, whose staged keys stay on executors)
-        run.staged = read_few_uncommitted(run.ctx.ns, run.graph.uncommitted_locations or [], most=lean_marks.STAGED_MOST)
+        most = lean_marks.STAGED_MOST
+        run.staged = read_few_uncommitted(run.ctx.ns, run.graph.uncommitted_locations or [], most=most)
         if run.staged is not None:
             return None
-        run.index_refused = (f"more than {lean_marks.STAGED_MOST:,} staged entries: the lean mark would hold their keys on "
-                             "the driver")
+        run.index_refused = f"more than {most:,} staged entries: the lean mark would hold their keys on the driver"
     files = run.files()
     range_ids, cleaning = datasets.plan_inputs(files, graph=run.graph, retention=run.retention,
                                                metaranges=run.metaranges)

@@ -126,8 +126,8 @@ def choose_runner(api: LakeFSApiConfig, gc: GCSettings, request: GCRequest, *,
                   spark: SparkSettings | None) -> tuple[str, str]:
     """The runner a request runs on, and why. ``auto`` takes Spark for a repository whose branch HEADs reach more
     than ``auto_spark_above_ranges`` distinct ranges (``auto_threshold``: fewer with heavy cleaning policies), when
-    Spark is configured. It never picks a runner that
-    cannot reach the store: when this process cannot, and Spark is not configured, it fails and says why."""
+    Spark is configured. It never picks a runner that cannot reach the store: when this process cannot, and Spark is
+    not configured, it fails and says why."""
     if request.runner != "auto":
         return request.runner, "asked for"
     unreachable = reaches_store(api, gc, request.repository_id)
