@@ -62,7 +62,7 @@ class GCSettings(BaseModel):
                                          "scale curve)")
     auto_spark_above_ranges_with_cleaning: int = Field(
         default=25, gt=0, description="--runner auto, for a repository whose cleaning policies keep versions or "
-        "scope paths: Spark above this many ranges (in process such a run holds ≈ 0.8 KiB an object at 1M, 5× a "
+        "scope paths: Spark above this many ranges (in process such a run holds ≈ 0.85 KiB an object at 1M, 5× a "
         "plain one: 25 ranges ≈ 1.1M objects, ≈ 1 GiB; bench/results/scale.md, cleaning rows)")
     metadata_source: str = Field(default="storage", pattern="^(storage|lakefs)$",
                                  description="read SSTables from the namespace, or through lakeFS's API")
