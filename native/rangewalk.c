@@ -20,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+#include "keyset.h"
+
 typedef struct {
     char *p;
     size_t len, cap;
@@ -717,23 +720,6 @@ typedef struct {
     int64_t weight, count;
 } column_t;
 
-static uint64_t hash_bytes(const uint8_t *p, int64_t n, uint64_t seed) {
-    uint64_t h = seed ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xC2B2AE3D27D4EB4Full;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, p, (size_t)n);
-    h = (h ^ w) * 0xC2B2AE3D27D4EB4Full;
-    h ^= h >> 32;
-    return h;
-}
-
 /* An open-addressing table of (address, type) -> sum, each slot naming one entry that holds it. */
 typedef struct {
     const column_t *cols;
@@ -1265,6 +1251,10 @@ static PyMethodDef methods[] = {
     {"diff", diff, METH_VARARGS, "diff(files, dead blocks, new blocks) -> (dead entries, new entries, entries "
                                  "walked, blocks walked, bytes walked) or None"},
     {"net", net, METH_VARARGS, "net(columns, dead, new) -> (columns, rows, sums)"},
+    {"keyset", keyset_build, METH_VARARGS, "keyset(columns) -> a set of their strings (columns: (offsets, bytes, "
+                                           "first row, rows), Arrow's int32-offset layout)"},
+    {"holds", keyset_holds, METH_VARARGS, "holds(set, column) -> bytes: 1 where the set has the row's string"},
+    {"keyset_size", keyset_size, METH_VARARGS, "keyset_size(set) -> its distinct strings"},
     {"unpack", unpack, METH_VARARGS, "unpack(data, handles, limit, verify, first) -> (blocks, ends, stop block)"},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int"},
     {"same", same_py, METH_VARARGS, "same(a, a_start, b, b_start, length) -> whether the two slices are equal"},

@@ -12,23 +12,44 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.cleaning import CleaningPolicy
+from spark_jobs.core.key_set import KeySet
 from spark_jobs.engine.backends.arrow_base import ArrowSteps, table_of
 from spark_jobs.engine.plan import units
 from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
-def worth_ranking(rows: pa.Table, reached: pa.Table) -> pa.Table:
-    """The versions rows (``units.VERSIONS_SCHEMA``) of the paths that have a version whose key ``reached`` lacks,
-    every row of each (so their ranks are exact). A path all of whose versions are reached keeps only reached keys,
-    whatever its ranks: ``versions`` minus what is reached, and its union with it, are the same without it."""
-    if not rows.num_rows or not reached.num_rows:
-        return rows
-    unreached = pc.invert(pc.is_in(rows["key"], value_set=reached["key"]))
-    paths = pc.unique(rows["path"].filter(unreached))
-    if not len(paths):
-        return rows.slice(0, 0)
-    return rows.filter(pc.is_in(rows["path"], value_set=paths))
+def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], decode, *, reached: pa.Table,
+                  make_context) -> pa.Table:
+    """The versions rows (``units.VERSIONS_SCHEMA``, ``decode(ctx, unit)`` of each unit) of the paths that have a
+    version whose key ``reached`` lacks, every row of each (so their ranks are exact). A path all of whose versions
+    are reached keeps only reached keys, whatever its ranks: ``versions`` minus what is reached, and its union with
+    it, are the same without it.
+
+    Two passes over the units, one unit per thread at a time, so that no more than the rows ranked is ever held: the
+    first keeps only the paths of each unit's unreached rows, the second decodes the units again and keeps the rows
+    of those paths. Both probe sets built once (``KeySet``): ``is_in`` per unit rebuilt the reached keys' table per
+    range."""
+    if not reached.num_rows:
+        return table_of(runner.map_units(list(version_units), lambda ctx, unit: [decode(ctx, unit)], make_context,
+                                         partitions=0), units.VERSIONS_SCHEMA)
+    held = KeySet(reached["key"])
+
+    def unreached_paths(ctx, unit: str) -> list[pa.Array]:
+        batch = decode(ctx, unit)
+        return [pc.unique(batch.column("path").filter(pc.invert(held.holds(batch.column("key")))))]
+
+    found = [p for p in runner.map_units(list(version_units), unreached_paths, make_context, partitions=0) if len(p)]
+    if not found:
+        return units.VERSIONS_SCHEMA.empty_table()
+    paths = KeySet(pa.chunked_array(found, pa.binary()))
+
+    def of_paths(ctx, unit: str) -> list[pa.RecordBatch]:
+        batch = decode(ctx, unit)
+        return [batch.filter(paths.holds(batch.column("path")))]
+
+    return table_of(runner.map_units(list(version_units), of_paths, make_context, partitions=0),
+                    units.VERSIONS_SCHEMA)
 
 
 class ArrowReach(ArrowSteps):
@@ -73,17 +94,17 @@ class ArrowReach(ArrowSteps):
         """What keep_versions keeps (``units.range_versions`` of every unit): per line and path, its distinct keys
         ranked by the position where the line first holds them, the first ``keep`` of each (``latest``). With
         ``reached`` (the keys the retained commits reach), only the paths some version of which is not reached are
-        ranked: what the others keep is reached anyway, and ranking every path held the run's peak (at 1M objects
-        with keep_versions on main, +500–860 MiB for a result of 59 MiB)."""
+        ranked (``worth_ranking``): what the others keep is reached anyway, and ranking every path held the run's
+        peak (at 1M objects with keep_versions on main, +500–860 MiB for a result of 59 MiB)."""
         decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
         step = functools.partial(units.range_versions, lines=lines)
-        batches = decoders.map_units(list(version_units), lambda ctx, item: [step(ctx, item)], self.config.open,
-                                     partitions=0)
-        rows = table_of(batches, units.VERSIONS_SCHEMA)
-        del batches
-        if reached is not None:
-            rows = worth_ranking(rows, reached)
+        if reached is None:
+            rows = table_of(decoders.map_units(list(version_units), lambda ctx, item: [step(ctx, item)],
+                                               self.config.open, partitions=0), units.VERSIONS_SCHEMA)
+        else:
+            rows = worth_ranking(decoders, version_units, step, reached=reached, make_context=self.config.open)
         kept = self.latest(rows)
+        del rows
         released()
         return kept
 

@@ -108,16 +108,30 @@ def test_the_random_histories_drop_versions() -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_reach(seed: int) -> None:
     """``worth_ranking`` drops the paths all of whose versions are reached: what the rest keep beyond the reached
-    keys, and their union with them, are what ranking every path gives, whatever is reached."""
+    keys, and their union with them, are what ranking every path gives, whatever is reached. The rows come in
+    units of random sizes (a path's versions spread over several), decoded twice, on two threads."""
     rows, _ = case(seed)
     rnd = random.Random(seed)
     table = pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA)
+    cuts = sorted(rnd.sample(range(1, max(2, table.num_rows)), k=min(4, max(0, table.num_rows - 1))))
+    parts = {str(i): pa.RecordBatch.from_pylist(rows[a:b], schema=units.VERSIONS_SCHEMA)
+             for i, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(rows)], strict=True))}
+    decoded = []
+
+    def decode(_ctx, unit):
+        decoded.append(unit)
+        return parts[unit]
+
     keys = sorted({r["key"] for r in rows})
     backend = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
     every = set(backend.latest(table)["key"].to_pylist())
     for share in (0.0, 0.3, 0.7, 0.95, 1.0):
         reached = set(rnd.sample(keys, int(len(keys) * share)))
-        pruned = worth_ranking(table, pa.table({"key": pa.array(sorted(reached), pa.string())}))
+        decoded.clear()
+        pruned = worth_ranking(ThreadRunner(2), list(parts), decode, make_context=lambda: None,
+                               reached=pa.table({"key": pa.array(sorted(reached), pa.string())}))
+        # a second pass only when some path is ranked
+        assert sorted(decoded) == sorted(list(parts) * (1 if not reached or pruned.num_rows == 0 else 2))
         assert pruned.num_rows <= table.num_rows
         got = set(backend.latest(pruned)["key"].to_pylist())
         assert got - reached == every - reached and got | reached == every | reached, (share, got ^ every)
