@@ -10,6 +10,8 @@ at once. Without the compiled module it falls back to ``is_in`` (the same answer
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,8 +21,16 @@ from spark_jobs.core import range_arrow
 _WIDE = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
 
 
-def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
-    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+Strings = pa.Array | pa.ChunkedArray | Sequence[pa.Array | pa.ChunkedArray]
+
+
+def _chunks(values: Strings) -> list[pa.Array]:
+    if isinstance(values, pa.Array):
+        chunks = [values]
+    elif isinstance(values, pa.ChunkedArray):
+        chunks = values.chunks
+    else:
+        chunks = [chunk for v in values for chunk in _chunks(v)]
     out = []
     for chunk in chunks:
         if chunk.type in _WIDE:
@@ -39,9 +49,10 @@ def _column(chunk: pa.Array) -> tuple[object, object, int, int]:
 
 
 class KeySet:
-    """The distinct non-null values of ``values`` (an Arrow string or binary array, chunked or not)."""
+    """The distinct non-null values of ``values`` (Arrow string or binary arrays, chunked or not, or a list of
+    them)."""
 
-    def __init__(self, values: pa.Array | pa.ChunkedArray) -> None:
+    def __init__(self, values: Strings) -> None:
         chunks = [c.drop_null() if c.null_count else c for c in _chunks(values)]
         native = range_arrow._native  # noqa: SLF001
         self._native = native

@@ -14,12 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_jobs.core import columns
-from spark_jobs.engine.backends.arrow_base import absent_from
+from spark_jobs.core.key_set import KeySet
 from spark_jobs.engine.listing.arrow import ArrowListing
 from spark_jobs.engine.plan.arrow import ArrowPlan
 from spark_jobs.engine.reach.arrow import ArrowReach
 from spark_jobs.engine.runtime.context import JobConfig
-from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 from spark_jobs.engine.state.arrow import ArrowState
 
@@ -30,13 +29,15 @@ class ArrowBackend(ArrowReach, ArrowListing, ArrowPlan, ArrowState):
     name = "arrow"
 
     def keys_not_in(self, keys: pa.Table, other: pa.Table, *, most: int) -> set[str] | None:
-        """The distinct keys of ``keys`` not in ``other`` (what only staged entries keep), ``other`` (every reached
-        key) probed against those few (``absent_from``): never a hash table of ``other``. None when there are more
-        than ``most``: not made into Python strings."""
+        """The distinct keys of ``keys`` not in ``other`` (what only staged entries keep): ``keys`` probed against
+        one set of ``other`` (every reached key, ``KeySet``: read in place, no copy of a key), only what is left made
+        distinct. None when there are more than ``most``: not made into Python strings."""
         if not keys.num_rows:
             return set()
-        few = absent_from(pc.unique(keys["key"].combine_chunks()), [other])
-        released()  # (the distinct keys and their hits: a copy of every kept key at 1M objects)
+        left = keys["key"]
+        if other.num_rows:
+            left = left.filter(pc.invert(KeySet(other["key"]).holds(left)))
+        few = pc.unique(left.combine_chunks()) if len(left) else pa.array([], pa.string())
         return None if len(few) > most else set(few.to_pylist())
 
     def from_keys(self, keys: list[str]) -> pa.Table:

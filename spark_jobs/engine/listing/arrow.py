@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_jobs.core import columns
+from spark_jobs.core.key_set import KeySet
 from spark_jobs.core.plan import StoredObject
-from spark_jobs.engine.backends.arrow_base import ArrowSteps, absent_from
+from spark_jobs.engine.backends.arrow_base import ArrowSteps
 from spark_jobs.engine.listing.incremental import STAT_BATCH
 from spark_jobs.engine.listing.inventory import Report, file_batch
 from spark_jobs.engine.plan import units
@@ -111,11 +112,16 @@ class ArrowListing(ArrowSteps):
     def asked(self, checked: pa.Table, *, kept: Sequence[pa.Table], skip: Sequence[str]) -> tuple[pa.Table, int]:
         """Of ``checked``, the keys no ``kept`` table holds and outside the slices ``skip`` (listed whole), asked for
         (a request each, ``STAT_BATCH`` keys a unit of the pool): the objects still in the store, and how many keys
-        were asked for."""
-        few = pc.unique(checked["key"].combine_chunks()) if checked.num_rows else pa.array([], pa.string())
+        were asked for. The kept keys go into one set (``KeySet``, read in place) that every checked key is probed
+        against, so that only the few left are made distinct: making every checked key distinct first, then probing
+        each kept table against them, held three copies of the day's dead entries (at 1M objects +310 MiB)."""
+        keys = checked["key"]
+        kept = [table["key"] for table in kept if table.num_rows]
+        if len(keys) and kept:
+            keys = keys.filter(pc.invert(KeySet(kept).holds(keys)))
+        few = pc.unique(keys.combine_chunks()) if len(keys) else pa.array([], pa.string())
         if len(few) and skip:
             few = few.filter(pc.invert(pc.is_in(columns.units_of(few), value_set=pa.array(sorted(skip), pa.string()))))
-        few = absent_from(few, kept)
         batches = [few.slice(at, STAT_BATCH).to_pylist() for at in range(0, len(few), STAT_BATCH)]
         return self._map(batches, units.stat_keys, columns.LISTING_SCHEMA), len(few)
 

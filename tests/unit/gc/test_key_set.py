@@ -47,6 +47,9 @@ def test_binary_large_and_null_rows(backend):
         [True, False, False, True, True, False]
     assert keys.holds(pa.array([], pa.string())).to_pylist() == []
     assert KeySet(pa.array([], pa.string())).holds(pa.array(["a", ""])).to_pylist() == [False, False]
+    # a list of arrays of different widths, as several tables' key columns
+    mixed = KeySet([pa.array(["a"], pa.large_string()), pa.chunked_array([["b"], ["c", "a"]]), pa.array([], "string")])
+    assert len(mixed) == 3 and mixed.holds(pa.array(["c", "d", "a"])).to_pylist() == [True, False, True]
 
 
 def test_many_threads_probe_one_set(backend):
