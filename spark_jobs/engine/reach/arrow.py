@@ -83,11 +83,32 @@ class ArrowReach(ArrowSteps):
         return list(zip(pairs["range"].to_pylist(), pairs["scope"].to_pylist(), strict=True))
 
     def kept_of(self, scoped: pa.Table, live: Sequence[tuple[int, int]]) -> pa.Table:
-        """The keys of the rows whose (range, scope) is ``live``."""
+        """The keys of the rows whose (range, scope) is ``live``. ``reach_scoped``'s batches are a range each: a
+        batch all of whose scopes are live gives its key column as it is (no copy: most ranges of a retained
+        history), another only the keys of its live scopes; a batch of several ranges (none today) is joined."""
+        scopes: dict[int, set[int]] = {}
+        for at, mask in live:
+            scopes.setdefault(at, set()).add(mask)
         wanted = pa.table({"range": pa.array([r for r, _ in live], pa.int64()),
                            "scope": pa.array([m for _, m in live], pa.int64())})
-        return scoped.join(wanted, keys=["range", "scope"], join_type="left semi").select(["key"]) \
-            .cast(columns.KEYS_SCHEMA)
+        parts = []
+        for batch in scoped.to_batches():
+            if not batch.num_rows:
+                continue
+            bounds = pc.min_max(batch.column("range")).as_py()
+            if bounds["min"] != bounds["max"]:
+                parts.extend(pa.Table.from_batches([batch]).join(wanted, keys=["range", "scope"],
+                                                                 join_type="left semi")["key"].chunks)
+                continue
+            masks = scopes.get(bounds["min"], set())
+            if not masks:
+                continue
+            if set(pc.unique(batch.column("scope")).to_pylist()) <= masks:
+                parts.append(batch.column("key"))
+            else:
+                parts.append(batch.column("key").filter(
+                    pc.is_in(batch.column("scope"), value_set=pa.array(sorted(masks), pa.int64()))))
+        return pa.Table.from_arrays([pa.chunked_array(parts, pa.string())], schema=columns.KEYS_SCHEMA)
 
     def versions(self, version_units: Sequence[str], lines: tuple[tuple[CleaningPolicy, ...], ...], *,
                  reached: pa.Table | None = None) -> pa.Table:

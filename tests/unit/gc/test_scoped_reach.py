@@ -79,7 +79,13 @@ def test_the_kept_keys_are_those_of_the_live_pairs(seed: int) -> None:
     backend = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
     pairs = backend.scope_pairs(scoped)
     assert sorted(pairs) == sorted({(r, s) for _, r, s in rows})
-    live = [p for p in pairs if rnd.random() < 0.5]
-    kept = backend.kept_of(scoped, live)
-    assert kept.schema.names == ["key"]
-    assert sorted(kept["key"].to_pylist()) == sorted(k for k, r, s in rows if (r, s) in set(live))
+    whole = {r for r in range(10) if rnd.random() < 0.3}  # ranges all of whose scopes are live
+    live = [p for p in pairs if p[0] in whole or rnd.random() < 0.5]
+    # one batch of every range (mixed: joined), and a batch a range as reach_scoped gives them (filtered per batch)
+    by_range = pa.Table.from_batches(
+        [pa.RecordBatch.from_pylist([{"key": k, "range": r, "scope": s} for k, r, s in rows if r == at],
+                                    schema=units.SCOPED_SCHEMA) for at in range(10)], schema=units.SCOPED_SCHEMA)
+    for table in (scoped, by_range):
+        kept = backend.kept_of(table, live)
+        assert kept.schema.names == ["key"]
+        assert sorted(kept["key"].to_pylist()) == sorted(k for k, r, s in rows if (r, s) in set(live))
