@@ -47,7 +47,9 @@ class ArrowBackend(ArrowReach, ArrowListing, ArrowPlan, ArrowState):
         return pa.concat_tables([d.select(["key"]) for d in datasets])
 
     def count_distinct(self, keys: pa.Table) -> int:
-        return pc.count_distinct(keys["key"]).as_py() if keys.num_rows else 0
+        """How many distinct keys: counted by one ``KeySet`` of the column read in place (Arrow's count_distinct
+        hashed a copy of every key: +190 MiB at 1M objects, the daily run's peak with cleaning policies)."""
+        return len(KeySet(keys["key"])) if keys.num_rows else 0
 
     def key_set(self, keys: pa.Table) -> set[str]:
         return set(keys["key"].to_pylist())
