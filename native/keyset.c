@@ -184,6 +184,25 @@ PyObject *keyset_holds(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* hashes(column) -> bytes: each row's hash (uint64, hash_bytes), the one the set files it under. */
+PyObject *keyset_hashes(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *item;
+    if (!PyArg_ParseTuple(args, "O", &item)) return NULL;
+    strings_t q;
+    Py_buffer views[2];
+    memset(views, 0, sizeof views);
+    PyObject *out = NULL;
+    if (!strings_of(item, &q, views) && (out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * q.count)))) {
+        uint64_t *o = (uint64_t *)PyBytes_AS_STRING(out);
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t r = 0; r < q.count; r++) o[r] = hash_bytes(q.data + q.off[r], q.off[r + 1] - q.off[r], 0);
+        Py_END_ALLOW_THREADS
+    }
+    release_views(views, 2);
+    return out;
+}
+
 PyObject *keyset_size(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *capsule;

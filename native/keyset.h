@@ -8,5 +8,6 @@
 PyObject *keyset_build(PyObject *self, PyObject *args);
 PyObject *keyset_holds(PyObject *self, PyObject *args);
 PyObject *keyset_size(PyObject *self, PyObject *args);
+PyObject *keyset_hashes(PyObject *self, PyObject *args);
 
 #endif

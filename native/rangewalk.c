@@ -1255,6 +1255,7 @@ static PyMethodDef methods[] = {
                                            "first row, rows), Arrow's int32-offset layout)"},
     {"holds", keyset_holds, METH_VARARGS, "holds(set, column) -> bytes: 1 where the set has the row's string"},
     {"keyset_size", keyset_size, METH_VARARGS, "keyset_size(set) -> its distinct strings"},
+    {"hashes", keyset_hashes, METH_VARARGS, "hashes(column) -> bytes: each row's hash (uint64)"},
     {"unpack", unpack, METH_VARARGS, "unpack(data, handles, limit, verify, first) -> (blocks, ends, stop block)"},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int"},
     {"same", same_py, METH_VARARGS, "same(a, a_start, b, b_start, length) -> whether the two slices are equal"},

@@ -48,6 +48,19 @@ def _column(chunk: pa.Array) -> tuple[object, object, int, int]:
     return offsets, data if data is not None else b"", chunk.offset, len(chunk)
 
 
+def hashes(values: pa.Array) -> np.ndarray | None:
+    """Each row's 64-bit hash (equal strings, equal hashes; a null hashes as the empty string), or None without the
+    compiled module: what can rule a string out of a set cheaply (a hash not among the set's rules it out; an equal
+    hash proves nothing)."""
+    native = range_arrow._native  # noqa: SLF001
+    if native is None:
+        return None
+    chunks = _chunks(values)
+    if not chunks:
+        return np.empty(0, np.uint64)
+    return np.concatenate([np.frombuffer(native.hashes(_column(c)), np.uint64) for c in chunks])
+
+
 class KeySet:
     """The distinct non-null values of ``values`` (Arrow string or binary arrays, chunked or not, or a list of
     them)."""

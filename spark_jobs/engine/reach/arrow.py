@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from spark_jobs.core import columns
 from spark_jobs.core.cleaning import CleaningPolicy
-from spark_jobs.core.key_set import KeySet
+from spark_jobs.core.key_set import KeySet, hashes
 from spark_jobs.engine.backends.arrow_base import ArrowSteps, table_of
 from spark_jobs.engine.plan import units
 from spark_jobs.engine.runtime.memory import released
@@ -27,29 +27,40 @@ def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], decode, *,
     it, are the same without it.
 
     Two passes over the units, one unit per thread at a time, so that no more than the rows ranked is ever held: the
-    first keeps only the paths of each unit's unreached rows, the second decodes the units again and keeps the rows
-    of those paths. Both probe sets built once (``KeySet``): ``is_in`` per unit rebuilt the reached keys' table per
-    range."""
+    first keeps the paths of each unit's unreached rows (and the hashes of all its paths), the second decodes again
+    only the units that may hold one of those paths (a hash among theirs: a collision costs a decode, never a row)
+    and keeps those paths' rows. Both probe sets built once (``KeySet``): ``is_in`` per unit rebuilt the reached
+    keys' table per range."""
+    import numpy as np  # noqa: PLC0415
+
     if not reached.num_rows:
         return table_of(runner.map_units(list(version_units), lambda ctx, unit: [decode(ctx, unit)], make_context,
                                          partitions=0), units.VERSIONS_SCHEMA)
     held = KeySet(reached["key"])
 
-    def unreached_paths(ctx, unit: str) -> list[pa.Array]:
+    def first(ctx, unit: str) -> list[tuple[str, pa.Array, np.ndarray | None]]:
         batch = decode(ctx, unit)
-        return [pc.unique(batch.column("path").filter(pc.invert(held.holds(batch.column("key")))))]
+        path = batch.column("path")
+        spread = hashes(path)
+        return [(unit, pc.unique(path.filter(pc.invert(held.holds(batch.column("key"))))),
+                 None if spread is None else np.unique(spread))]
 
-    found = [p for p in runner.map_units(list(version_units), unreached_paths, make_context, partitions=0) if len(p)]
+    seen = runner.map_units(list(version_units), first, make_context, partitions=0)
+    found = [paths for _, paths, _ in seen if len(paths)]
     if not found:
         return units.VERSIONS_SCHEMA.empty_table()
-    paths = KeySet(pa.chunked_array(found, pa.binary()))
+    worth = pa.chunked_array(found, pa.binary())
+    paths, marks = KeySet(worth), hashes(worth)
+    marks = None if marks is None else np.unique(marks)
+    again = [unit for unit, _, spread in seen
+             if spread is None or marks is None or np.isin(spread, marks, assume_unique=True).any()]
+    del seen, found
 
     def of_paths(ctx, unit: str) -> list[pa.RecordBatch]:
         batch = decode(ctx, unit)
         return [batch.filter(paths.holds(batch.column("path")))]
 
-    return table_of(runner.map_units(list(version_units), of_paths, make_context, partitions=0),
-                    units.VERSIONS_SCHEMA)
+    return table_of(runner.map_units(again, of_paths, make_context, partitions=0), units.VERSIONS_SCHEMA)
 
 
 class ArrowReach(ArrowSteps):

@@ -74,3 +74,19 @@ def test_refuses_what_is_not_strings():
     with pytest.raises(TypeError, match="strings or byte strings"):
         KeySet(pa.array([1, 2]))
     assert key_set.KeySet(pa.array(["a"])).holds(pa.array(["a"])).to_pylist() == [True]
+
+
+def test_hashes_are_equal_for_equal_strings_and_none_without_the_compiled_module(monkeypatch):
+    assert range_arrow.compiled(), "lakefs_rangewalk did not build: run scripts/install.sh"
+    rng = random.Random(5)
+    words = _words(rng, 300)
+    values = pa.chunked_array([pa.array(words[:100]), pa.array(["pad", *words[100:]]).slice(1)])
+    got = key_set.hashes(values)
+    assert got.dtype.name == "uint64" and len(got) == len(words)
+    by_word: dict[str, int] = {}
+    for word, h in zip(words, got.tolist(), strict=True):
+        assert by_word.setdefault(word, h) == h
+    assert len(set(by_word.values())) == len(by_word)  # no collision among these few
+    assert key_set.hashes(pa.array(words, pa.binary()).cast(pa.large_binary())).tolist() == got.tolist()
+    monkeypatch.setattr(range_arrow, "_native", None)
+    assert key_set.hashes(values) is None
