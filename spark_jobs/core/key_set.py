@@ -1,8 +1,9 @@
 """A set of strings (or byte strings) built once and probed many times, as Arrow columns (pure).
 
 Arrow's ``is_in`` builds a hash table of its value set at every call: probing a million reached keys against each
-range's rows one range at a time rebuilt that table once per range (the trap ``arrow_base.absent_from`` and
-``rows_in`` work around by probing in big blocks, which holds the blocks). ``KeySet`` builds its table once, in
+range's rows one range at a time rebuilt that table once per range, and the ways around it (probing in big blocks,
+or making the few keys distinct and probing the big tables against them) held copies of the rows or of the keys.
+``KeySet`` builds its table once, in
 compiled code (``lakefs_rangewalk.keyset``, native/keyset.c): it reads the columns' buffers in place, copies no
 string, and answers ``holds`` exactly (equal hashes are compared byte for byte) without the GIL, from many threads
 at once. Without the compiled module it falls back to ``is_in`` (the same answers, a table built per call).
@@ -48,7 +49,7 @@ def _column(chunk: pa.Array) -> tuple[object, object, int, int]:
     return offsets, data if data is not None else b"", chunk.offset, len(chunk)
 
 
-def hashes(values: pa.Array) -> np.ndarray | None:
+def hashes(values: Strings) -> np.ndarray | None:
     """Each row's 64-bit hash (equal strings, equal hashes; a null hashes as the empty string), or None without the
     compiled module: what can rule a string out of a set cheaply (a hash not among the set's rules it out; an equal
     hash proves nothing)."""
