@@ -62,7 +62,9 @@ static int strings_of(PyObject *item, strings_t *s, Py_buffer *views) {
     if (!PyArg_ParseTuple(item, "OOLL", &offsets, &data, &first, &count)) return -1;
     if (PyObject_GetBuffer(offsets, &views[0], PyBUF_SIMPLE) || PyObject_GetBuffer(data, &views[1], PyBUF_SIMPLE))
         return -1;
-    if (first < 0 || count < 0 || count >= INT32_MAX || views[0].len / 4 < first + count + 1) {
+    /* first bounded before it is added to: a huge one must not wrap the sum past the check */
+    if (first < 0 || count < 0 || count >= INT32_MAX || first > views[0].len / 4 ||
+        views[0].len / 4 - first < count + 1) {
         PyErr_SetString(PyExc_ValueError, "a column is shorter than its count");
         return -1;
     }

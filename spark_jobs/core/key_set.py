@@ -50,9 +50,9 @@ def _column(chunk: pa.Array) -> tuple[object, object, int, int]:
 
 
 def hashes(values: Strings) -> np.ndarray | None:
-    """Each row's 64-bit hash (equal strings, equal hashes; a null hashes as the empty string), or None without the
-    compiled module: what can rule a string out of a set cheaply (a hash not among the set's rules it out; an equal
-    hash proves nothing)."""
+    """Each row's 64-bit hash (equal strings, equal hashes; a null's is of whatever bytes its slot spans), or None
+    without the compiled module: what can rule a string out of a set cheaply (a hash not among the set's rules it
+    out; an equal hash proves nothing)."""
     native = range_arrow._native  # noqa: SLF001
     if native is None:
         return None

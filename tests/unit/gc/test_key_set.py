@@ -3,6 +3,7 @@
 import random
 import threading
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -90,3 +91,48 @@ def test_hashes_are_equal_for_equal_strings_and_none_without_the_compiled_module
     assert key_set.hashes(pa.array(words, pa.binary()).cast(pa.large_binary())).tolist() == got.tolist()
     monkeypatch.setattr(range_arrow, "_native", None)
     assert key_set.hashes(values) is None
+
+
+_K1, _K2, _MASK = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, (1 << 64) - 1
+
+
+def _state_after_first_word(data: bytes) -> int:
+    # native/hash.h's hash_bytes (seed 0) over the first 8 bytes of a 16-byte string: the state its second word meets
+    h = (len(data) * _K1) & _MASK
+    h = ((h ^ int.from_bytes(data[:8], "little")) * _K2) & _MASK
+    return h ^ (h >> 29)
+
+
+def test_strings_whose_hashes_collide_are_told_apart():
+    """Each step of the hash is a bijection of its state, so a second word can undo any first one: two different
+    16-byte strings with one hash. The set must compare their bytes (a hash-only match would call a kept key
+    reached)."""
+    assert range_arrow.compiled(), "lakefs_rangewalk did not build: run scripts/install.sh"
+    one = b"data/aaaaaaaa/01"
+    first = b"data/zzz"
+    second = (int.from_bytes(one[8:], "little") ^ _state_after_first_word(one) ^ _state_after_first_word(first + one[8:]))
+    other = first + second.to_bytes(8, "little")
+    assert other != one
+    pair = key_set.hashes(pa.array([one, other], pa.binary()))
+    assert pair[0] == pair[1], "the collision was not built: hash.h changed, rebuild it here"
+    keys = KeySet(pa.array([one], pa.binary()))
+    assert keys.holds(pa.array([other, one], pa.binary())).to_pylist() == [False, True]
+    both = KeySet(pa.array([one, other, one], pa.binary()))
+    assert len(both) == 2 and both.holds(pa.array([other, b"x" * 16], pa.binary())).to_pylist() == [True, False]
+
+
+def test_the_compiled_set_refuses_columns_that_lie():
+    assert range_arrow.compiled(), "lakefs_rangewalk did not build: run scripts/install.sh"
+    native = range_arrow._native  # noqa: SLF001
+    good = pa.array(["ab", "c"])
+    offsets, data = good.buffers()[1], good.buffers()[2]
+    backwards = pa.py_buffer(np.array([0, 3, 1], np.int32).tobytes())
+    for column, message in [((offsets, data, 0, 3), "shorter than its count"),
+                            ((offsets, data, 2**63 - 2, 2), "shorter than its count"),
+                            ((offsets, data, -1, 1), "shorter than its count"),
+                            ((backwards, b"abc", 0, 2), "go backwards"),
+                            ((offsets, b"a", 0, 2), "run past its bytes")]:
+        with pytest.raises(ValueError, match=message):
+            native.keyset([column])
+        with pytest.raises(ValueError, match=message):
+            native.holds(native.keyset([]), column)

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
+from spark_jobs.core import range_arrow
 from spark_jobs.core.cleaning import parse_cleaning_policies
 from spark_jobs.core.mark import first_positions, latest_versions, versions_limit
 from spark_jobs.engine.backends.arrow import ArrowBackend
@@ -110,6 +111,7 @@ def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_
     """``worth_ranking`` drops the paths all of whose versions are reached: what the rest keep beyond the reached
     keys, and their union with them, are what ranking every path gives, whatever is reached. The rows come in
     units of random sizes (a path's versions spread over several), decoded twice, on two threads."""
+    assert range_arrow.compiled(), "lakefs_rangewalk did not build: run scripts/install.sh"
     rows, _ = case(seed)
     rnd = random.Random(seed)
     table = pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA)
@@ -130,7 +132,8 @@ def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_
         decoded.clear()
         pruned = worth_ranking(ThreadRunner(2), list(parts), decode, make_context=lambda: None,
                                reached=pa.table({"key": pa.array(sorted(reached), pa.string())}))
-        # every unit once; again only the units that hold a path ranked (one with a version not reached)
+        # every unit once; again only the units that hold a path ranked (one with a version not reached: told by
+        # the compiled hashes, without which every unit is decoded again)
         worth = {r["path"] for r in rows if r["key"] not in reached} if reached else set()
         again = [u for u, b in parts.items() if worth & set(b.column("path").to_pylist())]
         assert sorted(decoded) == sorted(list(parts) + (again if reached else []))
