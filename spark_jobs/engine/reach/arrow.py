@@ -19,12 +19,12 @@ from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
-def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], decode, *, reached: pa.Table,
+def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], decode, *, reached: pa.Table | None,
                   make_context) -> pa.Table:
     """The versions rows (``units.VERSIONS_SCHEMA``, ``decode(ctx, unit)`` of each unit) of the paths that have a
     version whose key ``reached`` lacks, every row of each (so their ranks are exact). A path all of whose versions
     are reached keeps only reached keys, whatever its ranks: ``versions`` minus what is reached, and its union with
-    it, are the same without it.
+    it, are the same without it. Without ``reached`` (or with none reached), every unit's rows, in one pass.
 
     Two passes over the units, one unit per thread at a time, so that no more than the rows ranked is ever held: the
     first keeps the paths of each unit's unreached rows (and the hashes of all its paths), the second decodes again
@@ -33,7 +33,7 @@ def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], decode, *,
     keys' table per range."""
     import numpy as np  # noqa: PLC0415
 
-    if not reached.num_rows:
+    if reached is None or not reached.num_rows:
         return table_of(runner.map_units(list(version_units), lambda ctx, unit: [decode(ctx, unit)], make_context,
                                          partitions=0), units.VERSIONS_SCHEMA)
     held = KeySet(reached["key"])
@@ -130,11 +130,7 @@ class ArrowReach(ArrowSteps):
         peak (at 1M objects with keep_versions on main, +500–860 MiB for a result of 59 MiB)."""
         decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
         step = functools.partial(units.range_versions, lines=lines)
-        if reached is None:
-            rows = table_of(decoders.map_units(list(version_units), lambda ctx, item: [step(ctx, item)],
-                                               self.config.open, partitions=0), units.VERSIONS_SCHEMA)
-        else:
-            rows = worth_ranking(decoders, version_units, step, reached=reached, make_context=self.config.open)
+        rows = worth_ranking(decoders, version_units, step, reached=reached, make_context=self.config.open)
         kept = self.latest(rows)
         del rows
         released()
