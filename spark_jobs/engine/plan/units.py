@@ -120,27 +120,48 @@ def version_unit(line: int, at: int, range_id: str) -> str:
     return f"{line}:{at}:{range_id}"
 
 
-def range_versions(ctx: OpenContext, unit: str, *, lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.RecordBatch:
-    """The entries of the range ``unit`` names (``version_unit``) whose path the line's keep_versions policies
-    (``lines[line]``) keep versions of, each with its line, position and limit (``core.mark.versions_limit``)."""
-    import pyarrow.compute as pc  # noqa: PLC0415
+def version_range(unit: str) -> str:
+    """The range a keep_versions unit (``version_unit``) names."""
+    return unit.split(":", 2)[2]
 
-    line, at, range_id = unit.split(":", 2)
-    matching = lines[int(line)]
+
+# A range's entries inside the namespace: what keep_versions' rows are made of (``versions_of``).
+ENTRIES_SCHEMA = pa.schema([pa.field("path", pa.binary(), nullable=False),
+                            pa.field("key", pa.string(), nullable=False)])
+
+
+def range_entries(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
+    """The path and namespace-relative key of every entry of one range, in key order: addresses outside the
+    namespace left out."""
     parts = []
     for batch in range_batch_groups(ctx.read_range(range_id)):
         keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
         valid = keys.is_valid()
-        paths = batch.column("path").filter(valid)
-        keys = keys.filter(valid)
-        limits = versions_limits(paths, matching)
-        wanted = pc.greater(limits, 0)
-        n = len(keys)
-        parts.append(pa.RecordBatch.from_arrays(
-            [pa.array(np.full(n, int(line), np.int64)), paths, keys, pa.array(np.full(n, int(at), np.int64)),
-             limits], schema=VERSIONS_SCHEMA).filter(wanted))
-        del batch, keys, paths, limits
-    return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=VERSIONS_SCHEMA)
+        parts.append(pa.RecordBatch.from_arrays([batch.column("path").filter(valid), keys.filter(valid)],
+                                                schema=ENTRIES_SCHEMA))
+        del batch, keys
+    return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=ENTRIES_SCHEMA)
+
+
+def versions_of(unit: str, entries: pa.RecordBatch, *, lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.RecordBatch:
+    """keep_versions' rows of ``entries`` (rows of ``ENTRIES_SCHEMA``, of the range ``unit`` names:
+    ``version_unit``): those whose path the line's keep_versions policies (``lines[line]``) keep versions of, each
+    with its line, position and limit (``core.mark.versions_limit``). The limits are the costly part (a regular
+    expression per policy's path pattern): a caller that needs only some entries' rows filters them first."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    line, at, _ = unit.split(":", 2)
+    paths, keys = entries.column("path"), entries.column("key")
+    limits = versions_limits(paths, lines[int(line)])
+    n = entries.num_rows
+    return pa.RecordBatch.from_arrays(
+        [pa.array(np.full(n, int(line), np.int64)), paths, keys, pa.array(np.full(n, int(at), np.int64)), limits],
+        schema=VERSIONS_SCHEMA).filter(pc.greater(limits, 0))
+
+
+def range_versions(ctx: OpenContext, unit: str, *, lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.RecordBatch:
+    """``versions_of`` every entry of the range ``unit`` names."""
+    return versions_of(unit, range_entries(ctx, version_range(unit)), lines=lines)
 
 
 def key_counts(keys: pa.Array) -> pa.RecordBatch:

@@ -19,31 +19,32 @@ from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
-def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], decode, *, reached: pa.Table | None,
+def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], entries, rows, *, reached: pa.Table | None,
                   make_context) -> pa.Table:
-    """The versions rows (``units.VERSIONS_SCHEMA``, ``decode(ctx, unit)`` of each unit) of the paths that have a
-    version whose key ``reached`` lacks, every row of each (so their ranks are exact). A path all of whose versions
-    are reached keeps only reached keys, whatever its ranks: ``versions`` minus what is reached, and its union with
-    it, are the same without it. Without ``reached`` (or with none reached), every unit's rows, in one pass.
+    """The versions rows (``units.VERSIONS_SCHEMA``: ``rows(unit, batch)`` of a unit's ``entries(ctx, unit)``, a
+    batch with ``path`` and ``key`` columns) of the paths that have a version whose key ``reached`` lacks, every row
+    of each (so their ranks are exact). A path all of whose versions are reached keeps only reached keys, whatever
+    its ranks: ``versions`` minus what is reached, and its union with it, are the same without it. Without
+    ``reached`` (or with none reached), every unit's rows, in one pass.
 
     Two passes over the units, one unit per thread at a time, so that no more than the rows ranked is ever held: the
     first keeps the paths of each unit's unreached rows (and the hashes of all its paths), the second decodes again
     only the units that may hold one of those paths (a hash among theirs: a collision costs a decode, never a row)
-    and keeps those paths' rows. Both probe sets built once (``KeySet``): ``is_in`` per unit rebuilt the reached
-    keys' table per range."""
+    and keeps those paths' rows. ``rows`` (keep_versions' limits: a regular expression per path pattern) sees only
+    the unreached entries, then the chosen paths' entries, never a unit's every entry. Both probe sets built once
+    (``KeySet``): ``is_in`` per unit rebuilt the reached keys' table per range."""
     import numpy as np  # noqa: PLC0415
 
     if reached is None or not reached.num_rows:
-        return table_of(runner.map_units(list(version_units), lambda ctx, unit: [decode(ctx, unit)], make_context,
-                                         partitions=0), units.VERSIONS_SCHEMA)
+        return table_of(runner.map_units(list(version_units), lambda ctx, unit: [rows(unit, entries(ctx, unit))],
+                                         make_context, partitions=0), units.VERSIONS_SCHEMA)
     held = KeySet(reached["key"])
 
     def first(ctx, unit: str) -> list[tuple[str, pa.Array, np.ndarray | None]]:
-        batch = decode(ctx, unit)
-        path = batch.column("path")
-        spread = hashes(path)
-        return [(unit, pc.unique(path.filter(pc.invert(held.holds(batch.column("key"))))),
-                 None if spread is None else np.unique(spread))]
+        batch = entries(ctx, unit)
+        spread = hashes(batch.column("path"))
+        unreached = rows(unit, batch.filter(pc.invert(held.holds(batch.column("key")))))
+        return [(unit, pc.unique(unreached.column("path")), None if spread is None else np.unique(spread))]
 
     seen = runner.map_units(list(version_units), first, make_context, partitions=0)
     found = [paths for _, paths, _ in seen if len(paths)]
@@ -57,8 +58,8 @@ def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], decode, *,
     del seen, found
 
     def of_paths(ctx, unit: str) -> list[pa.RecordBatch]:
-        batch = decode(ctx, unit)
-        return [batch.filter(paths.holds(batch.column("path")))]
+        batch = entries(ctx, unit)
+        return [rows(unit, batch.filter(paths.holds(batch.column("path"))))]
 
     return table_of(runner.map_units(again, of_paths, make_context, partitions=0), units.VERSIONS_SCHEMA)
 
@@ -129,8 +130,10 @@ class ArrowReach(ArrowSteps):
         ranked (``worth_ranking``): what the others keep is reached anyway, and ranking every path held the run's
         peak (at 1M objects with keep_versions on main, +500–860 MiB for a result of 59 MiB)."""
         decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
-        step = functools.partial(units.range_versions, lines=lines)
-        rows = worth_ranking(decoders, version_units, step, reached=reached, make_context=self.config.open)
+        rows = worth_ranking(decoders, version_units,
+                             lambda ctx, unit: units.range_entries(ctx, units.version_range(unit)),
+                             functools.partial(units.versions_of, lines=lines), reached=reached,
+                             make_context=self.config.open)
         kept = self.latest(rows)
         del rows
         released()

@@ -109,34 +109,46 @@ def test_the_random_histories_drop_versions() -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_reach(seed: int) -> None:
     """``worth_ranking`` drops the paths all of whose versions are reached: what the rest keep beyond the reached
-    keys, and their union with them, are what ranking every path gives, whatever is reached. The rows come in
-    units of random sizes (a path's versions spread over several), decoded twice, on two threads."""
+    keys, and their union with them, are what ranking every path gives, whatever is reached. The entries come in
+    units of random sizes (a path's versions spread over several), decoded twice, on two threads; some paths are
+    not covered (``rows`` gives none of their rows: no policy keeps their versions), and they never make a unit
+    decoded again. ``rows`` (the limits' regular expressions) sees only unreached entries and the chosen paths'."""
     assert range_arrow.compiled(), "lakefs_rangewalk did not build: run scripts/install.sh"
     rows, _ = case(seed)
     rnd = random.Random(seed)
+    uncovered = {p.encode() for p in rnd.sample(PATHS, rnd.randint(0, 4))}
     table = pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA)
     cuts = sorted(rnd.sample(range(1, max(2, table.num_rows)), k=min(4, max(0, table.num_rows - 1))))
     parts = {str(i): pa.RecordBatch.from_pylist(rows[a:b], schema=units.VERSIONS_SCHEMA)
              for i, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(rows)], strict=True))}
-    decoded = []
+    decoded, given = [], []
 
     def decode(_ctx, unit):
         decoded.append(unit)
         return parts[unit]
 
+    def covered(_unit, batch):
+        given.extend(zip(batch.column("path").to_pylist(), batch.column("key").to_pylist(), strict=True))
+        return batch.filter(pa.array([p not in uncovered for p in batch.column("path").to_pylist()], pa.bool_()))
+
     keys = sorted({r["key"] for r in rows})
     backend = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
-    every = set(backend.latest(table)["key"].to_pylist())
+    every = set(backend.latest(pa.Table.from_batches([covered(None, b) for b in parts.values()],
+                                                     schema=units.VERSIONS_SCHEMA))["key"].to_pylist())
     for share in (0.0, 0.3, 0.7, 0.95, 1.0):
         reached = set(rnd.sample(keys, int(len(keys) * share)))
         decoded.clear()
-        pruned = worth_ranking(ThreadRunner(2), list(parts), decode, make_context=lambda: None,
+        given.clear()
+        pruned = worth_ranking(ThreadRunner(2), list(parts), decode, covered, make_context=lambda: None,
                                reached=pa.table({"key": pa.array(sorted(reached), pa.string())}))
         # every unit once; again only the units that hold a path ranked (one with a version not reached: told by
         # the compiled hashes, without which every unit is decoded again)
-        worth = {r["path"] for r in rows if r["key"] not in reached} if reached else set()
+        worth = {r["path"] for r in rows if r["key"] not in reached and r["path"] not in uncovered} if reached \
+            else set()
         again = [u for u, b in parts.items() if worth & set(b.column("path").to_pylist())]
         assert sorted(decoded) == sorted(list(parts) + (again if reached else []))
+        if reached:
+            assert all(key not in reached or path in worth for path, key in given), "rows saw entries it need not"
         assert pruned.num_rows <= table.num_rows
         got = set(backend.latest(pruned)["key"].to_pylist())
         assert got - reached == every - reached and got | reached == every | reached, (share, got ^ every)
