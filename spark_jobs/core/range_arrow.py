@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import array
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -70,9 +70,17 @@ def range_batch(data: bytes) -> pa.RecordBatch:
 def range_batch_groups(data: bytes, blocks: int = 512) -> Iterator[pa.RecordBatch]:
     """``range_batch``'s rows, ``blocks`` data blocks at a time (about 2 MB decompressed at lakeFS's 4 KB blocks):
     what a caller holds at once is the file and one group's entries, not every entry of the range."""
+    return (batch for _, batch in numbered_batch_groups(data, blocks))
+
+
+def numbered_batch_groups(data: bytes, blocks: int, *, only: Container[int] | None = None) \
+        -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``range_batch_groups``' groups numbered from 0; with ``only``, those groups alone: the others' blocks are
+    neither checked nor decompressed (a caller that read the whole range once knows which groups it needs again)."""
     table, handles, _ = block_keys(data)
-    for at in range(0, len(handles), blocks):
-        yield blocks_batch(table, handles[at:at + blocks])
+    for group, at in enumerate(range(0, len(handles), blocks)):
+        if only is None or group in only:
+            yield group, blocks_batch(table, handles[at:at + blocks])
 
 
 def block_keys(data: bytes) -> tuple[object, list[tuple[int, int]], list[int]]:

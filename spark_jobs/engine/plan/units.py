@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from spark_jobs.core.addresses import FULL, RELATIVE
 from spark_jobs.core.cleaning import CleaningPolicy
 from spark_jobs.core.path_columns import scope_masks, versions_limits
 from spark_jobs.core.plan import path_prefix
-from spark_jobs.core.range_arrow import range_batch_groups
+from spark_jobs.core.range_arrow import numbered_batch_groups, range_batch_groups
 from spark_jobs.engine.runtime.context import GCError, OpenContext
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,7 @@ def version_range(unit: str) -> str:
 
 
 # A range's entries inside the namespace: what keep_versions' rows are made of (``versions_of``).
+ENTRY_GROUP_BLOCKS = 64  # ≈ 1,500 entries at lakeFS's 4 KB blocks: what keep_versions decodes again or skips
 ENTRIES_SCHEMA = pa.schema([pa.field("path", pa.binary(), nullable=False),
                             pa.field("key", pa.string(), nullable=False)])
 
@@ -133,14 +134,20 @@ ENTRIES_SCHEMA = pa.schema([pa.field("path", pa.binary(), nullable=False),
 def range_entries(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
     """The path and namespace-relative key of every entry of one range, in key order: addresses outside the
     namespace left out."""
-    parts = []
-    for batch in range_batch_groups(ctx.read_range(range_id)):
+    parts = [batch for _, batch in range_entry_groups(ctx, range_id, blocks=512)]
+    return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=ENTRIES_SCHEMA)
+
+
+def range_entry_groups(ctx: OpenContext, range_id: str, *, only: Container[int] | None = None,
+                       blocks: int = ENTRY_GROUP_BLOCKS) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``range_entries`` ``blocks`` data blocks at a time, each group numbered (``numbered_batch_groups``); with
+    ``only``, those groups alone, the others' blocks left undecoded."""
+    for group, batch in numbered_batch_groups(ctx.read_range(range_id), blocks, only=only):
         keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
         valid = keys.is_valid()
-        parts.append(pa.RecordBatch.from_arrays([batch.column("path").filter(valid), keys.filter(valid)],
-                                                schema=ENTRIES_SCHEMA))
+        yield group, pa.RecordBatch.from_arrays([batch.column("path").filter(valid), keys.filter(valid)],
+                                                schema=ENTRIES_SCHEMA)
         del batch, keys
-    return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=ENTRIES_SCHEMA)
 
 
 def versions_of(unit: str, entries: pa.RecordBatch, *, lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.RecordBatch:

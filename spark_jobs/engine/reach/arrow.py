@@ -21,47 +21,57 @@ from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], entries, rows, *, reached: pa.Table | None,
                   make_context) -> pa.Table:
-    """The versions rows (``units.VERSIONS_SCHEMA``: ``rows(unit, batch)`` of a unit's ``entries(ctx, unit)``, a
-    batch with ``path`` and ``key`` columns) of the paths that have a version whose key ``reached`` lacks, every row
-    of each (so their ranks are exact). A path all of whose versions are reached keeps only reached keys, whatever
-    its ranks: ``versions`` minus what is reached, and its union with it, are the same without it. Without
-    ``reached`` (or with none reached), every unit's rows, in one pass.
+    """The versions rows (``units.VERSIONS_SCHEMA``: ``rows(unit, batch)`` of the batches of a unit's entries,
+    ``entries(ctx, unit, only)``: (group, batch) pairs, each batch with ``path`` and ``key`` columns, ``only`` the
+    groups wanted or None for all) of the paths that have a version whose key ``reached`` lacks, every row of each
+    (so their ranks are exact). A path all of whose versions are reached keeps only reached keys, whatever its
+    ranks: ``versions`` minus what is reached, and its union with it, are the same without it. Without ``reached``
+    (or with none reached), every unit's rows, in one pass.
 
     Two passes over the units, one unit per thread at a time, so that no more than the rows ranked is ever held: the
-    first keeps the paths of each unit's unreached rows (and the hashes of all its paths), the second decodes again
-    only the units that may hold one of those paths (a hash among theirs: a collision costs a decode, never a row)
-    and keeps those paths' rows. ``rows`` (keep_versions' limits: a regular expression per path pattern) sees only
-    the unreached entries, then the chosen paths' entries, never a unit's every entry. Both probe sets built once
-    (``KeySet``): ``is_in`` per unit rebuilt the reached keys' table per range."""
+    first keeps the paths of each unit's unreached rows (and the hashes of each group's paths), the second decodes
+    again only the groups that may hold one of those paths (a hash among theirs: a collision costs a decode, never
+    a row) and keeps those paths' rows. ``rows`` (keep_versions' limits: a regular expression per path pattern)
+    sees only the unreached entries, then the chosen paths' entries, never a unit's every entry. Both probe sets
+    built once (``KeySet``): ``is_in`` per unit rebuilt the reached keys' table per range."""
     import numpy as np  # noqa: PLC0415
 
     if reached is None or not reached.num_rows:
-        return table_of(runner.map_units(list(version_units), lambda ctx, unit: [rows(unit, entries(ctx, unit))],
-                                         make_context, partitions=0), units.VERSIONS_SCHEMA)
+        return table_of(runner.map_units(list(version_units), lambda ctx, unit: [
+            rows(unit, batch) for _, batch in entries(ctx, unit, None)], make_context, partitions=0),
+            units.VERSIONS_SCHEMA)
     held = KeySet(reached["key"])
 
-    def first(ctx, unit: str) -> list[tuple[str, pa.Array, np.ndarray | None]]:
-        batch = entries(ctx, unit)
-        spread = hashes(batch.column("path"))
-        unreached = rows(unit, batch.filter(pc.invert(held.holds(batch.column("key")))))
-        return [(unit, pc.unique(unreached.column("path")), None if spread is None else np.unique(spread))]
+    def first(ctx, unit: str) -> list[tuple[str, list[pa.Array], dict[int, np.ndarray | None]]]:
+        found, spread = [], {}
+        for group, batch in entries(ctx, unit, None):
+            marks = hashes(batch.column("path"))
+            spread[group] = None if marks is None else np.unique(marks)
+            unreached = rows(unit, batch.filter(pc.invert(held.holds(batch.column("key")))))
+            if unreached.num_rows:
+                found.append(pc.unique(unreached.column("path")))
+        return [(unit, found, spread)]
 
     seen = runner.map_units(list(version_units), first, make_context, partitions=0)
-    found = [paths for _, paths, _ in seen if len(paths)]
+    found = [paths for _, unit_paths, _ in seen for paths in unit_paths]
     if not found:
         return units.VERSIONS_SCHEMA.empty_table()
     worth = pa.chunked_array(found, pa.binary())
     paths, marks = KeySet(worth), hashes(worth)
     marks = None if marks is None else np.unique(marks)
-    again = [unit for unit, _, spread in seen
-             if spread is None or marks is None or np.isin(spread, marks, assume_unique=True).any()]
+    again = {}
+    for unit, _, spread in seen:
+        groups = {group for group, of_group in spread.items()
+                  if of_group is None or marks is None or np.isin(of_group, marks, assume_unique=True).any()}
+        if groups:
+            again[unit] = groups
     del seen, found
 
     def of_paths(ctx, unit: str) -> list[pa.RecordBatch]:
-        batch = entries(ctx, unit)
-        return [rows(unit, batch.filter(paths.holds(batch.column("path"))))]
+        return [rows(unit, batch.filter(paths.holds(batch.column("path"))))
+                for _, batch in entries(ctx, unit, again[unit])]
 
-    return table_of(runner.map_units(again, of_paths, make_context, partitions=0), units.VERSIONS_SCHEMA)
+    return table_of(runner.map_units(list(again), of_paths, make_context, partitions=0), units.VERSIONS_SCHEMA)
 
 
 class ArrowReach(ArrowSteps):
@@ -131,7 +141,8 @@ class ArrowReach(ArrowSteps):
         peak (at 1M objects with keep_versions on main, +500–860 MiB for a result of 59 MiB)."""
         decoders = ThreadRunner(min(self.runner.threads, max(2, os.cpu_count() or 2)))
         rows = worth_ranking(decoders, version_units,
-                             lambda ctx, unit: units.range_entries(ctx, units.version_range(unit)),
+                             lambda ctx, unit, only: units.range_entry_groups(ctx, units.version_range(unit),
+                                                                              only=only),
                              functools.partial(units.versions_of, lines=lines), reached=reached,
                              make_context=self.config.open)
         kept = self.latest(rows)

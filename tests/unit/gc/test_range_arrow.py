@@ -67,6 +67,21 @@ def test_a_range_read_a_group_of_blocks_at_a_time_is_the_whole_range(blocks):
         assert all(g.num_rows for g in groups)
 
 
+@pytest.mark.parametrize("blocks", [1, 2, 3])
+def test_numbered_groups_are_the_groups_and_only_decodes_the_groups_asked_for(blocks):
+    """A second read of a range by group numbers gives those groups' rows, and nothing of the others."""
+    rnd = random.Random(blocks)
+    for data in lakefs_ranges().values():
+        groups = list(range_arrow.range_batch_groups(data, blocks))
+        numbered = list(range_arrow.numbered_batch_groups(data, blocks))
+        assert [n for n, _ in numbered] == list(range(len(groups)))
+        assert all(b.equals(g) for (_, b), g in zip(numbered, groups, strict=True))
+        only = set(rnd.sample(range(len(groups)), rnd.randint(0, len(groups))))
+        picked = list(range_arrow.numbered_batch_groups(data, blocks, only=only))
+        assert [n for n, _ in picked] == sorted(only)
+        assert all(b.equals(groups[n]) for n, b in picked)
+
+
 def test_the_walk_takes_every_block_of_lakefs_written_ranges_itself():
     """No block of a lakeFS-written range (long Hive-style paths included) falls back to the careful decoder."""
     import lakefs_rangewalk  # noqa: PLC0415

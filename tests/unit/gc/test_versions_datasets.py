@@ -106,26 +106,34 @@ def test_the_random_histories_drop_versions() -> None:
     assert sum(dropped) >= 20
 
 
+def in_pieces(rnd: random.Random, rows: list[dict], most: int) -> list[list[dict]]:
+    """``rows`` cut in at most ``most`` pieces of random sizes, in order (empty when there are none)."""
+    cuts = sorted(rnd.sample(range(1, max(2, len(rows))), k=min(most - 1, max(0, len(rows) - 1))))
+    return [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_reach(seed: int) -> None:
     """``worth_ranking`` drops the paths all of whose versions are reached: what the rest keep beyond the reached
     keys, and their union with them, are what ranking every path gives, whatever is reached. The entries come in
-    units of random sizes (a path's versions spread over several), decoded twice, on two threads; some paths are
-    not covered (``rows`` gives none of their rows: no policy keeps their versions), and they never make a unit
-    decoded again. ``rows`` (the limits' regular expressions) sees only unreached entries and the chosen paths'."""
+    units of random sizes (a path's versions spread over several), each in groups of random sizes, decoded twice,
+    on two threads: the second time only the groups holding a chosen path. Some paths are not covered (``rows``
+    gives none of their rows: no policy keeps their versions), and they never make a group decoded again. ``rows``
+    (the limits' regular expressions) sees only unreached entries and the chosen paths'."""
     assert range_arrow.compiled(), "lakefs_rangewalk did not build: run scripts/install.sh"
     rows, _ = case(seed)
     rnd = random.Random(seed)
     uncovered = {p.encode() for p in rnd.sample(PATHS, rnd.randint(0, 4))}
     table = pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA)
-    cuts = sorted(rnd.sample(range(1, max(2, table.num_rows)), k=min(4, max(0, table.num_rows - 1))))
-    parts = {str(i): pa.RecordBatch.from_pylist(rows[a:b], schema=units.VERSIONS_SCHEMA)
-             for i, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(rows)], strict=True))}
+    parts = {str(i): [pa.RecordBatch.from_pylist(group, schema=units.VERSIONS_SCHEMA)
+                      for group in in_pieces(rnd, unit, 4)] for i, unit in enumerate(in_pieces(rnd, rows, 5))}
     decoded, given = [], []
 
-    def decode(_ctx, unit):
-        decoded.append(unit)
-        return parts[unit]
+    def entries(_ctx, unit, only):
+        for group, batch in enumerate(parts[unit]):
+            if only is None or group in only:
+                decoded.append((unit, group))
+                yield group, batch
 
     def covered(_unit, batch):
         given.extend(zip(batch.column("path").to_pylist(), batch.column("key").to_pylist(), strict=True))
@@ -133,20 +141,21 @@ def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_
 
     keys = sorted({r["key"] for r in rows})
     backend = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
-    every = set(backend.latest(pa.Table.from_batches([covered(None, b) for b in parts.values()],
+    every = set(backend.latest(pa.Table.from_batches([covered(None, b) for unit in parts.values() for b in unit],
                                                      schema=units.VERSIONS_SCHEMA))["key"].to_pylist())
+    groups = [(u, g) for u, unit in parts.items() for g in range(len(unit))]
     for share in (0.0, 0.3, 0.7, 0.95, 1.0):
         reached = set(rnd.sample(keys, int(len(keys) * share)))
         decoded.clear()
         given.clear()
-        pruned = worth_ranking(ThreadRunner(2), list(parts), decode, covered, make_context=lambda: None,
+        pruned = worth_ranking(ThreadRunner(2), list(parts), entries, covered, make_context=lambda: None,
                                reached=pa.table({"key": pa.array(sorted(reached), pa.string())}))
-        # every unit once; again only the units that hold a path ranked (one with a version not reached: told by
-        # the compiled hashes, without which every unit is decoded again)
+        # every group once; again only the groups that hold a path ranked (one with a version not reached: told by
+        # the compiled hashes, without which every group is decoded again)
         worth = {r["path"] for r in rows if r["key"] not in reached and r["path"] not in uncovered} if reached \
             else set()
-        again = [u for u, b in parts.items() if worth & set(b.column("path").to_pylist())]
-        assert sorted(decoded) == sorted(list(parts) + (again if reached else []))
+        again = [(u, g) for u, g in groups if worth & set(parts[u][g].column("path").to_pylist())]
+        assert sorted(decoded) == sorted(groups + (again if reached else []))
         if reached:
             assert all(key not in reached or path in worth for path, key in given), "rows saw entries it need not"
         assert pruned.num_rows <= table.num_rows
