@@ -131,17 +131,12 @@ ENTRIES_SCHEMA = pa.schema([pa.field("path", pa.binary(), nullable=False),
                             pa.field("key", pa.string(), nullable=False)])
 
 
-def range_entries(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
-    """The path and namespace-relative key of every entry of one range, in key order: addresses outside the
-    namespace left out."""
-    parts = [batch for _, batch in range_entry_groups(ctx, range_id, blocks=512)]
-    return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=ENTRIES_SCHEMA)
-
-
 def range_entry_groups(ctx: OpenContext, range_id: str, *, only: Container[int] | None = None,
                        blocks: int = ENTRY_GROUP_BLOCKS) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """``range_entries`` ``blocks`` data blocks at a time, each group numbered (``numbered_batch_groups``); with
-    ``only``, those groups alone, the others' blocks left undecoded."""
+    """The path and namespace-relative key (``ENTRIES_SCHEMA``) of the entries of one range, ``blocks`` data
+    blocks at a time, in key order, addresses outside the namespace left out: every group, empty ones included,
+    numbered by its place in the file (``numbered_batch_groups``), so that a second read with ``only`` (those
+    groups alone, the others' blocks left undecoded) gives each group as the first read gave it."""
     for group, batch in numbered_batch_groups(ctx.read_range(range_id), blocks, only=only):
         keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
         valid = keys.is_valid()
@@ -153,8 +148,9 @@ def range_entry_groups(ctx: OpenContext, range_id: str, *, only: Container[int] 
 def versions_of(unit: str, entries: pa.RecordBatch, *, lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.RecordBatch:
     """keep_versions' rows of ``entries`` (rows of ``ENTRIES_SCHEMA``, of the range ``unit`` names:
     ``version_unit``): those whose path the line's keep_versions policies (``lines[line]``) keep versions of, each
-    with its line, position and limit (``core.mark.versions_limit``). The limits are the costly part (a regular
-    expression per policy's path pattern): a caller that needs only some entries' rows filters them first."""
+    with its line, position and limit (``core.mark.versions_limit``). Row by row (a row's fate is its path's alone),
+    so a caller may filter the entries first: the limits are the costly part (a regular expression per policy's
+    path pattern)."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
     line, at, _ = unit.split(":", 2)
@@ -167,8 +163,11 @@ def versions_of(unit: str, entries: pa.RecordBatch, *, lines: tuple[tuple[Cleani
 
 
 def range_versions(ctx: OpenContext, unit: str, *, lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.RecordBatch:
-    """``versions_of`` every entry of the range ``unit`` names."""
-    return versions_of(unit, range_entries(ctx, version_range(unit)), lines=lines)
+    """``versions_of`` every entry of the range ``unit`` names, a group of 512 blocks at a time (what a task holds
+    at once is the file, one group's entries and the rows kept)."""
+    parts = [versions_of(unit, batch, lines=lines)
+             for _, batch in range_entry_groups(ctx, version_range(unit), blocks=512)]
+    return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=VERSIONS_SCHEMA)
 
 
 def key_counts(keys: pa.Array) -> pa.RecordBatch:

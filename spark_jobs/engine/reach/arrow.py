@@ -21,18 +21,22 @@ from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], entries, rows, *, reached: pa.Table | None,
                   make_context) -> pa.Table:
-    """The versions rows (``units.VERSIONS_SCHEMA``: ``rows(unit, batch)`` of the batches of a unit's entries,
-    ``entries(ctx, unit, only)``: (group, batch) pairs, each batch with ``path`` and ``key`` columns, ``only`` the
-    groups wanted or None for all) of the paths that have a version whose key ``reached`` lacks, every row of each
-    (so their ranks are exact). A path all of whose versions are reached keeps only reached keys, whatever its
-    ranks: ``versions`` minus what is reached, and its union with it, are the same without it. Without ``reached``
-    (or with none reached), every unit's rows, in one pass.
+    """The versions rows (``units.VERSIONS_SCHEMA``) of the paths that have a version whose key ``reached`` lacks,
+    every row of each (so their ranks are exact). A path all of whose versions are reached keeps only reached keys,
+    whatever its ranks: ``versions`` minus what is reached, and its union with it, are the same without it. Without
+    ``reached`` (or with none reached), every unit's rows, in one pass.
+
+    ``entries(ctx, unit, only)``: a unit's entries as (group, batch) pairs, each batch with ``path`` and ``key``
+    columns, every group numbered the same way at every call (empty ones included), ``only`` the groups wanted (None:
+    all), a group read through ``only`` the same as in a full read. ``rows(unit, batch)``: the versions rows of a
+    batch of the unit's entries, row by row (a row's fate is its path's), so it may be given any subset of them.
 
     Two passes over the units, one unit per thread at a time, so that no more than the rows ranked is ever held: the
     first keeps the paths of each unit's unreached rows (and the hashes of each group's paths), the second decodes
-    again only the groups that may hold one of those paths (a hash among theirs: a collision costs a decode, never
-    a row) and keeps those paths' rows. ``rows`` (keep_versions' limits: a regular expression per path pattern)
-    sees only the unreached entries, then the chosen paths' entries, never a unit's every entry. Both probe sets
+    again only the groups that may hold one of those paths and keeps those paths' rows. A hash collision, or a path
+    chosen on one line that another line's group holds without a policy covering it there, costs a decode, never a
+    row; without the compiled hashes every group is decoded again. ``rows`` (keep_versions' limits: a regular
+    expression per path pattern) sees only the unreached entries, then the chosen paths' entries. Both probe sets
     built once (``KeySet``): ``is_in`` per unit rebuilt the reached keys' table per range."""
     import numpy as np  # noqa: PLC0415
 
@@ -45,10 +49,10 @@ def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], entries, r
     def first(ctx, unit: str) -> list[tuple[str, list[pa.Array], dict[int, np.ndarray | None]]]:
         found, spread = [], {}
         for group, batch in entries(ctx, unit, None):
-            marks = hashes(batch.column("path"))
-            spread[group] = None if marks is None else np.unique(marks)
-            unreached = rows(unit, batch.filter(pc.invert(held.holds(batch.column("key")))))
-            if unreached.num_rows:
+            group_marks = hashes(batch.column("path"))
+            spread[group] = None if group_marks is None else np.unique(group_marks)
+            unreached = batch.filter(pc.invert(held.holds(batch.column("key"))))
+            if unreached.num_rows and (unreached := rows(unit, unreached)).num_rows:
                 found.append(pc.unique(unreached.column("path")))
         return [(unit, found, spread)]
 
@@ -68,8 +72,8 @@ def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], entries, r
     del seen, found
 
     def of_paths(ctx, unit: str) -> list[pa.RecordBatch]:
-        return [rows(unit, batch.filter(paths.holds(batch.column("path"))))
-                for _, batch in entries(ctx, unit, again[unit])]
+        chosen = (batch.filter(paths.holds(batch.column("path"))) for _, batch in entries(ctx, unit, again[unit]))
+        return [rows(unit, batch) for batch in chosen if batch.num_rows]
 
     return table_of(runner.map_units(list(again), of_paths, make_context, partitions=0), units.VERSIONS_SCHEMA)
 
@@ -134,8 +138,9 @@ class ArrowReach(ArrowSteps):
 
     def versions(self, version_units: Sequence[str], lines: tuple[tuple[CleaningPolicy, ...], ...], *,
                  reached: pa.Table | None = None) -> pa.Table:
-        """What keep_versions keeps (``units.range_versions`` of every unit): per line and path, its distinct keys
-        ranked by the position where the line first holds them, the first ``keep`` of each (``latest``). With
+        """What keep_versions keeps (of ``units.range_versions``' rows: ``units.versions_of`` the entries of every
+        unit, ``units.range_entry_groups``): per line and path, its distinct keys ranked by the position where the
+        line first holds them, the first ``keep`` of each (``latest``). With
         ``reached`` (the keys the retained commits reach), only the paths some version of which is not reached are
         ranked (``worth_ranking``): what the others keep is reached anyway, and ranking every path held the run's
         peak (at 1M objects with keep_versions on main, +500–860 MiB for a result of 59 MiB)."""

@@ -12,13 +12,15 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from spark_jobs.core import range_arrow
+from spark_jobs.core import columns, range_arrow
 from spark_jobs.core.cleaning import parse_cleaning_policies
 from spark_jobs.core.mark import first_positions, latest_versions, versions_limit
 from spark_jobs.engine.backends.arrow import ArrowBackend
 from spark_jobs.engine.plan import units
+from spark_jobs.engine.reach import arrow as reach_arrow
 from spark_jobs.engine.reach.arrow import worth_ranking
 from spark_jobs.engine.runtime.parallel import ThreadRunner
+from tests.unit.gc.test_range_arrow import lakefs_ranges
 
 PATHS = [f"{table}/p{i}" for table in ("a", "b", "c") for i in range(4)]
 
@@ -107,26 +109,35 @@ def test_the_random_histories_drop_versions() -> None:
 
 
 def in_pieces(rnd: random.Random, rows: list[dict], most: int) -> list[list[dict]]:
-    """``rows`` cut in at most ``most`` pieces of random sizes, in order (empty when there are none)."""
+    """``rows`` cut in at most ``most`` pieces of random sizes, in order, with an empty piece here and there."""
     cuts = sorted(rnd.sample(range(1, max(2, len(rows))), k=min(most - 1, max(0, len(rows) - 1))))
-    return [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    pieces = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    for _ in range(rnd.randint(0, 2)):
+        pieces.insert(rnd.randint(0, len(pieces)), [])
+    return pieces
 
 
+@pytest.mark.parametrize("hashed", [True, False], ids=["hashed", "without-hashes"])
 @pytest.mark.parametrize("seed", range(40))
-def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_reach(seed: int) -> None:
+def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_reach(seed: int, hashed: bool,
+                                                                                     monkeypatch) -> None:
     """``worth_ranking`` drops the paths all of whose versions are reached: what the rest keep beyond the reached
     keys, and their union with them, are what ranking every path gives, whatever is reached. The entries come in
     units of random sizes (a path's versions spread over several), each in groups of random sizes, decoded twice,
     on two threads: the second time only the groups holding a chosen path. Some paths are not covered (``rows``
     gives none of their rows: no policy keeps their versions), and they never make a group decoded again. ``rows``
-    (the limits' regular expressions) sees only unreached entries and the chosen paths'."""
+    (the limits' regular expressions) sees only unreached entries and the chosen paths'. Some groups and some units
+    are empty. Without the compiled hashes every group is decoded again, and the rows kept are the same."""
     assert range_arrow.compiled(), "lakefs_rangewalk did not build: run scripts/install.sh"
+    if not hashed:
+        monkeypatch.setattr(reach_arrow, "hashes", lambda _column: None)
     rows, _ = case(seed)
     rnd = random.Random(seed)
     uncovered = {p.encode() for p in rnd.sample(PATHS, rnd.randint(0, 4))}
     table = pa.Table.from_pylist(rows, schema=units.VERSIONS_SCHEMA)
     parts = {str(i): [pa.RecordBatch.from_pylist(group, schema=units.VERSIONS_SCHEMA)
                       for group in in_pieces(rnd, unit, 4)] for i, unit in enumerate(in_pieces(rnd, rows, 5))}
+    parts[str(len(parts))] = []  # a unit of no group (a range with no block)
     decoded, given = [], []
 
     def entries(_ctx, unit, only):
@@ -154,7 +165,8 @@ def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_
         # the compiled hashes, without which every group is decoded again)
         worth = {r["path"] for r in rows if r["key"] not in reached and r["path"] not in uncovered} if reached \
             else set()
-        again = [(u, g) for u, g in groups if worth & set(parts[u][g].column("path").to_pylist())]
+        again = [(u, g) for u, g in groups if (worth & set(parts[u][g].column("path").to_pylist())
+                                                if hashed else worth)]
         assert sorted(decoded) == sorted(groups + (again if reached else []))
         if reached:
             assert all(key not in reached or path in worth for path, key in given), "rows saw entries it need not"
@@ -163,3 +175,44 @@ def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_
         assert got - reached == every - reached and got | reached == every | reached, (share, got ^ every)
         if share == 1.0:
             assert pruned.num_rows == 0
+
+
+class RangeFile:
+    """What ``units.range_entry_groups`` reads of a context: one range file (lakeFS's own, from the fixtures)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.prefixes = data, ("local://ns",)
+
+    def read_range(self, _range_id: str) -> bytes:
+        return self.data
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 512])
+def test_a_range_s_entry_groups_read_again_by_number_are_the_groups_of_a_whole_read(blocks: int) -> None:
+    """``range_entry_groups``, as keep_versions' second pass reads it: every group numbered (empty ones too), the
+    groups the whole range's entries in order; a read of some groups gives them as the whole read did. And
+    ``range_versions`` (Spark's) is ``versions_of`` the range's entries at once."""
+    rnd = random.Random(blocks)
+    policies = tuple(parse_cleaning_policies({"policies": [
+        {"id": "v", "patterns": ["*"], "keep_versions": 2, "paths": ["**/*.parquet"]}]}))
+    covered = entries = 0
+    for data in lakefs_ranges().values():
+        ctx = RangeFile(data)
+        whole = range_arrow.range_batch(data)
+        keys = columns.relative_keys(whole.column("address"), whole.column("address_type"), ctx.prefixes)
+        numbered = list(units.range_entry_groups(ctx, "r", blocks=blocks))
+        assert [n for n, _ in numbered] == list(range(len(numbered)))
+        got = pa.Table.from_batches([b for _, b in numbered], schema=units.ENTRIES_SCHEMA)
+        assert got["path"].to_pylist() == whole.column("path").filter(keys.is_valid()).to_pylist()
+        assert got["key"].to_pylist() == keys.drop_null().to_pylist()
+        only = set(rnd.sample(range(len(numbered)), rnd.randint(0, len(numbered))))
+        picked = list(units.range_entry_groups(ctx, "r", only=only, blocks=blocks))
+        assert [n for n, _ in picked] == sorted(only)
+        assert all(b.equals(numbered[n][1]) for n, b in picked)
+        unit = units.version_unit(0, 3, "r")
+        every = units.versions_of(unit, pa.Table.from_batches([b for _, b in numbered], schema=units.ENTRIES_SCHEMA)
+                                  .combine_chunks().to_batches()[0] if numbered else
+                                  pa.RecordBatch.from_pylist([], schema=units.ENTRIES_SCHEMA), lines=(policies,))
+        assert units.range_versions(ctx, unit, lines=(policies,)).equals(every)
+        covered, entries = covered + every.num_rows, entries + got.num_rows
+    assert 0 < covered < entries, "the policy covers some of the fixtures' paths, not all"
