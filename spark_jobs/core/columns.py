@@ -5,7 +5,6 @@ key. Each function here has a per-key twin that stays the reference (tests compa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -23,18 +22,26 @@ PLAN_SCHEMA = pa.schema([pa.field("address", pa.string(), nullable=False),
 
 
 def relative_keys(address: pa.Array, address_type: pa.Array, namespace_uris: Iterable[str]) -> pa.Array:
-    """``addresses.relative_key`` of every entry: null where the address lies outside the namespace."""
+    """``addresses.relative_key`` of every entry: null where the address lies outside the namespace. Full addresses
+    (imported objects, a lake staged by physical address) are cut by prefix tests and plain substring replacement:
+    the regular expressions that did it took 0.9 µs an entry (5x), most of the time a range of them took to decode."""
     address = pc.cast(address, pa.string())
     plain = pc.and_(pc.not_equal(address_type, FULL), pc.invert(pc.match_substring(address, "://")))
     out = pc.if_else(plain, pc.utf8_ltrim(address, characters="/"), pa.scalar(None, pa.string()))
     if not len(address) or pc.all(plain).as_py():
         return out
-    full = pc.replace_substring_regex(address, pattern="^s3a://", replacement="s3://")
+    s3a = pc.starts_with(address, pattern="s3a://")
+    full = address
+    if pc.any(s3a).as_py():  # Hadoop's s3a:// names the same objects as s3:// (``addresses._normal``)
+        full = pc.if_else(s3a, pc.replace_substring(address, pattern="s3a://", replacement="s3://",
+                                                    max_replacements=1), address)
     for uri in namespace_uris:
         root = _normal(uri).rstrip("/") + "/"
         inside = pc.and_(pc.is_null(out), pc.starts_with(full, pattern=root))
-        rest = pc.replace_substring_regex(full, pattern="^" + re.escape(root), replacement="", max_replacements=1)
-        out = pc.if_else(inside, pc.utf8_ltrim(rest, characters="/"), out)
+        if pc.any(inside).as_py():
+            # (in a row that starts with the root, its first occurrence is that start)
+            rest = pc.replace_substring(full, pattern=root, replacement="", max_replacements=1)
+            out = pc.if_else(inside, pc.utf8_ltrim(rest, characters="/"), out)
     return out
 
 

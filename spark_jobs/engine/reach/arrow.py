@@ -19,7 +19,7 @@ from spark_jobs.engine.runtime.memory import released
 from spark_jobs.engine.runtime.parallel import ThreadRunner
 
 
-def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], entries, rows, *, reached: pa.Table | None,
+def worth_ranking(runner: ThreadRunner, version_units: Sequence[str], entries, *, rows, reached: pa.Table | None,
                   make_context) -> pa.Table:
     """The versions rows (``units.VERSIONS_SCHEMA``) of the paths that have a version whose key ``reached`` lacks,
     every row of each (so their ranks are exact). A path all of whose versions are reached keeps only reached keys,
@@ -148,7 +148,7 @@ class ArrowReach(ArrowSteps):
         rows = worth_ranking(decoders, version_units,
                              lambda ctx, unit, only: units.range_entry_groups(ctx, units.version_range(unit),
                                                                               only=only),
-                             functools.partial(units.versions_of, lines=lines), reached=reached,
+                             rows=functools.partial(units.versions_of, lines=lines), reached=reached,
                              make_context=self.config.open)
         kept = self.latest(rows)
         del rows

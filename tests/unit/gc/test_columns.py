@@ -13,7 +13,7 @@ from spark_jobs.core.addresses import FULL, RELATIVE, relative_key
 from spark_jobs.core.plan import StoredObject, is_data_key, plan_deletions
 from spark_jobs.engine.listing.incremental import unit_of
 
-PREFIXES = ("s3://bucket/ns", "local:///srv/lakefs/ns")
+PREFIXES = ("s3://bucket/ns", "local:///srv/lakefs/ns", "s3a://bücket/é")
 SEGMENTS = ["data", "_lakefs", "dummy", "a", "é", "", "x y", "s3:", "ns", "data/"]
 
 
@@ -24,7 +24,7 @@ def random_key(rnd: random.Random) -> str:
 def random_address(rnd: random.Random) -> tuple[str, int]:
     key = random_key(rnd)
     root = rnd.choice(["s3://bucket/ns", "s3a://bucket/ns", "s3://bucket/nsx", "s3://other", "local:///srv/lakefs/ns",
-                       "gs://b/ns"])
+                       "gs://b/ns", "s3://bücket/é", "s3a://bücket/é", "s3://bücket/éé", "s3a://bucket/nsx"])
     if rnd.random() < 0.5:
         return rnd.choice(["", "/", "//"]) + key, rnd.choice([0, RELATIVE])
     return f"{root}{rnd.choice(['/', '//', ''])}{key}", rnd.choice([FULL, FULL, RELATIVE])

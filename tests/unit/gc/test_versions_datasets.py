@@ -159,7 +159,7 @@ def test_ranking_only_the_paths_with_an_unreached_version_keeps_the_same_beyond_
         reached = set(rnd.sample(keys, int(len(keys) * share)))
         decoded.clear()
         given.clear()
-        pruned = worth_ranking(ThreadRunner(2), list(parts), entries, covered, make_context=lambda: None,
+        pruned = worth_ranking(ThreadRunner(2), list(parts), entries, rows=covered, make_context=lambda: None,
                                reached=pa.table({"key": pa.array(sorted(reached), pa.string())}))
         # every group once; again only the groups that hold a path ranked (one with a version not reached: told by
         # the compiled hashes, without which every group is decoded again)
