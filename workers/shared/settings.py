@@ -61,9 +61,10 @@ class GCSettings(BaseModel):
                                          "(≈ 9–10M objects, ≈ 1.1 GiB and ≈ 1 min in process: bench/README.md, "
                                          "scale curve)")
     auto_spark_above_ranges_with_cleaning: int = Field(
-        default=60, gt=0, description="--runner auto, for a repository whose cleaning policies keep versions or "
-        "scope paths: Spark above this many ranges (in process such a run holds ≈ 0.28 KiB an object at 1M, 1.7× a "
-        "plain one: 60 ranges ≈ 2.2–2.5M objects, ≈ 0.8 GiB projected; bench/results/scale.md, cleaning rows)")
+        default=120, gt=0, description="--runner auto, for a repository whose cleaning policies keep versions or "
+        "scope paths: Spark above this many ranges (in process such a run held ≈ 160 bytes an object over the "
+        "process's footprint at 3M objects, 67 ranges, a 599 MiB peak, 1.5× a plain one: 120 ranges ≈ 5.4M objects, "
+        "≈ 0.95 GiB projected; bench/results/scale.md, cleaning rows)")
     metadata_source: str = Field(default="storage", pattern="^(storage|lakefs)$",
                                  description="read SSTables from the namespace, or through lakeFS's API")
     local_blockstore_path: str | None = Field(default=None, description="lakeFS's blockstore.local.path; None: learnt from lakeFS")

@@ -121,7 +121,7 @@ def test_auto_sends_a_repository_with_cleaning_policies_to_spark_too(lakefs, rep
     ({"id": "commits", "patterns": ["main"], "keep_commits": 2}, False),
 ])
 def test_auto_weighs_cleaning_policies_that_hold_rows_per_object(lakefs, repo, connection, policy, heavy):
-    # keep_versions and path scopes hold about 1.7x a plain run's bytes an object in process: a lower threshold
+    # keep_versions and path scopes hold about 1.5x a plain run's bytes an object in process: a lower threshold
     history(lakefs, repo)  # two ranges at the HEADs
     set_cleaning(lakefs, repo, parse_cleaning_policies({"policies": [policy]}))
     gc = GCSettings(auto_spark_above_ranges=5, auto_spark_above_ranges_with_cleaning=1)
