@@ -45,6 +45,26 @@ def range_keys(ctx: OpenContext, range_id: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([keys], schema=columns.KEYS_SCHEMA)
 
 
+# A range's entries inside the namespace: what the scoped reach's rows, --by-path's and keep_versions' are made of.
+ENTRY_GROUP_BLOCKS = 64  # ≈ 1,500 entries at lakeFS's 4 KB blocks: what keep_versions decodes again or skips
+ENTRIES_SCHEMA = pa.schema([pa.field("path", pa.binary(), nullable=False),
+                            pa.field("key", pa.string(), nullable=False)])
+
+
+def range_entry_groups(ctx: OpenContext, range_id: str, *, only: Container[int] | None = None,
+                       blocks: int = ENTRY_GROUP_BLOCKS) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The path and namespace-relative key (``ENTRIES_SCHEMA``) of the entries of one range, ``blocks`` data
+    blocks at a time, in key order, addresses outside the namespace left out: every group, empty ones included,
+    numbered by its place in the file (``numbered_batch_groups``), so that a second read with ``only`` (those
+    groups alone, the others' blocks left undecoded) gives each group as the first read gave it."""
+    for group, batch in numbered_batch_groups(ctx.read_range(range_id), blocks, only=only):
+        keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
+        valid = keys.is_valid()
+        yield group, pa.RecordBatch.from_arrays([batch.column("path").filter(valid), keys.filter(valid)],
+                                                schema=ENTRIES_SCHEMA)
+        del batch, keys
+
+
 # A path-scoped reach's rows: the key, its range (the unit's ordinal in the run's range list: a number, not the
 # 64-character id, in every row) and the scope of its path (``core.mark.scope_mask``).
 SCOPED_SCHEMA = pa.schema([pa.field("key", pa.string(), nullable=False),
@@ -63,12 +83,10 @@ def range_scoped_keys(ctx: OpenContext, unit: str, *, path_policies: tuple[Clean
     ``core.path_columns``)."""
     ordinal, range_id = unit.split(":", 1)
     keys_parts, masks_parts = [], []
-    for batch in range_batch_groups(ctx.read_range(range_id)):
-        keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
-        valid = keys.is_valid()
-        masks_parts.append(scope_masks(batch.column("path").filter(valid), path_policies))
-        keys_parts.append(keys.filter(valid))
-        del batch, keys
+    for _, entries in range_entry_groups(ctx, range_id, blocks=512):
+        masks_parts.append(scope_masks(entries.column("path"), path_policies))
+        keys_parts.append(entries.column("key"))
+        del entries
     keys = pa.concat_arrays(keys_parts, memory_pool=pa.system_memory_pool()) if keys_parts else \
         pa.array([], pa.string())
     masks = pa.concat_arrays(masks_parts) if masks_parts else pa.array([], pa.int64())
@@ -88,14 +106,11 @@ def range_paths(ctx: OpenContext, unit: str) -> pa.RecordBatch:
     """Every entry of the range ``unit`` names (``scoped_unit``) inside the namespace: key, ordinal, path."""
     ordinal, range_id = unit.split(":", 1)
     parts = []
-    for batch in range_batch_groups(ctx.read_range(range_id)):
-        keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
-        valid = keys.is_valid()
-        keys = keys.filter(valid)
+    for _, entries in range_entry_groups(ctx, range_id, blocks=512):
         parts.append(pa.RecordBatch.from_arrays(
-            [keys, pa.array(np.full(len(keys), int(ordinal), np.int64)), batch.column("path").filter(valid)],
-            schema=PATHS_SCHEMA))
-        del batch, keys
+            [entries.column("key"), pa.array(np.full(entries.num_rows, int(ordinal), np.int64)),
+             entries.column("path")], schema=PATHS_SCHEMA))
+        del entries
     return pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=PATHS_SCHEMA)
 
 
@@ -123,26 +138,6 @@ def version_unit(line: int, at: int, range_id: str) -> str:
 def version_range(unit: str) -> str:
     """The range a keep_versions unit (``version_unit``) names."""
     return unit.split(":", 2)[2]
-
-
-# A range's entries inside the namespace: what keep_versions' rows are made of (``versions_of``).
-ENTRY_GROUP_BLOCKS = 64  # ≈ 1,500 entries at lakeFS's 4 KB blocks: what keep_versions decodes again or skips
-ENTRIES_SCHEMA = pa.schema([pa.field("path", pa.binary(), nullable=False),
-                            pa.field("key", pa.string(), nullable=False)])
-
-
-def range_entry_groups(ctx: OpenContext, range_id: str, *, only: Container[int] | None = None,
-                       blocks: int = ENTRY_GROUP_BLOCKS) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """The path and namespace-relative key (``ENTRIES_SCHEMA``) of the entries of one range, ``blocks`` data
-    blocks at a time, in key order, addresses outside the namespace left out: every group, empty ones included,
-    numbered by its place in the file (``numbered_batch_groups``), so that a second read with ``only`` (those
-    groups alone, the others' blocks left undecoded) gives each group as the first read gave it."""
-    for group, batch in numbered_batch_groups(ctx.read_range(range_id), blocks, only=only):
-        keys = columns.relative_keys(batch.column("address"), batch.column("address_type"), ctx.prefixes)
-        valid = keys.is_valid()
-        yield group, pa.RecordBatch.from_arrays([batch.column("path").filter(valid), keys.filter(valid)],
-                                                schema=ENTRIES_SCHEMA)
-        del batch, keys
 
 
 def versions_of(unit: str, entries: pa.RecordBatch, *, lines: tuple[tuple[CleaningPolicy, ...], ...]) -> pa.RecordBatch:
