@@ -29,15 +29,19 @@ class SparkBackend(SparkReach, SparkListing, SparkPlan, SparkState):
     def keys_not_in(self, keys, other, *, most: int) -> set[str] | None:
         """The distinct keys of ``keys`` not in ``other``, an anti-join on executors of which at most ``most`` + 1
         rows come back (None: more than ``most``)."""
+        if self._is_empty(keys):
+            return set()
         rows = keys.select("key").distinct().join(other.select("key"), "key", "left_anti").limit(most + 1).collect()
         return None if len(rows) > most else {r["key"] for r in rows}
 
     def from_keys(self, keys: list[str]):
+        if not keys:
+            return self._empty("key string")
         return self.spark.createDataFrame([(k,) for k in keys], "key string")
 
     @translated
     def count_distinct(self, keys) -> int:
-        return keys.select("key").distinct().count()
+        return 0 if self._is_empty(keys) else keys.select("key").distinct().count()
 
     @translated
     def key_set(self, keys) -> set[str]:

@@ -23,7 +23,7 @@ class SparkListing(SparkSteps):
         """The slices listed on executors (and on an incremental run the objects found by asking for them,
         ``asked``), persisted: listed once, every later step reads these rows, not the store again."""
         listed = self._keep(self._map(slices, units.listing, columns.LISTING_SCHEMA))
-        return listed if asked is None else self._keep(listed.unionByName(asked))
+        return listed if asked is None or self._is_empty(asked) else self._keep(listed.unionByName(asked))
 
     def checked(self, dead: Sequence[str], carried: Sequence[str]):
         """The keys an incremental run checks (``listing.incremental.would_check``): the dead ranges' entries'
@@ -36,6 +36,8 @@ class SparkListing(SparkSteps):
         """Of ``checked``, the distinct keys no ``kept`` dataset holds and outside the slices ``skip`` (listed
         whole): an anti-join on executors, the keys then asked for by executors (a request each, ``STAT_BATCH``
         at a time). The objects still in the store (persisted), and how many keys were asked for."""
+        if self._is_empty(checked):  # no range died and the state carries nothing: nothing to ask for
+            return self._empty(spark_schema(columns.LISTING_SCHEMA)), 0
         wanted = checked.select("key").distinct().join(self.union(list(kept)), "key", "left_anti")
         if skip:
             wanted = wanted.filter(~slice_unit("key").isin(sorted(skip)))

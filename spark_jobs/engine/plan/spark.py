@@ -90,6 +90,8 @@ class SparkPlan(SparkSteps):
             checked = self.union([checked, self.from_keys(carried)])
         unit = slice_unit()
         outside = deleted.filter(~unit.isin(sorted(recent))) if recent else deleted
+        if self._is_empty(checked):
+            return outside.count()
         return outside.join(checked.select(F.col("key").alias("address")), "address", "left_anti").count()
 
     @translated
