@@ -154,15 +154,32 @@ def test_spark_asked_equals_arrow(spark_context, tmp_path, seed: int) -> None:
         spark.release()
 
 
+def jobs_of(sc, group: str) -> list[int]:
+    """The jobs run in ``group`` so far: Spark's status tracker learns of jobs through its listener bus, after they
+    ran, so a job of a group of its own is run first and waited for (its events come after every earlier job's)."""
+    import time  # noqa: PLC0415
+
+    barrier = f"{group}-barrier"
+    sc.setJobGroup(barrier, "waits for the tracker")
+    sc.parallelize([1]).count()
+    deadline = time.monotonic() + 60
+    while not sc.statusTracker().getJobIdsForGroup(barrier):
+        assert time.monotonic() < deadline, "Spark's status tracker never saw a job"
+        time.sleep(0.05)
+    return sc.statusTracker().getJobIdsForGroup(group)
+
+
 def test_known_empty_datasets_skip_their_jobs_and_lose_no_key(spark_context) -> None:
-    """A run with no staged file, no dead range and nothing carried makes empty datasets: the steps that read them
+    """A run with no staged file, no dead range or nothing carried makes empty datasets: the steps that read them
     answer without a Spark job (a daily run of a small lake was mostly such jobs), and a known-empty dataset beside
     rows never hides those rows. A frame that merely holds no rows (not made empty by the backend) is still read."""
     arrow = ArrowBackend(ThreadRunner(2), config=None)  # type: ignore[arg-type]
     spark = SparkBackend(spark_context, config=None, partitions=2)  # type: ignore[arg-type]
-    tracker = spark_context.statusTracker()
-    rows = frame(spark.spark, pa.table({"key": pa.array(["data/a/1", "data/a/2", "data/b/3"], pa.string())}))
+    keys = pa.table({"key": pa.array(["data/a/1", "data/a/2", "data/b/3"], pa.string())})
+    rows = frame(spark.spark, keys)
     none_listed = frame(spark.spark, pa.table({"key": pa.array([], pa.string())}))
+    deleted = pa.table({"address": pa.array(["data/a/1", "data/b/3", "root"], pa.string()),
+                        "size": pa.array([1, 2, 3], pa.int64())})
     try:
         spark_context.setJobGroup("known-empty", "steps over known-empty datasets")
         staged, carried, dead = spark.staged([]), spark.from_keys([]), spark.reach([])
@@ -171,17 +188,22 @@ def test_known_empty_datasets_skip_their_jobs_and_lose_no_key(spark_context) -> 
         assert spark.count_distinct(staged) == spark.count_distinct(spark.union([staged, carried, dead])) == 0
         asked, count = spark.asked(checked, kept=[rows, staged], skip=[""])
         assert count == 0 and spark.count(asked) == 0
-        assert tracker.getJobIdsForGroup("known-empty") == [], "a step ran a Spark job over a known-empty dataset"
-        spark_context.setJobGroup("read", "frames with rows, or none the backend knows of")
+        assert jobs_of(spark_context, "known-empty") == [], "a step ran a Spark job over a known-empty dataset"
+        spark_context.setJobGroup("beside", "known-empty datasets beside rows")
         # beside rows, whichever side the empty dataset is on, the rows are all there
         assert spark.count_distinct(spark.union([staged, rows, dead])) == 3
-        assert spark.keys_not_in(spark.union([carried, rows]), staged, most=5) == {"data/a/1", "data/a/2", "data/b/3"}
+        assert spark.keys_not_in(spark.union([carried, rows]), staged, most=5) == set(keys["key"].to_pylist())
         assert spark.keys_not_in(rows, spark.union([dead, rows]), most=5) == set()
+        assert spark.keys_not_in(spark.from_keys(["data/a/1", "x"]), spark.from_keys([]), most=5) == \
+            arrow.keys_not_in(pa.table({"key": pa.array(["data/a/1", "x"], pa.string())}),
+                              pa.table({"key": pa.array([], pa.string())}), most=5)
+        # nothing died and nothing is carried: what the incremental rule would have missed is every deleted object
+        # outside the recent slices, as on Arrow
+        assert spark.missed(frame(spark.spark, deleted), recent={"data/a/"}, dead=[], carried=[]) == \
+            arrow.missed(deleted, recent={"data/a/"}, dead=[], carried=[]) == 2
+        spark_context.setJobGroup("no-rows", "a frame that holds no rows, not made empty by the backend")
         assert spark.keys_not_in(none_listed, rows, most=5) == set() and spark.count_distinct(none_listed) == 0
-        assert tracker.getJobIdsForGroup("read"), "frames with rows were answered without reading them"
-        expected = arrow.keys_not_in(pa.table({"key": pa.array(["data/a/1", "x"], pa.string())}),
-                                     pa.table({"key": pa.array([], pa.string())}), most=5)
-        assert spark.keys_not_in(spark.from_keys(["data/a/1", "x"]), spark.from_keys([]), most=5) == expected
+        assert jobs_of(spark_context, "no-rows"), "a frame the backend did not make empty was answered unread"
     finally:
-        spark_context.setLocalProperty("spark.jobGroup.id", None)  # (pyspark 3.5 has no clearJobGroup)
+        spark_context._jsc.clearJobGroup()
         spark.release()
