@@ -263,14 +263,20 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
     if seed == 2:
         parts = decode(lake.fs.cat_file(lake.store.fsspec_path(lake.namespace, STATE_KEY))).index_parts
         assert len(parts) >= 4, parts
+    # Spark's runs a day: its incremental mark and the sweep. The full listing's plan the mark must equal is Spark's
+    # on day 1, then the thread runner's (identical plans are the runners' contract, tests/spark/test_gc_engines.py);
+    # the full dry run after the sweep (what is left, missed_by_incremental) is Spark's on the days of caps and of a
+    # stuck deletion (2–4), else the thread runner's. A Spark run on a lake this small is mostly its jobs'
+    # scheduling: this module was the CI's longest (43 min of 77 on 2026-11-30, its Spark cases 35)
+    oracle = gc if runner == "threads" else replace(collector(world, "threads", request), cache=False)
     days = 6
     totals = {"incremental": 0, "found_without_listing": 0, "capped": 0, "failed": 0, "asked_early": 0,
               "from_cache": 0}
     for day in range(1, days + 1):
         lake.one_day(days_ago=days - day + 0.5)
         now = datetime.now(UTC)
-        _, full = gc.run(lake.repo, dry_run=True, listing="full", now=now)
-        if policies == "paths" and runner == "spark":  # path policies on the dataset plan
+        _, full = (gc if day == 1 else oracle).run(lake.repo, dry_run=True, listing="full", now=now)
+        if policies == "paths" and runner == "spark" and day == 1:  # path policies on the dataset plan
             assert full.summary.listing.get("plan") == "spark", full.summary.listing
         marked = gc.mark(lake.repo, now=now)
         listing = marked.summary.listing
@@ -310,7 +316,7 @@ def test_incremental_runs_plan_what_full_runs_plan(world, runner, seed, policies
         if cap:
             assert len(removed) <= cap
         assert set(stuck) <= left
-        _, after = gc.run(lake.repo, dry_run=True, listing="full", now=now)
+        _, after = (gc if day in (2, 3, 4) else oracle).run(lake.repo, dry_run=True, listing="full", now=now)
         assert planned(after) == left, (day, planned(after) ^ left)
         assert after.summary.listing["missed_by_incremental"] == 0, after.summary.listing
         totals["incremental"] += 1
