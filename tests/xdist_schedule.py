@@ -23,7 +23,7 @@ CLUSTER_MODULES = frozenset({"tests/spark/test_cluster.py", "tests/spark/test_gc
 
 # Seconds a unit took (rounded; a busy 2-core machine). Update when a module becomes much slower or faster.
 COSTS = {
-    "tests/integration/gc/test_gc_incremental.py": 450,  # its Spark cases at 2026-11-30: ≈ 700 s alone, no oracle on Spark
+    "tests/integration/gc/test_gc_incremental.py": 450,  # (2026-11-30: its eight Spark cases ≈ 700 s alone)
     SPARK_CLUSTER: 640,  # + the daily run of test_gc_driver_bound (≈ 60 s and a lakeFS of small ranges)
     "tests/integration/shared/test_redis_failover.py": 400,
     "tests/integration/gc/test_gc_under_faults.py": 400,
