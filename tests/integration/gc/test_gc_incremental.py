@@ -6,7 +6,8 @@ ago, then linked) lives through simulated days of overwrites, deletes, merges, r
 old commits and deleted, uploads never committed, deletion caps and deletions that fail. Every day a full dry run
 (listing everything) and the incremental run plan at the same instant: the plans are equal; after the incremental
 run's sweep, a full dry run finds only what the run was told not to or could not delete, and counts nothing the
-incremental rule missed; no run deletes what a branch reaches when it runs. At the end nothing is left.
+incremental rule missed; no run deletes what a branch reaches when it runs. At the end nothing is left. (On Spark
+the full dry runs are the thread runner's on most days: see the test.)
 """
 
 from __future__ import annotations
