@@ -158,7 +158,6 @@ class SparkSteps:
         row (each 0.1–0.9 s of scheduling, most of a small lake's daily run)."""
         frame = self.spark.createDataFrame([], schema)
         self._remember("empty", frame, True)
-        self._remember("count", frame, 0)
         return frame
 
     def _is_empty(self, frame) -> bool:
