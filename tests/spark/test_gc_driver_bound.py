@@ -2,7 +2,7 @@
 master and worker, with spark.driver.maxResultSize at 2 MiB, on a repository whose addresses and paths alone weigh
 several times that: anything per object that came back to the driver (the listing, the kept addresses, the plan)
 would exceed the limit and fail the job. The run must succeed and plan exactly what the thread runner plans, with
-path policies too.
+cleaning policies too (path policies, keep_versions and --by-path in one run).
 
 The same for a daily (incremental) run after a day that rewrote a few paths in every range: the ranges that died and
 those that appeared are compared by executors and the kept index looked up there, only the day's change and the
@@ -161,30 +161,20 @@ def test_spark_run_with_a_tiny_driver_result_limit_plans_what_threads_plan(big_r
     assert summary.success and summary.runner == "spark"
     assert plan(summary) == plan(threads.summary)
 
-    # Path policies (cleaning per table): each entry's scope judged with its range's on executors; only the (range,
-    # scope) pairs reach the driver. tables/t1/ keeps 30 days: its overwritten versions stay.
-    document = {"policies": [{"id": "t1", "patterns": ["*"], "paths": ["tables/t1/**"], "keep_for": "30d"}]}
-    lakefs.call("metadata", lakefs.internal.set_repository_metadata, big_repository,
-                lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: json.dumps(document)}))
-    scoped_threads = gc.mark(big_repository, now=now, min_age=timedelta(0))
-    assert len(scoped_threads.deleted) == 150 - sum(i % 7 == 1 for i in range(0, OBJECTS, OBJECTS // 100))
-    scoped = bounded(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
-                     request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark"))
-    assert scoped.success and scoped.listing.get("plan") == "spark"  # the dataset plan, not the object path
-    assert plan(scoped) == plan(scoped_threads.summary)
-
-    # keep_versions (each path's history ranked on executors) and --by-path (the plan named by its paths, counted
-    # per prefix): 2 versions of tables/t2/ kept (their overwritten versions stay), the plan named per table
-    document["policies"].append({"id": "t2", "patterns": ["main"], "paths": ["tables/t2/**"], "keep_versions": 2})
+    # Cleaning policies in one run: path policies (each entry's scope judged with its range's on executors; only the
+    # (range, scope) pairs reach the driver; tables/t1/ keeps 30 days: its overwritten versions stay), keep_versions
+    # (each path's history ranked on executors: 2 versions of tables/t2/ kept, their overwritten versions stay) and
+    # --by-path (the plan named by its paths, counted per table)
+    document = {"policies": [{"id": "t1", "patterns": ["*"], "paths": ["tables/t1/**"], "keep_for": "30d"},
+                             {"id": "t2", "patterns": ["main"], "paths": ["tables/t2/**"], "keep_versions": 2}]}
     lakefs.call("metadata", lakefs.internal.set_repository_metadata, big_repository,
                 lakefs_sdk.RepositoryMetadataSet(metadata={METADATA_KEY: json.dumps(document)}))
     named_threads = gc.mark(big_repository, now=now, min_age=timedelta(0), by_path=True)
-    assert len(named_threads.deleted) == len(scoped_threads.deleted) - sum(
-        i % 7 == 2 for i in range(0, OBJECTS, OBJECTS // 100))
+    assert len(named_threads.deleted) == 150 - sum(i % 7 in (1, 2) for i in range(0, OBJECTS, OBJECTS // 100))
     named = bounded(spark=spark, lakefs=lakefs_conn, storage=gc.storage, env=submit_env,
                     request=RunRequest(big_repository, "mark", now=now, min_age=timedelta(0), runner="spark",
                                        by_path=True))
-    assert named.success and named.listing.get("plan") == "spark"
+    assert named.success and named.listing.get("plan") == "spark"  # the dataset plan, not the object path
     assert plan(named) == plan(named_threads.summary)
     assert named.by_path == named_threads.summary.by_path and len(named.by_path) > 1, named.by_path
 
