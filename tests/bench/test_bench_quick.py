@@ -23,8 +23,8 @@ BENCHMARKS = {
     "gc_inprocess": ("bench/gc/inprocess_bench.py", ["--quick"], 240, "gc-inprocess*"),
     "gc_sstable": ("bench/gc/sstable_bench.py", ["--quick"], 180, "gc-sstable*"),
     "gc_generate": ("bench/gc/generate.py", ["--quick"], 180, None),
-    # GC at scale (issue 37): full and daily runs, threads and spark-submit on local[2] and a standalone cluster;
-    # driver memory sampled, the event log read (in full: 100k and 1M objects, local disk and versitygw)
+    # GC at scale (issue 37): full and daily runs, threads and spark-submit on a standalone cluster (in full also
+    # local[2]); driver memory sampled, the event log read (in full: 100k and 1M objects, local disk and versitygw)
     "gc_scale": ("bench/gc/scale_bench.py", ["--quick"], 540, "scale*"),
     # GC cold and warm runs (mark cache), local disk and versitygw, both runners
     "gc_cache": ("bench/gc/cache_bench.py", ["--quick"], 420, "gc-cache*"),
